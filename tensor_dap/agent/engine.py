@@ -1,0 +1,324 @@
+"""The watch engine: sees every torch operation user code performs and runs the enabled rules.
+
+A ``TorchFunctionMode`` receives each torch function called while the watch is active (tensor
+methods, operators, ``torch.*`` functions, ``torch.nn.functional``). The per-op path is the
+whole cost of the engine, so it is lean:
+
+- a per-function *plan* is computed once (:mod:`tensor_dap.agent.ops`): which rule checks apply
+  to that function; metadata reads such as ``t.grad`` or ``t.shape`` pass straight through;
+- no pytree walks: arguments are scanned one level deep;
+- provenance (where each tensor was created) is one dict insert per op;
+- nothing at all is installed when no rule is enabled and no trace is recorded.
+
+Rules live in :mod:`tensor_dap.agent.rules`, one module each. A rule that raises is logged and
+switched off; nothing here raises into user code or changes what an op returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+from types import FrameType, ModuleType
+from typing import Any, Callable, Iterable, Optional
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from tensor_dap.agent import frames, naming
+from tensor_dap.agent.describe import describe
+from tensor_dap.agent.findings import Finding
+from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.ops import describe as describe_op
+from tensor_dap.agent.provenance import MAX_DEPTH, Prov, ProvenanceRegistry
+from tensor_dap.agent.rules import Report, parse_rules, rule_modules
+
+log = logging.getLogger("tensor_dap.engine")
+
+FindingSink = Callable[[Finding, Optional[FrameType]], None]
+
+_Tensor = torch.Tensor
+_SEQUENCES = (list, tuple)
+_PASS = object()
+
+
+def process_info() -> dict[str, Any]:
+    """Which process a finding comes from: pid, and rank / worker id when there are several."""
+    info: dict[str, Any] = {"pid": os.getpid()}
+    for key, env in (("rank", "RANK"), ("local_rank", "LOCAL_RANK")):
+        value = os.environ.get(env)
+        if value is not None and value.isdigit():
+            info[key] = int(value)
+    try:
+        worker = torch.utils.data.get_worker_info()
+    except Exception:
+        worker = None
+    if worker is not None:
+        info["worker"] = worker.id
+    return info
+
+
+class _Mode(TorchFunctionMode):
+    """The per-op hook; all state lives on the :class:`Watch`."""
+
+    def __init__(self, watch: Watch) -> None:
+        super().__init__()
+        self.watch = watch
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        watch = self.watch
+        plan = watch._plans.get(func)
+        if plan is None:
+            plan = watch._plan(func)
+        if plan is _PASS:
+            return func(*args, **kwargs) if kwargs else func(*args)
+        info, before, after = plan
+        caller = sys._getframe(1)
+        if before:
+            for rule_id, check in before:
+                try:
+                    report = check(info, args, kwargs, caller, watch)
+                except Exception:
+                    watch._rule_failed(rule_id)
+                    continue
+                if report is not None:
+                    watch._emit(rule_id, report, info, caller)
+        grad_was_enabled = torch.is_grad_enabled()
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        try:
+            watch._after_op(info, args, kwargs, out, caller, after, grad_was_enabled)
+        except Exception:  # the engine must never break the user's op
+            log.exception("tensor-dap: internal error after %s", info.name)
+        return out
+
+
+class Watch:
+    """Watch the tensor operations of a block of code::
+
+        with tensor_dap.watch(rules=["device-mismatch"]) as w:
+            train()
+        print(w.findings)
+
+    ``rules``: ids, or a spec string such as ``"default"``, ``"all"`` or ``"a,b"``.
+    ``on_finding``: called with each new finding and the user's frame, *before* the op that
+    caused it runs (the debug adapter suspends the program there).
+    ``recorder``: an object with ``observe(frame, tensor)`` receiving op outputs of user lines
+    (the trace store recorder); ``None`` records nothing.
+    ``options``: per-rule options, e.g. ``{"leaves-device": {"scalars": True}}``.
+    """
+
+    def __init__(
+        self,
+        rules: Optional[Iterable[str] | str] = None,
+        on_finding: Optional[FindingSink] = None,
+        recorder: Any = None,
+        options: Optional[dict[str, dict[str, Any]]] = None,
+        dedupe: bool = True,
+    ) -> None:
+        if rules is None or isinstance(rules, str):
+            rules = parse_rules(rules)
+        self.enabled: set[str] = set(rules)
+        self.options = options or {}
+        self.sinks: list[FindingSink] = [on_finding] if on_finding else []
+        self.recorder = recorder
+        self.dedupe = dedupe
+        self.findings: list[Finding] = []
+        self.counts: dict[tuple[str, str, int], int] = {}
+        self.provenance = ProvenanceRegistry()
+        #: rules switched off because they raised: id -> reason
+        self.failed: dict[str, str] = {}
+        #: shared scratch space of rules (e.g. tensors zeroed since the last optimizer step)
+        self.rule_state: dict[str, Any] = {}
+        self._modules: dict[str, ModuleType] = {m.RULE.id: m for m in rule_modules()}
+        self._plans: dict[Any, Any] = {}
+        self._mode: Optional[_Mode] = None
+        self._handles: list[Any] = []
+        self._lock = threading.Lock()
+        self._emitting = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> Watch:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Install the hooks in the calling thread (no-op when nothing is enabled)."""
+        if self._mode is not None:
+            return
+        for rule_id in self.enabled:
+            install = getattr(self._modules[rule_id], "install", None)
+            if install is not None:
+                try:
+                    self._handles.extend(install(self))
+                except Exception:
+                    self._rule_failed(rule_id)
+        if self.enabled or self.recorder is not None:
+            self._mode = _Mode(self)
+            self._mode.__enter__()
+
+    def stop(self) -> None:
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            try:
+                mode.__exit__(None, None, None)
+            except Exception:
+                log.exception("tensor-dap: could not pop the watch mode")
+        for handle in self._handles:
+            with contextlib.suppress(Exception):
+                handle.remove()
+        self._handles.clear()
+
+    def set_enabled(self, rules: Iterable[str]) -> None:
+        """Change the enabled rules while running (the debugger's checkboxes)."""
+        self.enabled = set(rules)
+        self._plans = {}
+
+    # -- per-op ----------------------------------------------------------------------------
+    def _plan(self, func: Any) -> Any:
+        info = describe_op(func)
+        if info.passthrough:
+            plan: Any = _PASS
+        else:
+            before = []
+            after = []
+            for rule_id in sorted(self.enabled - self.failed.keys()):
+                module = self._modules[rule_id]
+                applies = getattr(module, "applies", None)
+                if applies is not None and not applies(info):
+                    continue
+                if hasattr(module, "before"):
+                    before.append((rule_id, module.before))
+                if hasattr(module, "after"):
+                    after.append((rule_id, module.after))
+            plan = (info, tuple(before), tuple(after))
+        self._plans[func] = plan
+        return plan
+
+    def _after_op(
+        self,
+        info: OpInfo,
+        args: tuple[Any, ...],
+        kwargs: Optional[dict[str, Any]],
+        out: Any,
+        caller: FrameType,
+        after: tuple[Any, ...],
+        grad_was_enabled: bool,
+    ) -> None:
+        if isinstance(out, _Tensor):
+            self._record(info, args, out, caller, grad_was_enabled)
+        elif out.__class__ in _SEQUENCES or isinstance(out, tuple):
+            for item in out:
+                if isinstance(item, _Tensor):
+                    self._record(info, args, item, caller, grad_was_enabled)
+        for rule_id, check in after:
+            try:
+                report = check(info, args, kwargs, out, caller, self)
+            except Exception:
+                self._rule_failed(rule_id)
+                continue
+            if report is not None:
+                self._emit(rule_id, report, info, caller)
+
+    def _record(
+        self, info: OpInfo, args: tuple[Any, ...], out: Any, caller: FrameType, grad_on: bool
+    ) -> None:
+        """Provenance of one op output, and what the trace recorder wants of it."""
+        user = frames.user_frame(caller)
+        if user is None:
+            return
+        if self.recorder is not None:
+            self.recorder.observe(user, out)
+        if out.requires_grad:
+            prov = Prov(user.f_code.co_filename, user.f_lineno, info.name)
+        else:
+            # keep how this tensor came to lack gradient history (for grad-lost)
+            parents: list[Prov] = []
+            cut = None
+            lookup = self.provenance.lookup
+            for arg in args:
+                if isinstance(arg, _Tensor):
+                    if arg.requires_grad:
+                        cut = _cut_description(info.name, grad_on)
+                    else:
+                        parent = lookup(arg)
+                        if parent is not None:
+                            parents.append(parent)
+            depth = 1 + max((p.depth for p in parents), default=0)
+            if depth > MAX_DEPTH:
+                parents, depth = [], 0
+            prov = Prov(
+                user.f_code.co_filename, user.f_lineno, info.name, cut, tuple(parents), depth
+            )
+        self.provenance.record(out, prov)
+
+    # -- findings --------------------------------------------------------------------------
+    def _emit(self, rule_id: str, report: Report, info: OpInfo, caller: FrameType) -> None:
+        """Turn a rule's report into a finding at the user's line and hand it to the sinks."""
+        if self._emitting:  # a sink (e.g. the debugger's REPL) ran torch code: ignore it
+            return
+        self._emitting = True
+        try:
+            with torch._C.DisableTorchFunction():
+                self._emit_finding(rule_id, report, info, caller)
+        except Exception:
+            log.exception("tensor-dap: could not report a %s finding", rule_id)
+        finally:
+            self._emitting = False
+
+    def _emit_finding(self, rule_id: str, report: Report, info: OpInfo, caller: FrameType) -> None:
+        user = report.frame or frames.user_frame(caller)
+        if user is None:
+            return
+        path = os.path.abspath(user.f_code.co_filename)
+        line = user.f_lineno
+        key = (rule_id, path, line)
+        with self._lock:
+            self.counts[key] = self.counts.get(key, 0) + 1
+            if self.dedupe and self.counts[key] > 1:
+                return
+        names = naming.name_tensors(report.tensors, info.name, caller, user, report.operands)
+        described = [
+            describe(t, n, self.provenance.lookup(t)) for t, n in zip(report.tensors, names)
+        ]
+        message = report.message(described, naming.expression_text(user))
+        if message is None:  # the rule decided, seeing the source, that this is fine
+            return
+        finding = Finding(
+            rule=rule_id,
+            path=path,
+            line=line,
+            message=message,
+            tensors=[d.info() for d in described],
+            process=process_info(),
+        )
+        self.findings.append(finding)
+        for sink in list(self.sinks):
+            try:
+                sink(finding, user)
+            except Exception:
+                log.exception("tensor-dap: a finding sink failed")
+
+    def _rule_failed(self, rule_id: str) -> None:
+        """A rule raised: log it once, switch it off, keep the program running."""
+        if rule_id in self.failed:
+            return
+        self.failed[rule_id] = repr(sys.exc_info()[1])
+        log.warning("tensor-dap: rule %s failed and was switched off", rule_id, exc_info=True)
+        self._plans = {}
+
+
+def _cut_description(op_name: str, grad_enabled: bool) -> str:
+    if not grad_enabled:
+        return f"{op_name} under torch.no_grad()"
+    if op_name == "data":
+        return ".data"
+    if op_name in ("detach", "detach_"):
+        return "detach()"
+    if op_name in ("tensor", "as_tensor", "new_tensor", "from_numpy"):
+        return f"torch.{op_name}(...) re-wrapping"
+    return f"{op_name}()"

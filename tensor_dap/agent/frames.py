@@ -1,0 +1,92 @@
+"""Which frames are the user's, and the user's frame for the op running now.
+
+A finding is reported at the line of the user's code that caused it, not inside torch or
+tensor_dap. "User code" is any file outside torch, tensor_dap, the standard library and
+site-packages; when no such frame is on the stack (a library driving torch on its own), the first
+frame outside torch and tensor_dap stands in. Classification is cached per code object, so the
+hot path pays one dict lookup per frame it walks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from types import CodeType, FrameType
+from typing import Optional
+
+import torch
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_TENSOR_DAP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Folders whose files are libraries, not the user's code."""
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.abspath(path) + os.sep)
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+        dirs.add(os.path.join(os.path.abspath(prefix), "lib") + os.sep)
+    return tuple(sorted(dirs))
+
+
+_LIBRARY_DIRS = _library_dirs()
+
+#: code object -> 2 user code, 1 other library code, 0 torch or tensor_dap
+_KIND: dict[CodeType, int] = {}
+
+USER, LIBRARY, INTERNAL = 2, 1, 0
+
+
+def classify_path(path: str) -> int:
+    """USER, LIBRARY or INTERNAL for a source path (as in ``co_filename``)."""
+    if not path or path.startswith("<"):
+        # <stdin>, <string>, <frozen ...>: frozen modules are stdlib, the rest the user's
+        return LIBRARY if path.startswith("<frozen") else USER
+    path = os.path.abspath(path)
+    if path.startswith(_TORCH_DIR) or path.startswith(_TENSOR_DAP_DIR):
+        return INTERNAL
+    if "site-packages" in path or "dist-packages" in path or path.startswith(_LIBRARY_DIRS):
+        return LIBRARY
+    return USER
+
+
+def code_kind(code: CodeType) -> int:
+    """Cached :func:`classify_path` of a code object's file."""
+    kind = _KIND.get(code)
+    if kind is None:
+        kind = _KIND[code] = classify_path(code.co_filename)
+    return kind
+
+
+def is_user_code(code: CodeType) -> bool:
+    return code_kind(code) == USER
+
+
+def user_frame(frame: Optional[FrameType]) -> Optional[FrameType]:
+    """The first user frame at or above ``frame``; else the first frame outside torch/tensor_dap."""
+    fallback = None
+    kinds = _KIND
+    while frame is not None:
+        code = frame.f_code
+        kind = kinds.get(code)
+        if kind is None:
+            kind = code_kind(code)
+        if kind == USER:
+            return frame
+        if kind == LIBRARY and fallback is None:
+            fallback = frame
+        frame = frame.f_back
+    return fallback
+
+
+def caller_is_user(depth: int) -> bool:
+    """Whether the frame ``depth`` levels above the caller of this function is user code."""
+    try:
+        frame = sys._getframe(depth + 1)
+    except ValueError:
+        return False
+    return code_kind(frame.f_code) == USER

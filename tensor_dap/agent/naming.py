@@ -1,0 +1,214 @@
+"""Names for the tensors in a finding, read from the user's source and frames.
+
+Only runs when a rule reports (never on the per-op path). A tensor is named by, in order: a
+local variable of the user's frame holding it; the text of the operand in the expression running
+on the user's line (Python 3.11+ gives its column range through ``co_positions``); a local or a
+parameter of a module in the torch frames between the op and the user; else ``operand N``.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import sys
+from types import FrameType
+from typing import Any, Optional
+
+import torch
+
+_TREES: dict[str, Optional[ast.Module]] = {}
+
+
+def _tree(path: str) -> Optional[ast.Module]:
+    if path not in _TREES:
+        source = "".join(linecache.getlines(path))
+        try:
+            _TREES[path] = ast.parse(source) if source else None
+        except (SyntaxError, ValueError):
+            _TREES[path] = None
+    return _TREES[path]
+
+
+def _segment(path: str, node: ast.AST) -> Optional[str]:
+    lines = linecache.getlines(path)
+    try:
+        start, end = node.lineno, node.end_lineno  # type: ignore[attr-defined]
+        col, end_col = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
+    if end is None or end_col is None or start > len(lines):
+        return None
+    if start == end:
+        return lines[start - 1].encode()[col:end_col].decode(errors="replace")
+    parts = [lines[start - 1].encode()[col:].decode(errors="replace")]
+    parts += lines[start : end - 1]
+    parts.append(lines[end - 1].encode()[:end_col].decode(errors="replace"))
+    return "".join(parts).strip()
+
+
+def current_node(frame: FrameType) -> Optional[ast.AST]:
+    """The innermost AST node whose span is the instruction running in ``frame``."""
+    if sys.version_info < (3, 11):
+        return None
+    code = frame.f_code
+    try:
+        positions = list(code.co_positions())
+        line, end_line, col, end_col = positions[frame.f_lasti // 2]
+    except (IndexError, ValueError, AttributeError):
+        return None
+    if line is None or col is None:
+        return None
+    tree = _tree(code.co_filename)
+    if tree is None:
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if (
+            getattr(node, "lineno", None) == line
+            and getattr(node, "col_offset", None) == col
+            and getattr(node, "end_lineno", None) == end_line
+            and getattr(node, "end_col_offset", None) == end_col
+            and isinstance(node, ast.expr)
+        ):
+            best = node
+    return best
+
+
+def expression_text(frame: FrameType) -> str:
+    """The expression running on the user's line, else the stripped line."""
+    node = current_node(frame)
+    if node is not None:
+        text = _segment(frame.f_code.co_filename, node)
+        if text:
+            return " ".join(text.split())
+    return linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+
+
+def _operand_texts(frame: FrameType, op_name: str, direct: bool) -> list[str]:
+    """Source text of each operand of the expression running in ``frame``.
+
+    Used when the op was called from that frame (``direct``) or the expression is a call of a
+    method named like the op (``loss.backward()``, reached through torch's Python wrapper).
+    """
+    node = current_node(frame)
+    path = frame.f_code.co_filename
+    if node is None:
+        return []
+    if not direct and not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == op_name
+    ):
+        return []
+    texts: list[Optional[str]] = []
+    if isinstance(node, ast.BinOp):
+        texts = [_segment(path, node.left), _segment(path, node.right)]
+        if op_name.startswith("__r") and op_name not in ("__repr__",):
+            texts.reverse()
+    elif isinstance(node, ast.Compare) and len(node.comparators) == 1:
+        texts = [_segment(path, node.left), _segment(path, node.comparators[0])]
+    elif isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and not _is_module_path(func.value):
+            texts.append(_segment(path, func.value))
+        texts.extend(_segment(path, a) for a in node.args)
+    elif isinstance(node, ast.Subscript):
+        texts = [_segment(path, node.value), _segment(path, node.slice)]
+    return [t or "" for t in texts]
+
+
+def _is_module_path(node: ast.AST) -> bool:
+    """``torch`` / ``torch.nn.functional`` / ``F``: a call on a module, not a tensor method."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in {"torch", "F", "nn", "np", "functional"}
+
+
+def _local_name(frame: FrameType, obj: Any) -> Optional[str]:
+    try:
+        for name, value in frame.f_locals.items():
+            if value is obj and name != "self":
+                return name
+    except Exception:
+        return None
+    return None
+
+
+def _module_param_name(frame: FrameType, obj: Any) -> Optional[str]:
+    """``Linear.weight`` when ``obj`` is a parameter or buffer of ``self`` in ``frame``."""
+    try:
+        owner = frame.f_locals.get("self")
+    except Exception:
+        return None
+    if not isinstance(owner, torch.nn.Module):
+        return None
+    for name, value in list(owner._parameters.items()) + list(owner._buffers.items()):
+        if value is obj:
+            return f"{type(owner).__name__}.{name}"
+    return None
+
+
+def name_tensors(
+    tensors: list[Any],
+    op_name: str,
+    op_frame: Optional[FrameType],
+    user: Optional[FrameType],
+    operands: bool = True,
+) -> list[str]:
+    """One name per tensor, as a person reading the user's line would call it.
+
+    ``operands``: the tensors are the op's arguments in order, so the text of the expression's
+    operands can name them.
+    """
+    texts = []
+    if operands and user is not None:
+        texts = _operand_texts(user, op_name, op_frame is user)
+    names: list[str] = []
+    for index, tensor in enumerate(tensors):
+        name = _local_name(user, tensor) if user is not None else None
+        if name is None and index < len(texts) and texts[index]:
+            name = texts[index]
+        frame = op_frame
+        while name is None and frame is not None and frame is not user:
+            name = _module_param_name(frame, tensor) or _local_name(frame, tensor)
+            frame = frame.f_back
+        if name is None and user is not None:
+            name = _attribute_of_local_module(user, tensor)
+        names.append(name or f"operand {index}")
+    return names
+
+
+def _attribute_of_local_module(frame: FrameType, obj: Any) -> Optional[str]:
+    """``model.fc1.weight`` when a module held in a variable of ``frame`` owns ``obj``."""
+    try:
+        scopes = list(frame.f_locals.items()) + list(frame.f_globals.items())
+    except Exception:
+        return None
+    for var, value in scopes:
+        if isinstance(value, torch.nn.Module):
+            try:
+                for name, tensor in value.named_parameters():
+                    if tensor is obj:
+                        return f"{var}.{name}"
+            except Exception:
+                continue
+    return None
+
+
+def assignment_target(path: str, line: int) -> Optional[str]:
+    """The variable assigned on ``line`` (``w`` for ``w = torch.tensor([1.0])``), if one."""
+    tree = _tree(path)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) != line:
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            return _segment(path, node.targets[0])
+        if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            return _segment(path, node.target)
+    return None
+
+
+def source_line(path: str, line: int) -> str:
+    return linecache.getline(path, line).strip()

@@ -1,0 +1,111 @@
+"""The rule registry: ids, titles and the checks each rule contributes.
+
+Rule ids are a contract shared by the CLI (``--rules``), the debug adapter's exception
+breakpoint filters and the trace store. A rule is one module in this package that defines
+``RULE`` and some of these hooks, all optional:
+
+- ``applies(op) -> bool`` and ``before(op, args, kwargs, state) -> Report | None``: checked before
+  a torch function whose :class:`~tensor_dap.agent.ops.OpInfo` it ``applies`` to runs;
+- ``after(op, args, kwargs, out, state) -> Report | None``: checked after it returned;
+- ``install(state) -> list[handle]``: hooks outside the op stream (optimizer steps...), removed
+  when the watch ends.
+
+Rules read what an op saw and answer with a :class:`Report` or ``None``; they never touch data
+they were not given, and a rule that raises is switched off by the engine.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Optional
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    #: label of the breakpoint checkbox in the editor
+    title: str
+    description: str
+    default: bool = True
+
+
+@dataclass
+class Report:
+    """What a rule found; the engine adds the user's line, names and provenance.
+
+    ``message`` receives one :class:`~tensor_dap.agent.describe.Described` per tensor in
+    ``tensors`` (same order) and the text of the expression running on the user's line, and
+    returns the finding's text.
+    """
+
+    tensors: list[Any]
+    message: Callable[[list[Any], str], str]
+    #: the user's frame to report at, when the rule knows better than the op's caller
+    frame: Any = None
+    #: the tensors are the op's operands, in order (so the expression's text can name them)
+    operands: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_MODULES = (
+    "leaves_device",
+    "device_mismatch",
+    "grad_lost",
+    "inplace_saved",
+    "broadcast",
+    "missing_zero_grad",
+    "nan_inf",
+)
+
+
+def rule_modules() -> list[ModuleType]:
+    """The rule modules, in the order their checkboxes are shown."""
+    return [importlib.import_module(f"{__name__}.{name}") for name in _MODULES]
+
+
+def all_rules() -> list[Rule]:
+    return [module.RULE for module in rule_modules()]
+
+
+RULE_IDS: tuple[str, ...] = (
+    "leaves-device",
+    "device-mismatch",
+    "grad-lost",
+    "inplace-saved",
+    "broadcast",
+    "missing-zero-grad",
+    "nan-inf",
+)
+
+
+def default_rule_ids() -> list[str]:
+    return [rule.id for rule in all_rules() if rule.default]
+
+
+class UnknownRuleError(ValueError):
+    pass
+
+
+def parse_rules(spec: Optional[str]) -> list[str]:
+    """``"default"``, ``"all"``, ``"none"`` or a comma list of rule ids (may mix ``default``)."""
+    if spec is None or spec.strip() == "":
+        return default_rule_ids()
+    chosen: list[str] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        if part == "default":
+            names = default_rule_ids()
+        elif part == "all":
+            names = list(RULE_IDS)
+        elif part == "none":
+            names = []
+        elif part in RULE_IDS:
+            names = [part]
+        else:
+            known = ", ".join(RULE_IDS)
+            raise UnknownRuleError(f"unknown rule {part!r}; known rules: {known} (or default, all)")
+        chosen.extend(n for n in names if n not in chosen)
+    return chosen

@@ -1,0 +1,40 @@
+"""Helpers the rules share for reading an op's arguments (one level deep, no pytree)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+_Tensor = torch.Tensor
+
+
+def tensor_args(args: tuple[Any, ...], kwargs: Optional[dict[str, Any]]) -> list[Any]:
+    """Tensors among the arguments, looking one level into lists and tuples."""
+    found = []
+    for arg in args:
+        if isinstance(arg, _Tensor):
+            found.append(arg)
+        elif isinstance(arg, (list, tuple)):
+            found.extend(a for a in arg if isinstance(a, _Tensor))
+    if kwargs:
+        for arg in kwargs.values():
+            if isinstance(arg, _Tensor):
+                found.append(arg)
+    return found
+
+
+def is_cpu_scalar(tensor: Any) -> bool:
+    """A 0-dim CPU tensor without grad history: PyTorch treats it as a number on any device."""
+    return tensor.dim() == 0 and tensor.device.type == "cpu" and not tensor.requires_grad
+
+
+def join_names(names: list[str]) -> str:
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def created(d: Any) -> str:
+    """`` (created at x.py:3 by zeros)`` or nothing."""
+    return f" ({d.created})" if d.created else ""

@@ -1,0 +1,106 @@
+"""``device-mismatch``: an op receives tensors on more than one device.
+
+Checked *before* the op runs, so the debugger stops while every operand is still inspectable
+(PyTorch then raises its own "Expected all tensors to be on the same device" error, or — in the
+classic CPU loss accumulator — builds a graph that fails later in backward). A 0-dim CPU tensor
+without grad history is a number to PyTorch and never counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.rules._args import created, is_cpu_scalar, join_names, tensor_args
+
+RULE = Rule(
+    id="device-mismatch",
+    title="Device mismatch",
+    description="An operation receives tensors on more than one device.",
+)
+
+_Tensor = torch.Tensor
+_FACTORIES = frozenset(
+    [
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "tensor",
+        "Tensor",
+        "as_tensor",
+        "arange",
+        "linspace",
+        "rand",
+        "randn",
+        "randint",
+        "zeros_like",
+        "ones_like",
+        "eye",
+        "from_numpy",
+        "FloatTensor",
+        "LongTensor",
+    ]
+)
+
+
+def applies(op: OpInfo) -> bool:
+    return not (op.device_move or op.backward)
+
+
+def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+    first = None
+    for arg in args:
+        if isinstance(arg, _Tensor):
+            device = arg.device
+            if first is None:
+                first = device
+            elif device != first:
+                return _report(tensor_args(args, kwargs))
+        elif arg.__class__ is list or arg.__class__ is tuple:
+            for item in arg:
+                if isinstance(item, _Tensor):
+                    device = item.device
+                    if first is None:
+                        first = device
+                    elif device != first:
+                        return _report(tensor_args(args, kwargs))
+    if kwargs:
+        for arg in kwargs.values():
+            if isinstance(arg, _Tensor):
+                device = arg.device
+                if first is None:
+                    first = device
+                elif device != first:
+                    return _report(tensor_args(args, kwargs))
+    return None
+
+
+def _report(tensors: list[Any]) -> Optional[Report]:
+    """The slow path: more than one device was seen; drop CPU scalars and decide."""
+    operands = [t for t in tensors if not is_cpu_scalar(t) and t.device.type != "meta"]
+    devices = {t.device for t in operands}
+    if len(devices) < 2:
+        return None
+    return Report(tensors=operands, message=_message)
+
+
+def _message(described: list[Any], expression: str) -> str:
+    parts = [f"{d.name} is on {d.device}{created(d)}" for d in described]
+    text = f"`{expression}`: " + ", ".join(parts) + "."
+    cpu = [d for d in described if d.device == "cpu"]
+    accel = [d for d in described if d.device != "cpu"]
+    if cpu and accel:
+        target = accel[0].name
+        fresh = [d.name for d in cpu if d.prov is not None and d.prov.op in _FACTORIES]
+        moved = [d.name for d in cpu if d.name not in fresh]
+        if fresh:
+            text += f" Create {join_names(fresh)} with device={target}.device."
+        if moved:
+            text += f" Move {join_names(moved)} to {target}.device with .to({target}.device)."
+    else:
+        text += " Move the tensors to one device with .to(...)."
+    return text

@@ -1,0 +1,155 @@
+"""``inplace-saved``: an in-place op modifies a tensor that autograd saved for backward.
+
+PyTorch notices only later, in ``backward()`` ("one of the variables needed for gradient
+computation has been modified by an inplace operation"), far from the line that did it. This
+rule looks before each in-place op of user code: it walks the live autograd graphs (from the
+tensor itself and the most recent op outputs that have a ``grad_fn``) and checks the tensors
+each node saved; one that shares storage with the target — and so its version counter — will
+make backward fail. Saved-tensor hooks are not used: installing them switches off PyTorch's own
+version check, which would change the program.
+
+Parameter updates under ``torch.no_grad()`` on leaf tensors are how optimizers work; they are
+not reported.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import weakref
+from typing import Any, Optional
+
+import torch
+
+from tensor_dap.agent import frames, naming
+from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.provenance import Prov
+from tensor_dap.agent.rules import Report, Rule
+
+RULE = Rule(
+    id="inplace-saved",
+    title="In-place on saved tensor",
+    description="An in-place operation modifies a tensor autograd saved for backward.",
+)
+
+_Tensor = torch.Tensor
+_RECENT = "inplace-saved.recent"
+_META_KEY = "tensor_dap"
+_MAX_NODES = 5000
+_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+
+
+def applies(op: OpInfo) -> bool:
+    return not op.passthrough
+
+
+def after(op: OpInfo, args: tuple, kwargs: Any, out: Any, caller: Any, state: Any) -> Any:
+    """Remember recent outputs that start graphs, and tag their node with where it ran."""
+    if isinstance(out, _Tensor) and out.requires_grad:
+        node = out.grad_fn
+        if node is not None:
+            recent = state.rule_state.get(_RECENT)
+            if recent is None:
+                recent = state.rule_state[_RECENT] = collections.deque(maxlen=32)
+            recent.append(weakref.ref(out))
+            prov = state.provenance.lookup(out)
+            if prov is not None:
+                node.metadata[_META_KEY] = prov
+    return None
+
+
+def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+    if not op.inplace or not args or not isinstance(args[0], _Tensor):
+        return None
+    if not frames.is_user_code(caller.f_code):
+        return None
+    target = args[0]
+    if not torch.is_grad_enabled() and target.is_leaf and target.requires_grad:
+        return None
+    roots = []
+    for tensor in (target, target._base):
+        if tensor is not None and tensor.grad_fn is not None:
+            roots.append(tensor.grad_fn)
+    for ref in state.rule_state.get(_RECENT, ()):
+        tensor = ref()
+        if tensor is not None and tensor.grad_fn is not None:
+            roots.append(tensor.grad_fn)
+    if not roots:
+        return None
+    found = _find_saver(roots, _storage_key(target))
+    if found is None:
+        return None
+    return Report(tensors=[target], message=_message(op.name, found))
+
+
+def _storage_key(tensor: Any) -> Any:
+    try:
+        return tensor.untyped_storage()._cdata
+    except Exception:
+        return None
+
+
+def _saved_attrs(node: Any) -> tuple[str, ...]:
+    kind = type(node)
+    names = _SAVED_ATTRS.get(kind)
+    if names is None:
+        names = tuple(
+            n
+            for n in dir(node)
+            if n.startswith("_saved_") and not n.endswith(("_sym_sizes", "_sym_strides"))
+        )
+        _SAVED_ATTRS[kind] = names
+    return names
+
+
+def _find_saver(roots: list[Any], key: Any) -> Optional[Any]:
+    """The first live node that saved a tensor with storage ``key``."""
+    if key is None:
+        return None
+    seen: set[int] = set()
+    queue = collections.deque(roots)
+    while queue and len(seen) < _MAX_NODES:
+        node = queue.popleft()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for attr in _saved_attrs(node):
+            try:
+                value = getattr(node, attr)
+            except RuntimeError:  # saved tensors already freed by a backward pass
+                break
+            except Exception:
+                continue
+            values = value if isinstance(value, (tuple, list)) else (value,)
+            for item in values:
+                if isinstance(item, _Tensor) and _storage_key(item) == key:
+                    return node
+        queue.extend(next_node for next_node, _ in node.next_functions)
+    return None
+
+
+def _op_of(node: Any) -> tuple[str, Optional[Prov]]:
+    prov = node.metadata.get(_META_KEY) if hasattr(node, "metadata") else None
+    if isinstance(prov, Prov):
+        return prov.op, prov
+    name = re.sub(r"Backward\d*$", "", type(node).__name__)
+    return name.lower() or type(node).__name__, None
+
+
+def _message(op_name: str, node: Any) -> Any:
+    saver, prov = _op_of(node)
+
+    def build(described: list[Any], expression: str) -> str:
+        d = described[0]
+        where = ""
+        if prov is not None:
+            text = naming.source_line(prov.path, prov.line)
+            where = f" at {prov.where()}" + (f" (`{text}`)" if text else "")
+        return (
+            f"`{expression}`: in-place {op_name} modifies {d.name} {d.shape_text}, which "
+            f"{saver} saved for backward{where} ({type(node).__name__}). backward() will fail "
+            f"with 'modified by an inplace operation'. Use an out-of-place op "
+            f"(e.g. {d.name} = {d.name} + ...) or clone {d.name} before it is used."
+        )
+
+    return build

@@ -1,0 +1,125 @@
+"""``missing-zero-grad``: ``optimizer.step()`` applies gradients that still hold
+contributions from before the previous ``step()``.
+
+PyTorch accumulates into ``.grad``; forgetting ``zero_grad()`` trains on a running sum of every
+past batch, with no error. After each step the rule remembers each parameter's gradient tensor
+and its version; at the next step, the same gradient tensor modified since (backward added to
+it) and never zeroed in between means zero_grad was forgotten. ``zero_grad()`` (which sets
+``.grad`` to None, or zeroes it in place) resets that, so intentional accumulation — several
+backward calls, one step, then zero_grad — is not reported.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import Any, Optional
+
+from tensor_dap.agent import frames
+from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.rules import Report, Rule
+
+RULE = Rule(
+    id="missing-zero-grad",
+    title="Missing zero_grad",
+    description="optimizer.step() applies gradients accumulated across steps.",
+)
+
+_ZEROED = "missing-zero-grad.zeroed"
+_AFTER_STEP = "missing-zero-grad.after-step"
+_ZEROING = frozenset(["zero_", "_foreach_zero_", "fill_", "mul_", "_foreach_mul_", "copy_"])
+
+
+def applies(op: OpInfo) -> bool:
+    return op.name in _ZEROING
+
+
+def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+    """Note gradients being zeroed (``zero_grad(set_to_none=False)`` or by hand)."""
+    if not args:
+        return None
+    zeroed = state.rule_state.setdefault(_ZEROED, set())
+    target = args[0]
+    if isinstance(target, (list, tuple)):
+        zeroed.update(id(t) for t in target)
+    else:
+        zeroed.add(id(target))
+    return None
+
+
+def install(state: Any) -> list[Any]:
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if RULE.id not in state.enabled or RULE.id in state.failed:
+            return
+        try:
+            report = _check(optimizer, state)
+            if report is not None:
+                report.frame = frames.user_frame(sys._getframe(1))
+                state._emit(RULE.id, report, _STEP, sys._getframe(1))
+        except Exception:
+            state._rule_failed(RULE.id)
+
+    def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            _remember(optimizer, state)
+        except Exception:
+            state._rule_failed(RULE.id)
+
+    return [
+        register_optimizer_step_pre_hook(pre_hook),
+        register_optimizer_step_post_hook(post_hook),
+    ]
+
+
+_STEP = OpInfo("step")
+
+
+def _params(optimizer: Any) -> list[Any]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def _remember(optimizer: Any, state: Any) -> None:
+    after_step = state.rule_state.setdefault(_AFTER_STEP, {})
+    for param in _params(optimizer):
+        grad = param.grad
+        if grad is not None:
+            after_step[id(param)] = (weakref.ref(param), weakref.ref(grad), grad._version)
+        else:
+            after_step.pop(id(param), None)
+    state.rule_state[_ZEROED] = set()
+
+
+def _check(optimizer: Any, state: Any) -> Optional[Report]:
+    after_step = state.rule_state.get(_AFTER_STEP)
+    if not after_step:
+        return None
+    zeroed = state.rule_state.get(_ZEROED, set())
+    stale = []
+    for param in _params(optimizer):
+        entry = after_step.get(id(param))
+        grad = param.grad
+        if entry is None or grad is None or entry[0]() is not param:
+            continue
+        if entry[1]() is grad and grad._version != entry[2] and id(grad) not in zeroed:
+            stale.append(param)
+    if not stale:
+        return None
+    total = len(_params(optimizer))
+    return Report(tensors=stale[:4], message=_message(len(stale), total), operands=False)
+
+
+def _message(stale: int, total: int) -> Any:
+    def build(described: list[Any], expression: str) -> str:
+        examples = ", ".join(f"{d.name} {d.shape_text}" for d in described)
+        return (
+            f"`{expression}`: {stale} of {total} parameters get gradients that still hold "
+            f"contributions from before the previous step() ({examples}): zero_grad() was not "
+            "called since. Call optimizer.zero_grad() before loss.backward() in each step."
+        )
+
+    return build

@@ -1,0 +1,86 @@
+"""Run a user's script exactly as ``python script.py args...`` would.
+
+``__name__ == "__main__"``, ``sys.argv``, ``sys.path[0]`` = the script's folder, stdout and
+stderr untouched. What the script did at the end — returned, called ``sys.exit``, raised — comes
+back as :class:`ExitInfo` instead of escaping, so the caller can still report and flush.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+_TENSOR_DAP_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+@dataclass
+class ExitInfo:
+    """How the script ended: ``status`` is ``ok``, ``exit`` (sys.exit) or ``exception``."""
+
+    status: str
+    code: int
+    exception: Optional[str] = None
+
+    @property
+    def failed(self) -> bool:
+        return self.code != 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_script(path: str, args: list[str]) -> ExitInfo:
+    """Run ``path`` as ``__main__`` with ``args``; print a failure as Python would."""
+    path = os.path.abspath(path)
+    saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
+    sys.argv = [path, *args]
+    folder = os.path.dirname(path)
+    if sys.path:
+        sys.path[0] = folder
+    else:
+        sys.path.insert(0, folder)
+    try:
+        runpy.run_path(path, run_name="__main__")
+        return ExitInfo("ok", 0)
+    except SystemExit as stop:
+        return _exit_info(stop)
+    except BaseException as error:  # noqa: BLE001 - everything the script raised is reported
+        print_user_traceback(error)
+        return ExitInfo("exception", 1, f"{type(error).__name__}: {error}")
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None:
+            sys.path[0] = saved_path0
+
+
+def _exit_info(stop: SystemExit) -> ExitInfo:
+    code = stop.code
+    if code is None:
+        return ExitInfo("exit", 0)
+    if isinstance(code, int):
+        return ExitInfo("exit", code)
+    print(code, file=sys.stderr)  # sys.exit("message") prints the message, exits 1
+    return ExitInfo("exit", 1, str(code))
+
+
+def print_user_traceback(error: BaseException) -> None:
+    """The traceback Python would print, without tensor-dap's own frames."""
+    tb = error.__traceback__
+    frames = []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_TENSOR_DAP_DIR) and not (
+            tb.tb_frame.f_code.co_filename.endswith("runpy.py")
+        ):
+            frames.append(tb)
+        tb = tb.tb_next
+    # rebuild the chain of kept frames
+    head = None
+    for kept in reversed(frames):
+        head = type(kept)(head, kept.tb_frame, kept.tb_lasti, kept.tb_lineno)
+    lines = traceback.format_exception(type(error), error, head)
+    sys.stderr.write("".join(lines))
+    sys.stderr.flush()

@@ -1,0 +1,30 @@
+"""Where a run's trace store lives.
+
+The agent (writing) and the language server (reading) must agree on the file without talking to
+each other, so the rule is fixed here: ``$TENSOR_DAP_TRACE`` when set, else
+``<cwd>/.tensor-dap/trace.db`` under the run's working directory.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Optional
+
+TRACE_ENV = "TENSOR_DAP_TRACE"
+TRACE_DIR = ".tensor-dap"
+TRACE_FILE = "trace.db"
+
+
+def default_trace_path(cwd: Optional[str] = None) -> pathlib.Path:
+    """The trace store for a run in ``cwd`` (default: the current directory).
+
+    ``$TENSOR_DAP_TRACE`` wins; a relative value is taken relative to ``cwd``. The folder is not
+    created here: :class:`~tensor_dap.trace.writer.TraceWriter` creates it when it first writes.
+    """
+    base = pathlib.Path(cwd) if cwd else pathlib.Path(os.getcwd())
+    override = os.environ.get(TRACE_ENV, "").strip()
+    if override:
+        path = pathlib.Path(override).expanduser()
+        return path if path.is_absolute() else base / path
+    return base / TRACE_DIR / TRACE_FILE
