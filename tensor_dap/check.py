@@ -35,7 +35,7 @@ def run_check(
         options=options,
     )
     db_path = str(trace_path or default_trace_path(cwd))
-    session = TraceSession(db_path, recorder, "check", [script, *args], cwd)
+    session = TraceSession(db_path, recorder, watch.line_hits, "check", [script, *args], cwd)
     session.start(watch.findings)
     exit_info = ExitInfo("exception", 1, "did not run")
     try:

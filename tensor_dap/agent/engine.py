@@ -42,6 +42,9 @@ FindingSink = Callable[[Finding, Optional[FrameType]], None]
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
 _PASS = object()
+#: a call site records provenance for its first _ALWAYS hits, then for one in 64
+_ALWAYS = 8
+_EVERY = 63
 
 
 def process_info() -> dict[str, Any]:
@@ -85,10 +88,25 @@ class _Mode(TorchFunctionMode):
                     continue
                 if report is not None:
                     watch._emit(rule_id, report, info, caller)
-        grad_was_enabled = torch.is_grad_enabled()
         out = func(*args, **kwargs) if kwargs else func(*args)
+        # per call site: the first hits in full, then one in 64 (provenance, trace)
+        code = caller.f_code
+        counts = watch._site_hits.get(code)
+        if counts is None:
+            counts = watch._site_hits[code] = {}
+        lasti = caller.f_lasti
+        hits = counts[lasti] = counts.get(lasti, 0) + 1
         try:
-            watch._after_op(info, args, kwargs, out, caller, after, grad_was_enabled)
+            if hits <= _ALWAYS or not (hits & _EVERY):
+                watch._sample(info, args, out, caller)
+            for rule_id, check in after:
+                try:
+                    report = check(info, args, kwargs, out, caller, watch)
+                except Exception:
+                    watch._rule_failed(rule_id)
+                    continue
+                if report is not None:
+                    watch._emit(rule_id, report, info, caller)
         except Exception:  # the engine must never break the user's op
             log.exception("tensor-dap: internal error after %s", info.name)
         return out
@@ -133,6 +151,8 @@ class Watch:
         self.rule_state: dict[str, Any] = {}
         self._modules: dict[str, ModuleType] = {m.RULE.id: m for m in rule_modules()}
         self._plans: dict[Any, Any] = {}
+        #: code object -> {instruction offset -> hits}: how often each call site ran
+        self._site_hits: dict[Any, dict[int, int]] = {}
         self._mode: Optional[_Mode] = None
         self._handles: list[Any] = []
         self._lock = threading.Lock()
@@ -199,34 +219,16 @@ class Watch:
         self._plans[func] = plan
         return plan
 
-    def _after_op(
-        self,
-        info: OpInfo,
-        args: tuple[Any, ...],
-        kwargs: Optional[dict[str, Any]],
-        out: Any,
-        caller: FrameType,
-        after: tuple[Any, ...],
-        grad_was_enabled: bool,
-    ) -> None:
+    def _sample(self, info: OpInfo, args: tuple[Any, ...], out: Any, caller: FrameType) -> None:
+        """Provenance and trace metadata of an op's outputs (sampled per call site)."""
         if isinstance(out, _Tensor):
-            self._record(info, args, out, caller, grad_was_enabled)
-        elif out.__class__ in _SEQUENCES or isinstance(out, tuple):
+            self._record(info, args, out, caller)
+        elif isinstance(out, tuple) or out.__class__ is list:
             for item in out:
                 if isinstance(item, _Tensor):
-                    self._record(info, args, item, caller, grad_was_enabled)
-        for rule_id, check in after:
-            try:
-                report = check(info, args, kwargs, out, caller, self)
-            except Exception:
-                self._rule_failed(rule_id)
-                continue
-            if report is not None:
-                self._emit(rule_id, report, info, caller)
+                    self._record(info, args, item, caller)
 
-    def _record(
-        self, info: OpInfo, args: tuple[Any, ...], out: Any, caller: FrameType, grad_on: bool
-    ) -> None:
+    def _record(self, info: OpInfo, args: tuple[Any, ...], out: Any, caller: FrameType) -> None:
         """Provenance of one op output, and what the trace recorder wants of it."""
         user = frames.user_frame(caller)
         if user is None:
@@ -243,7 +245,7 @@ class Watch:
             for arg in args:
                 if isinstance(arg, _Tensor):
                     if arg.requires_grad:
-                        cut = _cut_description(info.name, grad_on)
+                        cut = _cut_description(info.name, torch.is_grad_enabled())
                     else:
                         parent = lookup(arg)
                         if parent is not None:
@@ -255,6 +257,15 @@ class Watch:
                 user.f_code.co_filename, user.f_lineno, info.name, cut, tuple(parents), depth
             )
         self.provenance.record(out, prov)
+
+    def line_hits(self, code: Any, line: int) -> int:
+        """How often ``line`` of ``code`` ran an op called directly from it (0 if never)."""
+        counts = self._site_hits.get(code)
+        if not counts:
+            return 0
+        return max(
+            (n for lasti, n in dict(counts).items() if line_of(code, lasti) == line), default=0
+        )
 
     # -- findings --------------------------------------------------------------------------
     def _emit(self, rule_id: str, report: Report, info: OpInfo, caller: FrameType) -> None:
@@ -310,6 +321,28 @@ class Watch:
         self.failed[rule_id] = repr(sys.exc_info()[1])
         log.warning("tensor-dap: rule %s failed and was switched off", rule_id, exc_info=True)
         self._plans = {}
+
+
+_LINE_TABLES: dict[Any, list[tuple[int, int, Optional[int]]]] = {}
+
+
+def line_of(code: Any, lasti: int) -> Optional[int]:
+    """The source line of the instruction at offset ``lasti`` in ``code``."""
+    table = _LINE_TABLES.get(code)
+    if table is None:
+        if hasattr(code, "co_lines"):
+            table = list(code.co_lines())
+        else:  # Python 3.9
+            import dis
+
+            starts = list(dis.findlinestarts(code))
+            ends = [offset for offset, _ in starts[1:]] + [len(code.co_code)]
+            table = [(start, end, line) for (start, line), end in zip(starts, ends)]
+        _LINE_TABLES[code] = table
+    for start, end, line in table:
+        if start <= lasti < end:
+            return line
+    return None
 
 
 def _cut_description(op_name: str, grad_enabled: bool) -> str:

@@ -94,6 +94,10 @@ _METADATA_METHODS = frozenset(
         "_typed_storage",
         "__torch_function__",
         "is_nonzero",
+        "_has_compatible_shallow_copy_type",
+        "is_same_size",
+        "_is_same_size",
+        "is_set_to",
     ]
 )
 

@@ -1,11 +1,11 @@
 """The trace recorder: what each user line produced, for the editor's inline hints.
 
-The engine hands it each op output together with the user's frame. Per (code, line) it keeps
-the last shape / dtype / device / grad state and a hit count — bounded by the size of the code,
-not by the number of steps. Reading metadata costs about a microsecond, so it is sampled: the
-first hits of a line, then one in 64 (enough to notice a shape that varies, at a fraction of
-the cost). :meth:`observations` turns the table into trace-store rows, naming each line's value
-by the variable it is assigned to.
+The engine hands it op outputs together with the user's frame — sampled per call site (the
+first hits, then one in 64: enough to notice a shape that varies, at a fraction of the cost of
+reading metadata on every op). Per (code, line) it keeps the last shape / dtype / device / grad
+state — bounded by the size of the code, not by the number of steps. :meth:`observations` turns
+the table into trace-store rows, naming each line's value by the variable it is assigned to;
+the hit count comes from the engine's per-site counters when it has them.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ from __future__ import annotations
 import ast
 import os
 from types import CodeType, FrameType
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from tensor_dap.agent import naming
 from tensor_dap.agent.describe import dtype_name, grad_fn_name
 from tensor_dap.trace import Observation
 
-_ALWAYS = 8
-_EVERY = 63  # mask: one in 64
+LineHits = Callable[[CodeType, int], int]
 
 
 def _meta(tensor: Any) -> Optional[tuple[Any, ...]]:
@@ -49,24 +48,28 @@ class TraceRecorder:
         entry = self._sites.get(key)
         if entry is None:
             entry = self._sites[key] = [None, 0, False]
-        hits = entry[1] = entry[1] + 1
-        if hits <= _ALWAYS or not (hits & _EVERY):
-            meta = _meta(tensor)
-            if meta is not None:
-                old = entry[0]
-                if old is not None and old[0] != meta[0]:
-                    entry[2] = True
-                entry[0] = meta
+        entry[1] += 1
+        meta = _meta(tensor)
+        if meta is not None:
+            old = entry[0]
+            if old is not None and old[0] != meta[0]:
+                entry[2] = True
+            entry[0] = meta
 
     def paths(self) -> set[str]:
         return {os.path.abspath(code.co_filename) for code, _ in dict(self._sites)}
 
-    def observations(self) -> list[Observation]:
-        """Trace-store rows for everything seen so far (safe to call from another thread)."""
+    def observations(self, line_hits: Optional[LineHits] = None) -> list[Observation]:
+        """Trace-store rows for everything seen so far (safe to call from another thread).
+
+        ``line_hits(code, line)``: how often the line ran, when known better than by the
+        number of samples (0 when unknown).
+        """
         rows = []
-        for (code, line), (meta, hits, varied) in dict(self._sites).items():
+        for (code, line), (meta, sampled, varied) in dict(self._sites).items():
             if meta is None:
                 continue
+            hits = max(line_hits(code, line) if line_hits else 0, sampled)
             path = os.path.abspath(code.co_filename)
             name, col = value_name(path, line)
             shape, dtype, device, requires_grad, grad_fn = meta

@@ -24,6 +24,7 @@ class TraceSession:
         self,
         db_path: str,
         recorder: TraceRecorder,
+        line_hits: Any,
         command: str,
         argv: list[str],
         cwd: str,
@@ -31,6 +32,7 @@ class TraceSession:
     ) -> None:
         self.db_path = db_path
         self.recorder = recorder
+        self.line_hits = line_hits
         self.command, self.argv, self.cwd = command, argv, cwd
         self.interval = interval
         self.run_id: Optional[int] = None
@@ -91,7 +93,7 @@ class TraceSession:
                     continue
                 self._writer.record_source(path, self._digests[path], self.run_id)
         rows = []
-        for row in self.recorder.observations():
+        for row in self.recorder.observations(self.line_hits):
             key = (row.path, row.line, row.name, row.process)
             total = row.hits
             row.hits = total - self._flushed_hits.get(key, 0)

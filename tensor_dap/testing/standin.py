@@ -11,14 +11,24 @@ How: the ``PrivateUse1`` dispatch key is renamed to ``accel`` and set up as a Py
 ``torch.utils.backend_registration._setup_privateuseone_for_python_backend``; a wrapper tensor
 subclass (``torch.Tensor._make_wrapper_subclass``) holds a plain CPU tensor, and its
 ``__torch_dispatch__`` unwraps, runs the aten op on the CPU and wraps tensor results again.  Ops
-that reach the ``accel`` backend key itself (factory functions such as ``torch.empty(...,
-device="accel")``, the copy inside ``torch.tensor(..., device=...)``) are served by a Python
-fallback kernel registered with ``torch.library`` that does the same.
+that reach the ``accel`` backend key itself (``torch.empty(..., device="accel")``, on which
+``torch.zeros``/``ones``/``randn``/... build, and the copy inside ``torch.tensor(data,
+device=...)``) are served by kernels registered with ``torch.library`` that do the same.
 
 This relies on **private, experimental torch API** (the backend-registration helper, wrapper
-subclasses, Python dispatcher fallbacks); it is a test helper, never imported by the agent at
-run time.  Nothing happens at import: the process-wide setup (renaming ``PrivateUse1`` can be
-done once per process) runs on the first call of :func:`accelerator_device`.
+subclasses, ``torch._tensor_str`` internals for printing); it is a test helper, never imported by
+the agent.  Nothing happens at import: the process-wide setup (``PrivateUse1`` can be renamed
+once per process) runs on the first call of :func:`accelerator_device`.
+
+Known differences from a real GPU, kept on purpose or not worth the code:
+- a 0-dim CPU tensor is accepted beside accelerator tensors by every op (CUDA accepts it in
+  elementwise ops, where it matters); CPU index tensors are accepted by advanced indexing;
+- ``tolist``/``numpy`` are Python methods here (the C ones refuse Python subclasses), so a
+  ``TorchFunctionMode`` sees ``AcceleratorTensor.tolist`` rather than ``torch.Tensor.tolist``
+  (same ``__name__``);
+- the optimizers' foreach fast path is not taken (it is for plain ``torch.Tensor`` types);
+- ``.cuda()``, autocast, pinned memory, streams, and ``torch.load(weights_only=True)`` of a
+  saved stand-in tensor are not supported.
 """
 
 from __future__ import annotations
@@ -157,7 +167,11 @@ class AcceleratorTensor(torch.Tensor):
         ``torch._tensor_str`` would print the subclass name; this follows its dense path instead,
         formatting the CPU data directly.
         """
-        with torch.no_grad(), torch._C.DisableTorchFunction():
+        if torch._C._has_torch_function_unary(self):
+            return torch.overrides.handle_torch_function(
+                AcceleratorTensor.__repr__, (self,), self, tensor_contents=tensor_contents
+            )
+        with torch._C.DisableTorchFunction(), torch.no_grad():
             elem = self._elem
             prefix = "tensor("
             indent = len(prefix)
@@ -208,7 +222,7 @@ class AcceleratorTensor(torch.Tensor):
 
 
 # --------------------------------------------------------------------------------------------
-# The kernel shared by __torch_dispatch__ and the backend fallback
+# The kernel shared by __torch_dispatch__ and the ``accel`` backend kernels
 
 
 def _same_device_error(first: str, second: str) -> RuntimeError:
@@ -256,13 +270,14 @@ def _unwrap(value: Any) -> Any:
         return value._elem
     if isinstance(value, torch.device):
         return _CPU if value.type == BACKEND_NAME else value
-    if isinstance(value, (list, tuple)) and value:
-        if any(isinstance(v, (AcceleratorTensor, torch.device)) for v in value):
-            return type(value)(_unwrap(v) for v in value)
+    if isinstance(value, (list, tuple)) and any(
+        isinstance(v, (AcceleratorTensor, torch.device)) for v in value
+    ):
+        return type(value)(_unwrap(v) for v in value)
     return value
 
 
-def _wrap(value: Any, inputs: dict[int, AcceleratorTensor]) -> Any:
+def _wrap(value: Any, inputs: dict[int, torch.Tensor]) -> Any:
     if isinstance(value, torch.Tensor):
         outer = inputs.get(id(value))
         if outer is not None:  # in-place and out= ops hand back their own argument
@@ -273,13 +288,15 @@ def _wrap(value: Any, inputs: dict[int, AcceleratorTensor]) -> Any:
     return value
 
 
-def _collect(value: Any, inputs: dict[int, AcceleratorTensor]) -> None:
+def _collect(value: Any, inputs: dict[int, torch.Tensor]) -> None:
+    """Map each argument's CPU data to the tensor the caller passed (itself for CPU tensors)."""
     if isinstance(value, AcceleratorTensor):
         inputs[id(value._elem)] = value
+    elif isinstance(value, torch.Tensor):
+        inputs[id(value)] = value
     elif isinstance(value, (list, tuple)):
         for v in value:
-            if isinstance(v, AcceleratorTensor):
-                inputs[id(v._elem)] = v
+            _collect(v, inputs)
 
 
 def _target_device(kwargs: dict[str, Any]) -> Optional[torch.device]:
@@ -295,7 +312,7 @@ def _run(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if func is _aten._copy_from.default or func is _aten._copy_from_and_resize.default:
         src, dst = args[0], args[1]
         if func is _aten._copy_from_and_resize.default and dst.shape != src.shape:
-            dst.resize_(src.shape)
+            (dst._elem if isinstance(dst, AcceleratorTensor) else dst).resize_(src.shape)
         return _copy_(dst, src, *args[2:], **kwargs)
 
     _check_devices(func, args, kwargs)
@@ -305,7 +322,7 @@ def _run(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     out = _CPU_KERNELS.get(func, func)(*new_args, **new_kwargs)
     if target is not None and target.type != BACKEND_NAME:
         return out  # e.g. ``_to_copy(device="cpu")``: a plain tensor on the host
-    inputs: dict[int, AcceleratorTensor] = {}
+    inputs: dict[int, torch.Tensor] = {}
     for a in args:
         _collect(a, inputs)
     for v in kwargs.values():
@@ -501,7 +518,10 @@ def _install() -> None:
         if current == BACKEND_NAME:
             module = getattr(torch, BACKEND_NAME, None)
             if getattr(module, _MARKER, False):
-                _installed = True  # set up earlier in this process (e.g. by a reloaded copy)
+                # Set up earlier in this process by another copy of this module (a reload):
+                # its kernels make its tensor class, so that is the class to recognise here.
+                globals()["AcceleratorTensor"] = module.tensor_class  # type: ignore[union-attr]
+                _installed = True
                 return
             raise RuntimeError(
                 f"torch's PrivateUse1 backend is already named {BACKEND_NAME!r} by something "

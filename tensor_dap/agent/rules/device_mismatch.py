@@ -38,6 +38,11 @@ _FACTORIES = frozenset(
         "randn",
         "randint",
         "zeros_like",
+    "float",
+    "double",
+    "half",
+    "long",
+    "int",
         "ones_like",
         "eye",
         "from_numpy",
@@ -95,12 +100,13 @@ def _message(described: list[Any], expression: str) -> str:
     accel = [d for d in described if d.device != "cpu"]
     if cpu and accel:
         target = accel[0].name
+        device = f"{target}.device" if target.isidentifier() else repr(accel[0].device)
         fresh = [d.name for d in cpu if d.prov is not None and d.prov.op in _FACTORIES]
         moved = [d.name for d in cpu if d.name not in fresh]
         if fresh:
-            text += f" Create {join_names(fresh)} with device={target}.device."
+            text += f" Create {join_names(fresh)} with device={device}."
         if moved:
-            text += f" Move {join_names(moved)} to {target}.device with .to({target}.device)."
+            text += f" Move {join_names(moved)} to that device with .to({device})."
     else:
         text += " Move the tensors to one device with .to(...)."
     return text

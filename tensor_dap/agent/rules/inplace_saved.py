@@ -83,7 +83,15 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
 
 
 def _storage_key(tensor: Any) -> Any:
+    """What identifies the memory (and so the version counter) a tensor writes to.
+
+    Wrapper tensor subclasses whose storage is a placeholder can say better by defining
+    ``__tensor_dap_storage_key__(self)`` (the stand-in accelerator does).
+    """
+    custom = getattr(type(tensor), "__tensor_dap_storage_key__", None)
     try:
+        if custom is not None:
+            return custom(tensor)
         return tensor.untyped_storage()._cdata
     except Exception:
         return None

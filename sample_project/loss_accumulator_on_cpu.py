@@ -1,0 +1,28 @@
+"""Summing per-batch losses into an accumulator that was created on the CPU.
+
+`loss = torch.Tensor([0.0])` lives on the host while the model and data are on the accelerator,
+so the first `loss + criterion(...)` mixes devices. PyTorch raises at once: "RuntimeError:
+Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:0!"
+(`accel:0` on the stand-in accelerator).
+"""
+
+import torch
+import torch.nn as nn
+
+from tensor_dap.testing import pick_device
+
+device = pick_device()
+torch.manual_seed(0)
+
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
+criterion = nn.MSELoss()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+batches = [(torch.randn(16, 8, device=device), torch.randn(16, 1, device=device)) for _ in range(4)]
+
+optimizer.zero_grad()
+loss = torch.Tensor([0.0]).float()
+for x, y in batches:
+    loss = loss + criterion(model(x), y)  # expect: device-mismatch
+loss.backward()
+optimizer.step()
+print(f"summed loss over {len(batches)} batches: {loss.item():.4f}")

@@ -1,0 +1,22 @@
+# tensor-dap: rules=all
+"""A hand-rolled log-softmax that forgot the exp-sum: `log(x - max)` of non-positive numbers.
+
+`x - x.max()` is finite but <= 0, so `torch.log` turns it into NaN (negative inputs) and -inf
+(the maximum itself). PyTorch says nothing; the loss silently becomes nan. (The nan-inf rule is
+opt-in, hence the `tensor-dap: rules=all` line at the top.)
+"""
+
+import torch
+import torch.nn.functional as F
+
+from tensor_dap.testing import pick_device
+
+device = pick_device()
+torch.manual_seed(0)
+
+logits = torch.randn(8, 5, device=device)
+targets = torch.randint(0, 5, (8,), device=device)
+
+log_probs = torch.log(logits - logits.max(dim=1, keepdim=True).values)  # expect: nan-inf
+loss = F.nll_loss(log_probs, targets)
+print(f"loss: {loss.item()}")

@@ -1,0 +1,88 @@
+"""Shared helpers: run the real ``tensor-dap`` CLI and read the ``# expect:`` markers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_project"
+CLEAN_SCRIPTS = ROOT / "tests" / "engine" / "clean_scripts"
+
+_EXPECT = re.compile(r"#\s*expect:\s*([a-z-]+(?:\s*,\s*[a-z-]+)*)")
+_RULES = re.compile(r"#\s*tensor-dap:\s*rules=([a-z,-]+)")
+
+
+def expected_findings(script: Path) -> set[tuple[str, int]]:
+    """(rule, line) pairs marked with ``# expect: RULE`` in ``script``."""
+    found = set()
+    for number, text in enumerate(script.read_text().splitlines(), start=1):
+        match = _EXPECT.search(text)
+        if match:
+            for rule in match.group(1).split(","):
+                found.add((rule.strip(), number))
+    return found
+
+
+def script_rules(script: Path) -> Optional[str]:
+    match = _RULES.search(script.read_text())
+    return match.group(1) if match else None
+
+
+@dataclass
+class CheckRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    report: dict[str, Any]
+
+    @property
+    def findings(self) -> list[dict[str, Any]]:
+        return self.report.get("findings", [])
+
+    def pairs(self) -> set[tuple[str, int]]:
+        return {(f["rule"], f["line"]) for f in self.findings}
+
+    def finding(self, rule: str) -> dict[str, Any]:
+        matches = [f for f in self.findings if f["rule"] == rule]
+        assert matches, f"no {rule} finding in {self.findings}"
+        return matches[0]
+
+
+def run_check(
+    script: Path,
+    *args: str,
+    rules: Optional[str] = None,
+    tmp_path: Path,
+    extra: tuple[str, ...] = (),
+    cwd: Optional[Path] = None,
+) -> CheckRun:
+    """Run ``tensor-dap check`` as a user would, in a subprocess, with a JSON report."""
+    report = tmp_path / f"report-{script.stem}.json"
+    command = [sys.executable, "-m", "tensor_dap", "check", "--report", str(report)]
+    command += ["--trace", str(tmp_path / "trace.db")]
+    if rules:
+        command += ["--rules", rules]
+    command += [*extra, str(script), *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=240, cwd=cwd or tmp_path, env=env
+    )
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return CheckRun(done.returncode, done.stdout, done.stderr, data)
+
+
+@pytest.fixture
+def check(tmp_path: Path):
+    def runner(script: Path, *args: str, **kwargs: Any) -> CheckRun:
+        return run_check(script, *args, tmp_path=tmp_path, **kwargs)
+
+    return runner
