@@ -3,7 +3,7 @@
 
 `x - x.max()` is finite but <= 0, so `torch.log` turns it into NaN (negative inputs) and -inf
 (the maximum itself). PyTorch says nothing; the loss silently becomes nan. (The nan-inf rule is
-opt-in, hence the `tensor-dap: rules=all` line at the top.)
+opt-in, hence the rules comment on the first line.)
 """
 
 import torch

@@ -168,18 +168,19 @@ class Watch:
 
     def start(self) -> None:
         """Install the hooks in the calling thread (no-op when nothing is enabled)."""
-        if self._mode is not None:
+        if self._mode is not None or not (self.enabled or self.recorder is not None):
             return
-        for rule_id in self.enabled:
-            install = getattr(self._modules[rule_id], "install", None)
+        # every rule's hooks, enabled or not: they check ``enabled`` when they fire, so a rule
+        # switched on later (the debugger's checkboxes) works at once
+        for rule_id, module in self._modules.items():
+            install = getattr(module, "install", None)
             if install is not None:
                 try:
                     self._handles.extend(install(self))
                 except Exception:
                     self._rule_failed(rule_id)
-        if self.enabled or self.recorder is not None:
-            self._mode = _Mode(self)
-            self._mode.__enter__()
+        self._mode = _Mode(self)
+        self._mode.__enter__()
 
     def stop(self) -> None:
         if self._mode is not None:

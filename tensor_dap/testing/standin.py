@@ -28,7 +28,9 @@ Known differences from a real GPU, kept on purpose or not worth the code:
   (same ``__name__``);
 - the optimizers' foreach fast path is not taken (it is for plain ``torch.Tensor`` types);
 - ``.cuda()``, autocast, pinned memory, streams, and ``torch.load(weights_only=True)`` of a
-  saved stand-in tensor are not supported.
+  saved stand-in tensor are not supported;
+- the first op on a stand-in tensor costs about a second once per process: PyTorch's C++
+  dispatcher imports ``torch.distributed.tensor`` to check every Python subclass for DTensor.
 """
 
 from __future__ import annotations
@@ -155,6 +157,15 @@ class AcceleratorTensor(torch.Tensor):
                 "copy the tensor to host memory first."
             )
         return self.detach().cpu().numpy(force=True)
+
+    def __tensor_dap_storage_key__(self) -> int:
+        """Identity of the memory behind this tensor, shared by its views and detached aliases.
+
+        A wrapper's own storage is a placeholder, different for every wrapper; tensor-dap's
+        ``inplace-saved`` rule asks for this instead (see ``agent/rules/inplace_saved.py``).
+        """
+        with torch._C.DisableTorchFunction():
+            return self._elem.untyped_storage()._cdata
 
     def __format__(self, format_spec: str) -> str:
         if self.dim() == 0:

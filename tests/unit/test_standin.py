@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import os
 import subprocess
 import sys
@@ -57,14 +58,15 @@ def test_pick_device(monkeypatch: pytest.MonkeyPatch, dev: torch.device) -> None
     assert pick_device() == torch.device("cuda")
 
 
-def _run_python(code: str) -> subprocess.CompletedProcess[str]:
+def _run_python(code: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        cwd=cwd,
+        timeout=240,
     )
 
 
@@ -371,6 +373,19 @@ def test_in_place_on_a_saved_tensor_fails_at_backward(dev: torch.device) -> None
         out.sum().backward()
 
 
+def test_storage_key_is_shared_by_aliases(dev: torch.device) -> None:
+    # tensor-dap's inplace-saved rule matches saved tensors to the written one by this key.
+    base = torch.randn(4, 3, device=dev)
+    key = base.__tensor_dap_storage_key__()
+    assert base.view(12).__tensor_dap_storage_key__() == key
+    assert base[1:].__tensor_dap_storage_key__() == key
+    assert base.detach().__tensor_dap_storage_key__() == key
+    assert base.clone().__tensor_dap_storage_key__() != key
+    w = torch.randn(3, 2, device=dev, requires_grad=True)
+    h = torch.sigmoid(base @ w)
+    assert h.grad_fn._saved_result.__tensor_dap_storage_key__() == h.__tensor_dap_storage_key__()
+
+
 def test_backward_without_history_fails(dev: torch.device) -> None:
     loss = (torch.ones(3, device=dev) * 2).sum()
     with pytest.raises(RuntimeError, match="does not require grad"):
@@ -415,3 +430,57 @@ def test_function_mode_sees_only_user_ops(dev: torch.device) -> None:
     on_cpu = _seen("cpu")
     assert on_cpu[0] == ["add"] and on_cpu[1] == ["zeros"]
     assert _seen(dev) == on_cpu
+
+
+# --- the sample project and the clean scripts, under plain Python ----------------------------
+
+NO_GRAD_FN = "does not require grad and does not have a grad_fn"
+
+# What plain PyTorch does with each script on the stand-in (None: runs to completion).
+SCRIPT_OUTCOMES = {
+    "sample_project/loss_accumulator_on_cpu.py": SAME_DEVICE,
+    "sample_project/masked_scatter_on_cpu.py": SAME_DEVICE,
+    "sample_project/grad_lost_detach.py": NO_GRAD_FN,
+    "sample_project/grad_lost_requires_grad.py": NO_GRAD_FN,
+    "sample_project/inplace_on_saved.py": "modified by an inplace operation",
+    "sample_project/silent_broadcast.py": None,
+    "sample_project/missing_zero_grad.py": None,
+    "sample_project/leaves_device.py": None,
+    "sample_project/nan_inf.py": None,
+    "sample_project/clean_training.py": None,
+    "tests/engine/clean_scripts/train_with_validation.py": None,
+    "tests/engine/clean_scripts/grad_accumulation.py": None,
+    "tests/engine/clean_scripts/dqn_target.py": None,
+    "tests/engine/clean_scripts/gan_step.py": None,
+    "tests/engine/clean_scripts/cpu_scalars.py": None,
+}
+
+
+def test_scripts_behave_as_their_docstrings_say() -> None:
+    # One interpreter for all scripts keeps this test to a few seconds (torch imports once).
+    proc = _run_python(
+        f"""
+        import contextlib, io, json, runpy, sys
+        results = {{}}
+        for path in {sorted(SCRIPT_OUTCOMES)!r}:
+            out = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(out):
+                    runpy.run_path(path, run_name="__main__")
+                results[path] = [None, out.getvalue()]
+            except Exception as e:
+                results[path] = [type(e).__name__ + ": " + str(e), out.getvalue()]
+        print(json.dumps(results))
+        """,
+        cwd=REPO_ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    for path, expected in SCRIPT_OUTCOMES.items():
+        error, output = results[path]
+        if expected is None:
+            assert error is None, f"{path}: {error}"
+        else:
+            assert error is not None and expected in error, f"{path}: {error}"
+    assert "final loss 1.2500" in results["sample_project/silent_broadcast.py"][1]
+    assert "loss: nan" in results["sample_project/nan_inf.py"][1]

@@ -1,0 +1,125 @@
+"""Engine overhead, measured side by side in one run: ``python benchmarks/overhead.py``.
+
+Times each workload of :mod:`workloads` plain and under each mode, interleaving the modes
+round after round (so drift on a busy machine hits them all alike) and reporting the median
+ratio to plain execution:
+
+- ``watch, no rules``: ``tensor_dap.watch(rules=[])`` (installs nothing);
+- ``watch, default rules`` and ``watch, default rules + trace`` (what ``tensor-dap check`` runs);
+- ``anomaly mode``: ``torch.autograd.detect_anomaly()``;
+- ``TorchSnooper``: ``@torchsnooper.snoop()`` on the workload, output to a file (when the
+  ``torchsnooper`` package imports; ``pip install -e .[bench]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Callable, Optional
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tensor_dap  # noqa: E402
+from tensor_dap.agent.recorder import TraceRecorder  # noqa: E402
+from workloads import make_mlp_step, make_scalar_loop  # noqa: E402
+
+Mode = Callable[[Callable[[int], None]], Callable[[int], None]]
+
+
+def _within(make_context: Callable[[], Any]) -> Mode:
+    def wrap(fn: Callable[[int], None]) -> Callable[[int], None]:
+        def run(n: int) -> None:
+            with make_context():
+                fn(n)
+
+        return run
+
+    return wrap
+
+
+def _torchsnooper() -> Optional[Mode]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import torchsnooper
+    except Exception as error:  # pkg_resources missing with setuptools>=81, not installed...
+        print(f"(TorchSnooper not measured: {type(error).__name__}: {error})")
+        return None
+    sink = open(os.path.join(tempfile.mkdtemp(), "snoop.log"), "w")  # noqa: SIM115
+
+    def wrap(fn: Callable[[int], None]) -> Callable[[int], None]:
+        return torchsnooper.snoop(output=sink)(fn)
+
+    return wrap
+
+
+def modes() -> dict[str, Mode]:
+    table: dict[str, Mode] = {
+        "watch, no rules": _within(lambda: tensor_dap.watch(rules=[])),
+        "watch, default rules": _within(lambda: tensor_dap.watch()),
+        "watch, default rules + trace": _within(lambda: tensor_dap.watch(recorder=TraceRecorder())),
+        "anomaly mode": _within(lambda: _quiet_anomaly()),
+    }
+    snooper = _torchsnooper()
+    if snooper is not None:
+        table["TorchSnooper"] = snooper
+    return table
+
+
+@contextlib.contextmanager
+def _quiet_anomaly() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.autograd.detect_anomaly(check_nan=False):
+            yield
+
+
+def _time(fn: Callable[[int], None], n: int) -> float:
+    start = time.perf_counter()
+    fn(n)
+    return time.perf_counter() - start
+
+
+def measure(name: str, fn: Callable[[int], None], n: int, rounds: int) -> None:
+    wrapped = {label: wrap(fn) for label, wrap in modes().items()}
+    fn(max(1, n // 5))
+    for run in wrapped.values():
+        run(max(1, n // 5))  # warm up every path
+    ratios: dict[str, list[float]] = {label: [] for label in wrapped}
+    plain_times = []
+    for _ in range(rounds):
+        for label, run in wrapped.items():
+            plain = _time(fn, n)
+            plain_times.append(plain)
+            ratios[label].append(_time(run, n) / plain)
+    print(f"\n{name}: plain {statistics.median(plain_times) / n * 1e6:.1f} µs per iteration")
+    for label, values in ratios.items():
+        print(f"  {label:32s} {statistics.median(values):6.2f}×")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    options = parser.parse_args()
+    torch.set_num_threads(1)
+    scale = 5 if options.quick else 1
+    print(f"torch {torch.__version__}, Python {sys.version.split()[0]}, 1 thread")
+    measure(
+        "(a) MLP 784-256-10, batch 64, training step", make_mlp_step(), 60 // scale, options.rounds
+    )
+    measure(
+        "(b) loop of scalar-sized tensor ops", make_scalar_loop(), 3000 // scale, options.rounds
+    )
+
+
+if __name__ == "__main__":
+    main()
