@@ -86,3 +86,14 @@ def check(tmp_path: Path):
         return run_check(script, *args, tmp_path=tmp_path, **kwargs)
 
     return runner
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the stand-in accelerator before any test runs a backward pass.
+
+    PyTorch's autograd engine sizes its per-device queues at the first backward of a process;
+    a device registered after that cannot run backward.
+    """
+    from tensor_dap.testing import accelerator_device
+
+    accelerator_device()
