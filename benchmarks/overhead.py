@@ -27,9 +27,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from workloads import make_mlp_step, make_scalar_loop  # noqa: E402
+
 import tensor_dap  # noqa: E402
 from tensor_dap.agent.recorder import TraceRecorder  # noqa: E402
-from workloads import make_mlp_step, make_scalar_loop  # noqa: E402
 
 Mode = Callable[[Callable[[int], None]], Callable[[int], None]]
 

@@ -32,7 +32,7 @@ from tensor_dap.agent.describe import describe
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.ops import describe as describe_op
-from tensor_dap.agent.provenance import MAX_DEPTH, Prov, ProvenanceRegistry
+from tensor_dap.agent.provenance import MAX_DEPTH, NODE_PROV_KEY, Prov, ProvenanceRegistry
 from tensor_dap.agent.rules import Report, parse_rules, rule_modules
 
 log = logging.getLogger("tensor_dap.engine")
@@ -40,11 +40,22 @@ log = logging.getLogger("tensor_dap.engine")
 FindingSink = Callable[[Finding, Optional[FrameType]], None]
 
 _Tensor = torch.Tensor
+_getframe = sys._getframe
 _SEQUENCES = (list, tuple)
 _PASS = object()
 #: a call site records provenance for its first _ALWAYS hits, then for one in 64
 _ALWAYS = 8
 _EVERY = 63
+
+
+def _accelerator_in_use() -> bool:
+    """Whether tensors may already live on an accelerator when the watch starts."""
+    try:
+        if torch.cuda.is_initialized():
+            return True
+    except Exception:
+        pass
+    return torch._C._get_privateuse1_backend_name() != "privateuseone"
 
 
 def process_info() -> dict[str, Any]:
@@ -78,7 +89,7 @@ class _Mode(TorchFunctionMode):
         if plan is _PASS:
             return func(*args, **kwargs) if kwargs else func(*args)
         info, before, after = plan
-        caller = sys._getframe(1)
+        caller = _getframe(1)
         if before:
             for rule_id, check in before:
                 try:
@@ -89,13 +100,14 @@ class _Mode(TorchFunctionMode):
                 if report is not None:
                     watch._emit(rule_id, report, info, caller)
         out = func(*args, **kwargs) if kwargs else func(*args)
-        # per call site: the first hits in full, then one in 64 (provenance, trace)
-        code = caller.f_code
-        counts = watch._site_hits.get(code)
-        if counts is None:
-            counts = watch._site_hits[code] = {}
-        lasti = caller.f_lasti
-        hits = counts[lasti] = counts.get(lasti, 0) + 1
+        # per call site: the first hits in full, then one in 64 (provenance, trace). A site is
+        # id(code) + instruction offset: unique among live code objects (the offset lies inside
+        # the object), and an int hashes for free where a code object hashes its bytecode.
+        site = id(caller.f_code) + caller.f_lasti
+        site_hits = watch._site_hits
+        hits = site_hits[site] = site_hits.get(site, 0) + 1
+        if hits == 1:
+            watch._new_site(site, caller)
         try:
             if hits <= _ALWAYS or not (hits & _EVERY):
                 watch._sample(info, args, out, caller)
@@ -151,8 +163,13 @@ class Watch:
         self.rule_state: dict[str, Any] = {}
         self._modules: dict[str, ModuleType] = {m.RULE.id: m for m in rule_modules()}
         self._plans: dict[Any, Any] = {}
-        #: code object -> {instruction offset -> hits}: how often each call site ran
-        self._site_hits: dict[Any, dict[int, int]] = {}
+        #: id(code) + instruction offset -> how often that call site ran
+        self._site_hits: dict[int, int] = {}
+        #: id(code) -> (code, {site key, ...}): keeps code objects alive (ids stay unique)
+        self._site_codes: dict[int, tuple[Any, set[int]]] = {}
+        #: an accelerator tensor has been seen: until then device-mismatch cannot fire and is
+        #: left out of the per-op plans (a CPU-only program pays nothing for it)
+        self.accelerator_seen = _accelerator_in_use()
         self._mode: Optional[_Mode] = None
         self._handles: list[Any] = []
         self._lock = threading.Lock()
@@ -208,6 +225,8 @@ class Watch:
             before = []
             after = []
             for rule_id in sorted(self.enabled - self.failed.keys()):
+                if rule_id == "device-mismatch" and not self.accelerator_seen:
+                    continue
                 module = self._modules[rule_id]
                 applies = getattr(module, "applies", None)
                 if applies is not None and not applies(info):
@@ -231,6 +250,8 @@ class Watch:
 
     def _record(self, info: OpInfo, args: tuple[Any, ...], out: Any, caller: FrameType) -> None:
         """Provenance of one op output, and what the trace recorder wants of it."""
+        if not out.is_cpu and not self.accelerator_seen and out.device.type != "meta":
+            self._saw_accelerator()
         user = frames.user_frame(caller)
         if user is None:
             return
@@ -238,6 +259,9 @@ class Watch:
             self.recorder.observe(user, out)
         if out.requires_grad:
             prov = Prov(user.f_code.co_filename, user.f_lineno, info.name)
+            node = out.grad_fn
+            if node is not None:  # where this graph node was made (for inplace-saved)
+                node.metadata[NODE_PROV_KEY] = prov
         else:
             # keep how this tensor came to lack gradient history (for grad-lost)
             parents: list[Prov] = []
@@ -259,14 +283,30 @@ class Watch:
             )
         self.provenance.record(out, prov)
 
+    def _new_site(self, site: int, caller: FrameType) -> None:
+        code = caller.f_code
+        entry = self._site_codes.get(id(code))
+        if entry is None:
+            entry = self._site_codes[id(code)] = (code, set())
+        entry[1].add(site)
+
     def line_hits(self, code: Any, line: int) -> int:
         """How often ``line`` of ``code`` ran an op called directly from it (0 if never)."""
-        counts = self._site_hits.get(code)
-        if not counts:
+        entry = self._site_codes.get(id(code))
+        if entry is None:
             return 0
+        base = id(code)
+        hits = self._site_hits
         return max(
-            (n for lasti, n in dict(counts).items() if line_of(code, lasti) == line), default=0
+            (hits.get(site, 0) for site in list(entry[1]) if line_of(code, site - base) == line),
+            default=0,
         )
+
+    def _saw_accelerator(self) -> None:
+        """From now on every op's devices are compared."""
+        if not self.accelerator_seen:
+            self.accelerator_seen = True
+            self._plans = {}
 
     # -- findings --------------------------------------------------------------------------
     def _emit(self, rule_id: str, report: Report, info: OpInfo, caller: FrameType) -> None:
@@ -324,12 +364,13 @@ class Watch:
         self._plans = {}
 
 
-_LINE_TABLES: dict[Any, list[tuple[int, int, Optional[int]]]] = {}
+_LINE_TABLES: dict[int, tuple[Any, list[tuple[int, int, Optional[int]]]]] = {}
 
 
 def line_of(code: Any, lasti: int) -> Optional[int]:
     """The source line of the instruction at offset ``lasti`` in ``code``."""
-    table = _LINE_TABLES.get(code)
+    cached = _LINE_TABLES.get(id(code))
+    table = cached[1] if cached is not None else None
     if table is None:
         if hasattr(code, "co_lines"):
             table = list(code.co_lines())
@@ -339,7 +380,7 @@ def line_of(code: Any, lasti: int) -> Optional[int]:
             starts = list(dis.findlinestarts(code))
             ends = [offset for offset, _ in starts[1:]] + [len(code.co_code)]
             table = [(start, end, line) for (start, line), end in zip(starts, ends)]
-        _LINE_TABLES[code] = table
+        _LINE_TABLES[id(code)] = (code, table)
     for start, end, line in table:
         if start <= lasti < end:
             return line

@@ -35,8 +35,11 @@ def _library_dirs() -> tuple[str, ...]:
 
 _LIBRARY_DIRS = _library_dirs()
 
-#: code object -> 2 user code, 1 other library code, 0 torch or tensor_dap
-_KIND: dict[CodeType, int] = {}
+#: id(code object) -> 2 user code, 1 other library code, 0 torch or tensor_dap. Keyed by id:
+#: hashing a code object hashes its bytecode and constants (hundreds of ns for a big function);
+#: _CODES keeps every classified code object alive so that no id is reused.
+_KIND: dict[int, int] = {}
+_CODES: dict[int, CodeType] = {}
 
 USER, LIBRARY, INTERNAL = 2, 1, 0
 
@@ -56,9 +59,10 @@ def classify_path(path: str) -> int:
 
 def code_kind(code: CodeType) -> int:
     """Cached :func:`classify_path` of a code object's file."""
-    kind = _KIND.get(code)
+    kind = _KIND.get(id(code))
     if kind is None:
-        kind = _KIND[code] = classify_path(code.co_filename)
+        _CODES[id(code)] = code
+        kind = _KIND[id(code)] = classify_path(code.co_filename)
     return kind
 
 
@@ -72,7 +76,7 @@ def user_frame(frame: Optional[FrameType]) -> Optional[FrameType]:
     kinds = _KIND
     while frame is not None:
         code = frame.f_code
-        kind = kinds.get(code)
+        kind = kinds.get(id(code))
         if kind is None:
             kind = code_kind(code)
         if kind == USER:

@@ -19,6 +19,9 @@ from typing import Any, Optional
 
 from tensor_dap.agent.findings import Origin
 
+#: key in ``grad_fn.metadata`` holding the Prov of the op that created that graph node
+NODE_PROV_KEY = "tensor_dap"
+
 #: how many generations of parents a Prov keeps (bounds chains built by loops)
 MAX_DEPTH = 6
 

@@ -40,14 +40,15 @@ class TraceRecorder:
 
     def __init__(self, process: str = "main") -> None:
         self.process = process
-        #: (code, line) -> [meta, hits, shape_varied]
-        self._sites: dict[tuple[CodeType, int], list[Any]] = {}
+        #: (id(code), line) -> [meta, hits, shape_varied, code]
+        self._sites: dict[tuple[int, int], list[Any]] = {}
 
     def observe(self, frame: FrameType, tensor: Any) -> None:
-        key = (frame.f_code, frame.f_lineno)
+        code = frame.f_code
+        key = (id(code), frame.f_lineno)
         entry = self._sites.get(key)
         if entry is None:
-            entry = self._sites[key] = [None, 0, False]
+            entry = self._sites[key] = [None, 0, False, code]
         entry[1] += 1
         meta = _meta(tensor)
         if meta is not None:
@@ -57,7 +58,7 @@ class TraceRecorder:
             entry[0] = meta
 
     def paths(self) -> set[str]:
-        return {os.path.abspath(code.co_filename) for code, _ in dict(self._sites)}
+        return {os.path.abspath(entry[3].co_filename) for entry in dict(self._sites).values()}
 
     def observations(self, line_hits: Optional[LineHits] = None) -> list[Observation]:
         """Trace-store rows for everything seen so far (safe to call from another thread).
@@ -66,7 +67,7 @@ class TraceRecorder:
         number of samples (0 when unknown).
         """
         rows = []
-        for (code, line), (meta, sampled, varied) in dict(self._sites).items():
+        for (_, line), (meta, sampled, varied, code) in dict(self._sites).items():
             if meta is None:
                 continue
             hits = max(line_hits(code, line) if line_hits else 0, sampled)

@@ -82,9 +82,9 @@ def test_finding_arrives_before_the_op_in_the_user_frame() -> None:
 
     y = None
     op_line = 0
-    with tensor_dap.watch(rules=["device-mismatch"], on_finding=sink):
-        with pytest.raises(RuntimeError, match="same device"):
-            user_code()
+    watch = tensor_dap.watch(rules=["device-mismatch"], on_finding=sink)
+    with watch, pytest.raises(RuntimeError, match="same device"):
+        user_code()
     rule, function, line, y_before = seen[0]
     assert (rule, function) == ("device-mismatch", "user_code")
     assert torch.equal(y_before, torch.zeros(3))  # the op had not run yet

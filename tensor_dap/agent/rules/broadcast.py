@@ -32,16 +32,19 @@ def applies(op: OpInfo) -> bool:
 
 
 def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
-    tensors = []
-    ranks = set()
+    first_rank = 0
+    differ = False
     for arg in args:
         if isinstance(arg, _Tensor):
             rank = arg.dim()
             if rank:
-                tensors.append(arg)
-                ranks.add(rank)
-    if len(ranks) < 2:
+                if not first_rank:
+                    first_rank = rank
+                elif rank != first_rank:
+                    differ = True
+    if not differ:
         return None
+    tensors = [a for a in args if isinstance(a, _Tensor) and a.dim()]
     shapes = [tuple(t.shape) for t in tensors]
     try:
         result = torch.broadcast_shapes(*shapes)

@@ -38,11 +38,11 @@ _FACTORIES = frozenset(
         "randn",
         "randint",
         "zeros_like",
-    "float",
-    "double",
-    "half",
-    "long",
-    "int",
+        "float",
+        "double",
+        "half",
+        "long",
+        "int",
         "ones_like",
         "eye",
         "from_numpy",
@@ -57,30 +57,36 @@ def applies(op: OpInfo) -> bool:
 
 
 def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
-    first = None
+    # fast path: ``is_cpu`` is a plain flag (``.device`` builds an object); accelerator
+    # tensors compare their device index. Only a mix goes to the slow path.
+    on_cpu = False
+    index = None
     for arg in args:
         if isinstance(arg, _Tensor):
-            device = arg.device
-            if first is None:
-                first = device
-            elif device != first:
+            if arg.is_cpu:
+                on_cpu = True
+            elif index is None:
+                index = arg.get_device()
+            elif arg.get_device() != index:
                 return _report(tensor_args(args, kwargs))
         elif arg.__class__ is list or arg.__class__ is tuple:
             for item in arg:
                 if isinstance(item, _Tensor):
-                    device = item.device
-                    if first is None:
-                        first = device
-                    elif device != first:
+                    if item.is_cpu:
+                        on_cpu = True
+                    elif index is None:
+                        index = item.get_device()
+                    elif item.get_device() != index:
                         return _report(tensor_args(args, kwargs))
     if kwargs:
         for arg in kwargs.values():
             if isinstance(arg, _Tensor):
-                device = arg.device
-                if first is None:
-                    first = device
-                elif device != first:
-                    return _report(tensor_args(args, kwargs))
+                if arg.is_cpu:
+                    on_cpu = True
+                elif index is None:
+                    index = arg.get_device()
+    if on_cpu and index is not None:
+        return _report(tensor_args(args, kwargs))
     return None
 
 

@@ -3,9 +3,11 @@
 PyTorch notices only later, in ``backward()`` ("one of the variables needed for gradient
 computation has been modified by an inplace operation"), far from the line that did it. This
 rule looks before each in-place op of user code: it walks the live autograd graphs (from the
-tensor itself and the most recent op outputs that have a ``grad_fn``) and checks the tensors
-each node saved; one that shares storage with the target — and so its version counter — will
-make backward fail. Saved-tensor hooks are not used: installing them switches off PyTorch's own
+tensor itself and the tensors with a ``grad_fn`` held by the variables of the user's frames —
+the outputs a later ``backward()`` will start from) and checks the tensors each node saved; one
+that shares storage with the target — and so its version counter — will make backward fail.
+Nothing is done on other ops: the rule costs nothing until an in-place op runs.
+Saved-tensor hooks are not used: installing them switches off PyTorch's own
 version check, which would change the program.
 
 Parameter updates under ``torch.no_grad()`` on leaf tensors are how optimizers work; they are
@@ -16,14 +18,13 @@ from __future__ import annotations
 
 import collections
 import re
-import weakref
 from typing import Any, Optional
 
 import torch
 
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.ops import OpInfo
-from tensor_dap.agent.provenance import Prov
+from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
 from tensor_dap.agent.rules import Report, Rule
 
 RULE = Rule(
@@ -33,29 +34,12 @@ RULE = Rule(
 )
 
 _Tensor = torch.Tensor
-_RECENT = "inplace-saved.recent"
-_META_KEY = "tensor_dap"
 _MAX_NODES = 5000
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 
 
 def applies(op: OpInfo) -> bool:
     return not op.passthrough
-
-
-def after(op: OpInfo, args: tuple, kwargs: Any, out: Any, caller: Any, state: Any) -> Any:
-    """Remember recent outputs that start graphs, and tag their node with where it ran."""
-    if isinstance(out, _Tensor) and out.requires_grad:
-        node = out.grad_fn
-        if node is not None:
-            recent = state.rule_state.get(_RECENT)
-            if recent is None:
-                recent = state.rule_state[_RECENT] = collections.deque(maxlen=32)
-            recent.append(weakref.ref(out))
-            prov = state.provenance.lookup(out)
-            if prov is not None:
-                node.metadata[_META_KEY] = prov
-    return None
 
 
 def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
@@ -66,20 +50,32 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
     target = args[0]
     if not torch.is_grad_enabled() and target.is_leaf and target.requires_grad:
         return None
-    roots = []
-    for tensor in (target, target._base):
-        if tensor is not None and tensor.grad_fn is not None:
-            roots.append(tensor.grad_fn)
-    for ref in state.rule_state.get(_RECENT, ()):
-        tensor = ref()
-        if tensor is not None and tensor.grad_fn is not None:
-            roots.append(tensor.grad_fn)
+    roots = [t.grad_fn for t in (target, target._base) if t is not None and t.grad_fn is not None]
+    roots.extend(_roots_in_frames(caller))
     if not roots:
         return None
     found = _find_saver(roots, _storage_key(target))
     if found is None:
         return None
     return Report(tensors=[target], message=_message(op.name, found))
+
+
+def _roots_in_frames(frame: Any, depth: int = 6) -> list[Any]:
+    """``grad_fn`` of the tensors held by local variables of ``frame`` and its callers."""
+    roots = []
+    while frame is not None and depth > 0:
+        try:
+            values = list(frame.f_locals.values())
+        except Exception:
+            values = []
+        for value in values:
+            items = value if isinstance(value, (list, tuple)) else (value,)
+            for item in items[:64]:
+                if isinstance(item, _Tensor) and item.grad_fn is not None:
+                    roots.append(item.grad_fn)
+        frame = frame.f_back
+        depth -= 1
+    return roots
 
 
 def _storage_key(tensor: Any) -> Any:
@@ -137,7 +133,7 @@ def _find_saver(roots: list[Any], key: Any) -> Optional[Any]:
 
 
 def _op_of(node: Any) -> tuple[str, Optional[Prov]]:
-    prov = node.metadata.get(_META_KEY) if hasattr(node, "metadata") else None
+    prov = node.metadata.get(NODE_PROV_KEY) if hasattr(node, "metadata") else None
     if isinstance(prov, Prov):
         return prov.op, prov
     name = re.sub(r"Backward\d*$", "", type(node).__name__)
