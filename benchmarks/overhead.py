@@ -24,6 +24,7 @@ import warnings
 from typing import Any, Callable, Optional
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,6 +65,7 @@ def _torchsnooper() -> Optional[Mode]:
 
 def modes() -> dict[str, Mode]:
     table: dict[str, Mode] = {
+        "no-op TorchFunctionMode (floor)": _within(_NoopMode),
         "watch, no rules": _within(lambda: tensor_dap.watch(rules=[])),
         "watch, default rules": _within(lambda: tensor_dap.watch()),
         "watch, default rules + trace": _within(lambda: tensor_dap.watch(recorder=TraceRecorder())),
@@ -73,6 +75,13 @@ def modes() -> dict[str, Mode]:
     if snooper is not None:
         table["TorchSnooper"] = snooper
     return table
+
+
+class _NoopMode(TorchFunctionMode):
+    """The cheapest possible mode: what any TorchFunctionMode-based engine pays at least."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        return func(*args, **kwargs) if kwargs else func(*args)
 
 
 @contextlib.contextmanager
@@ -108,7 +117,7 @@ def measure(name: str, fn: Callable[[int], None], n: int, rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
     options = parser.parse_args()
     torch.set_num_threads(1)
