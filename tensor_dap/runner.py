@@ -7,10 +7,12 @@ back as :class:`ExitInfo` instead of escaping, so the caller can still report an
 
 from __future__ import annotations
 
+import builtins
+import io
 import os
-import runpy
 import sys
 import traceback
+import types
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
@@ -35,16 +37,25 @@ class ExitInfo:
 
 def run_script(path: str, args: list[str]) -> ExitInfo:
     """Run ``path`` as ``__main__`` with ``args``; print a failure as Python would."""
-    path = os.path.abspath(path)
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
-    sys.argv = [path, *args]
+    sys.argv = [path, *args]  # as given, like python does
+    path = os.path.abspath(path)
     folder = os.path.dirname(path)
     if sys.path:
         sys.path[0] = folder
     else:
         sys.path.insert(0, folder)
+    saved_main = sys.modules.get("__main__")
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    main.__spec__ = None
+    main.__loader__ = None  # type: ignore[assignment]
+    sys.modules["__main__"] = main  # classes defined in the script pickle as __main__.X
     try:
-        runpy.run_path(path, run_name="__main__")
+        with io.open_code(path) as source_file:
+            code = compile(source_file.read(), path, "exec", dont_inherit=True)
+        exec(code, main.__dict__)
         return ExitInfo("ok", 0)
     except SystemExit as stop:
         return _exit_info(stop)
@@ -52,6 +63,8 @@ def run_script(path: str, args: list[str]) -> ExitInfo:
         print_user_traceback(error)
         return ExitInfo("exception", 1, f"{type(error).__name__}: {error}")
     finally:
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
         sys.argv = saved_argv
         if saved_path0 is not None:
             sys.path[0] = saved_path0
@@ -72,9 +85,8 @@ def print_user_traceback(error: BaseException) -> None:
     tb = error.__traceback__
     frames = []
     while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_TENSOR_DAP_DIR) and not (
-            tb.tb_frame.f_code.co_filename.endswith("runpy.py")
-        ):
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith(_TENSOR_DAP_DIR):
             frames.append(tb)
         tb = tb.tb_next
     # rebuild the chain of kept frames

@@ -81,7 +81,7 @@ def _message(op_name: str) -> Any:
         return (
             f"`{expression}`: {d.name} {shape} {d.dtype} leaves {d.device} for the CPU "
             f"({call}){created(d)}. This copies device memory to the host and waits for the "
-            f"device; keep it on {d.device} or copy once after the loop."
+            f"device; if it runs every step, keep it on {d.device} or copy once after the loop."
         )
 
     return build

@@ -85,13 +85,15 @@ def _params(optimizer: Any) -> list[Any]:
 
 def _remember(optimizer: Any, state: Any) -> None:
     after_step = state.rule_state.setdefault(_AFTER_STEP, {})
+    zeroed = state.rule_state.setdefault(_ZEROED, set())
     for param in _params(optimizer):
         grad = param.grad
         if grad is not None:
             after_step[id(param)] = (weakref.ref(param), weakref.ref(grad), grad._version)
+            # this optimizer's step used them: zeroing before it no longer counts
+            zeroed.discard(id(grad))
         else:
             after_step.pop(id(param), None)
-    state.rule_state[_ZEROED] = set()
 
 
 def _check(optimizer: Any, state: Any) -> Optional[Report]:
