@@ -335,7 +335,8 @@ class Watch:
                 return
         names = naming.name_tensors(report.tensors, info.name, caller, user, report.operands)
         described = [
-            describe(t, n, self.provenance.lookup(t)) for t, n in zip(report.tensors, names)
+            describe(t, n, self.provenance.lookup(t) or naming.assigned_before(user, n))
+            for t, n in zip(report.tensors, names)
         ]
         message = report.message(described, naming.expression_text(user))
         if message is None:  # the rule decided, seeing the source, that this is fine

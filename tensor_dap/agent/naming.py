@@ -212,3 +212,33 @@ def assignment_target(path: str, line: int) -> Optional[str]:
 
 def source_line(path: str, line: int) -> str:
     return linecache.getline(path, line).strip()
+
+
+def assigned_before(frame: Optional[FrameType], name: str) -> Optional[Any]:
+    """Where ``name`` was last assigned before the current line of ``frame``, read statically.
+
+    The fallback when the engine never saw a tensor being made (``torch.Tensor([0.0])`` is not a
+    torch function; a tensor made before the watch started): the Prov's op is the source text.
+    """
+    from tensor_dap.agent.provenance import Prov
+
+    if frame is None or not name.isidentifier():
+        return None
+    code = frame.f_code
+    tree = _tree(code.co_filename)
+    if tree is None:
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        if not code.co_firstlineno <= node.lineno < frame.f_lineno:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        named = any(isinstance(t, ast.Name) and t.id == name for t in targets)
+        if named and (best is None or node.lineno > best.lineno):
+            best = node
+    if best is None:
+        return None
+    text = _segment(code.co_filename, best.value) or "?"
+    return Prov(code.co_filename, best.lineno, f"`{' '.join(text.split())}`")

@@ -166,3 +166,27 @@ def test_corrupt_trace_store_does_not_stop_the_run(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert "2.0" in done.stdout
     assert "trace store not written" in done.stderr
+
+
+def test_origin_read_from_source_when_the_engine_never_saw_it(tmp_path: Path, check) -> None:
+    """``torch.Tensor([0.0])`` is not a torch function: the origin comes from the source."""
+    script = write(
+        tmp_path,
+        "accumulate.py",
+        """
+        import torch
+        from tensor_dap.testing import pick_device
+        device = pick_device()
+        parts = [torch.ones(1, device=device, requires_grad=True) * 2 for _ in range(3)]
+        total = torch.Tensor([0.0])
+        for part in parts:
+            total = total + part
+        """,
+    )
+    run = check(script)
+    assert run.pairs() == {("device-mismatch", 8)}
+    assert run.finding("device-mismatch")["message"] == (
+        "`total + part`: total is on cpu (created at accumulate.py:6 by `torch.Tensor([0.0])`), "
+        "part is on accel:0 (created at accumulate.py:5 by mul). "
+        "Create total with device=part.device."
+    )

@@ -8,6 +8,7 @@ without grad history is a number to PyTorch and never counts.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 import torch
@@ -99,6 +100,14 @@ def _report(tensors: list[Any]) -> Optional[Report]:
     return Report(tensors=operands, message=_message)
 
 
+def _made_by_factory(prov: Any) -> bool:
+    """Whether a Prov's op (a name, or source text when read statically) built the tensor."""
+    if prov is None:
+        return False
+    match = re.match(r"`?(?:torch\.)?(\w+)\(", prov.op)
+    return prov.op in _FACTORIES or bool(match and match.group(1) in _FACTORIES)
+
+
 def _message(described: list[Any], expression: str) -> str:
     parts = [f"{d.name} is on {d.device}{created(d)}" for d in described]
     text = f"`{expression}`: " + ", ".join(parts) + "."
@@ -107,7 +116,7 @@ def _message(described: list[Any], expression: str) -> str:
     if cpu and accel:
         target = accel[0].name
         device = f"{target}.device" if target.isidentifier() else repr(accel[0].device)
-        fresh = [d.name for d in cpu if d.prov is not None and d.prov.op in _FACTORIES]
+        fresh = [d.name for d in cpu if _made_by_factory(d.prov)]
         moved = [d.name for d in cpu if d.name not in fresh]
         if fresh:
             text += f" Create {join_names(fresh)} with device={device}."
