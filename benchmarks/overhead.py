@@ -28,7 +28,7 @@ from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from workloads import make_mlp_step, make_scalar_loop  # noqa: E402
+from workloads import make_mlp_step, make_scalar_autograd_loop, make_scalar_loop  # noqa: E402
 
 import tensor_dap  # noqa: E402
 from tensor_dap.agent.recorder import TraceRecorder  # noqa: E402
@@ -128,6 +128,12 @@ def main() -> None:
     )
     measure(
         "(b) loop of scalar-sized tensor ops", make_scalar_loop(), 3000 // scale, options.rounds
+    )
+    measure(
+        "(c) scalar model fit with autograd (w * x + b, backward, SGD by hand)",
+        make_scalar_autograd_loop(),
+        1000 // scale,
+        options.rounds,
     )
 
 

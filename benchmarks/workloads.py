@@ -42,3 +42,22 @@ def make_scalar_loop() -> Callable[[int], None]:
             a = c - b * 0.1
 
     return scalar_loop
+
+
+def make_scalar_autograd_loop() -> Callable[[int], None]:
+    """Fitting ``y = w * x + b`` with scalar tensors: forward, backward, manual SGD step."""
+
+    def scalar_autograd_loop(n: int) -> None:
+        w = torch.tensor(0.0, requires_grad=True)
+        b = torch.tensor(0.0, requires_grad=True)
+        x, y = torch.tensor(2.0), torch.tensor(7.0)
+        for _ in range(n):
+            loss = (w * x + b - y) ** 2
+            loss.backward()
+            with torch.no_grad():
+                w -= 0.01 * w.grad
+                b -= 0.01 * b.grad
+            w.grad = None
+            b.grad = None
+
+    return scalar_autograd_loop
