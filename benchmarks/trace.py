@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from workloads import make_mlp_step, make_scalar_loop  # noqa: E402
+from workloads import make_mlp_step, make_scalar_autograd_loop, make_scalar_loop  # noqa: E402
 
 from tensor_dap.agent.engine import Watch  # noqa: E402
 from tensor_dap.tracing.backends import make_backend  # noqa: E402
@@ -112,6 +112,12 @@ def main() -> None:
     )
     measure(
         "(b) loop of scalar-sized tensor ops", make_scalar_loop(), 3000 // scale, options.rounds
+    )
+    measure(
+        "(c) scalar model fit with autograd (w * x + b, backward, SGD by hand)",
+        make_scalar_autograd_loop(),
+        2000 // scale,
+        options.rounds,
     )
 
 

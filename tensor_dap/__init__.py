@@ -10,7 +10,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "watch"]
+__all__ = ["__version__", "snoop", "watch"]
 
 
 def watch(*args: Any, **kwargs: Any) -> Any:
@@ -21,3 +21,12 @@ def watch(*args: Any, **kwargs: Any) -> Any:
     from tensor_dap.agent.engine import Watch
 
     return Watch(*args, **kwargs)
+
+
+def snoop(*args: Any, **kwargs: Any) -> Any:
+    """Trace a function (``@snoop()``) or block (``with snoop():``) line by line, like
+    ``torchsnooper.snoop()``. See :class:`tensor_dap.tracing.snoop.snoop` for the arguments.
+    """
+    from tensor_dap.tracing.snoop import snoop as _snoop
+
+    return _snoop(*args, **kwargs)

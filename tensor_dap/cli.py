@@ -40,6 +40,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("script", metavar="SCRIPT")
     check.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    _add_trace(commands)
+    commands.add_parser(
+        "lsp",
+        help="run the language server on stdio",
+        description="Speak LSP on stdin/stdout: inlay hints, hovers and diagnostics from the "
+        "trace store at <workspace root>/.tensor-dap/trace.db ($TENSOR_DAP_TRACE overrides).",
+    )
+    adapter = commands.add_parser(
+        "adapter",
+        help="the debug adapter (DAP on stdio, or --port)",
+        description="Speak the Debug Adapter Protocol on stdin/stdout, in front of debugpy.",
+    )
+    adapter.add_argument("--port", type=int, help="serve one client on this loopback TCP port")
+    adapter.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
     return parser
 
 
@@ -48,6 +62,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     options = parser.parse_args(argv)
     if options.command == "check":
         return _check(parser, options)
+    if options.command == "adapter":
+        from tensor_dap.adapter.main import main as adapter_main
+
+        return adapter_main(options.port, options.host)
+    if options.command == "trace":
+        return _trace(parser, options)
+    if options.command == "lsp":
+        from tensor_dap.lsp.server import main as lsp_main
+
+        return lsp_main()
     parser.print_help(sys.stderr)
     return USAGE_ERROR
 
@@ -64,6 +88,45 @@ def _check(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     rule_options = {"leaves-device": {"scalars": True}} if options.scalars else None
     return run_check(
         options.script, options.args, rules, options.report, options.trace, rule_options
+    )
+
+
+def _add_trace(commands: argparse._SubParsersAction) -> None:
+    trace = commands.add_parser(
+        "trace",
+        help="run a script, printing each line of user code with its tensors",
+        description="Run SCRIPT as `python SCRIPT ARGS...` would, printing each executed line "
+        "of user code with the variables it made or changed (tensors as shape, dtype, device, "
+        "grad), loops summarised, and the rules' findings inline. Exit status: the script's.",
+    )
+    trace.add_argument("--output", metavar="FILE", help="write the trace to FILE, not stderr")
+    trace.add_argument("--depth", type=int, help="trace calls at most N levels deep")
+    trace.add_argument("--only", metavar="PATTERN", help="fnmatch on file path or function")
+    trace.add_argument("--rules", default="default", help="comma list of rule ids, or default")
+    trace.add_argument("--nan", action="store_true", help="flag NaN/Inf (reads tensor data)")
+    trace.add_argument("--trace", metavar="PATH", help="trace store to write")
+    trace.add_argument("script", metavar="SCRIPT")
+    trace.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+
+
+def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    try:
+        rules = parse_rules(options.rules)
+    except UnknownRuleError as error:
+        parser.exit(USAGE_ERROR, f"tensor-dap trace: {error}\n")
+    if not os.path.isfile(options.script):
+        parser.exit(USAGE_ERROR, f"tensor-dap trace: no such script: {options.script}\n")
+    from tensor_dap.tracing.command import run_trace
+
+    return run_trace(
+        options.script,
+        options.args,
+        rules,
+        options.output,
+        options.depth,
+        options.only,
+        options.nan,
+        options.trace,
     )
 
 

@@ -1,0 +1,283 @@
+"""One debug session: the editor (client) on one side, debugpy's adapter (server) on the other.
+
+Every message passes through; a handler named after it may change it on the way:
+``<command>_request`` for client requests, ``<command>_response`` and ``<event>_event`` for
+what the server sends. Messages to the client are renumbered (``seq``) because the proxy sends
+some of its own; requests keep the client's numbers so responses match without bookkeeping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import re
+import subprocess
+import sys
+import threading
+from typing import Any, BinaryIO, Optional
+
+import tensor_dap
+from tensor_dap.adapter.agent_channel import AgentChannel
+from tensor_dap.adapter.messaging import MalformedMessage, Writer, read_message
+from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, all_rules, parse_rules
+
+log = logging.getLogger("tensor_dap.adapter")
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(tensor_dap.__file__))
+_STOP_PREFIX = re.compile(r"^\[([a-z-]+)\] (.*)$", re.DOTALL)
+_BREAKPOINT_CLASS = "TensorBreakpoint"
+
+
+class ProxySession:
+    def __init__(self, client_in: BinaryIO, client_out: BinaryIO, python: str = sys.executable):
+        self.client_in = client_in
+        self.client = Writer(client_out)
+        self.python = python
+        self.channel = AgentChannel()
+        self.rules: list[str] = []
+        self._seq = itertools.count(1)
+        self._pending_filters: dict[int, list[str]] = {}
+        self._terminated = False
+        self.server_process = subprocess.Popen(
+            [python, "-m", "debugpy.adapter"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.server = Writer(self.server_process.stdin)  # type: ignore[arg-type]
+
+    # -- pumps -----------------------------------------------------------------------------
+    def run(self) -> int:
+        reader = threading.Thread(target=self._pump_server, name="tensor-dap-server", daemon=True)
+        reader.start()
+        self._pump_client()
+        self._shutdown()
+        reader.join(timeout=5)
+        return 0
+
+    def _pump_client(self) -> None:
+        while True:
+            try:
+                message = read_message(self.client_in)
+            except MalformedMessage as error:
+                self._tell_client_malformed(error)
+                continue
+            except (OSError, ValueError):
+                return
+            if message is None:
+                return
+            if self.server_process.poll() is not None:
+                self._refuse(message, "the debug session has ended")
+                continue
+            try:
+                self._from_client(message)
+            except Exception as error:  # a bug here must not end the session
+                log.exception("tensor-dap: handling %s failed", message.get("command"))
+                self._refuse(message, f"tensor-dap: {error}")
+
+    def _pump_server(self) -> None:
+        stream = self.server_process.stdout
+        while True:
+            try:
+                message = read_message(stream)  # type: ignore[arg-type]
+            except MalformedMessage:
+                continue
+            except (OSError, ValueError):
+                break
+            if message is None:
+                break
+            try:
+                self._from_server(message)
+            except Exception:
+                log.exception("tensor-dap: handling a debugpy message failed")
+                self.to_client(message)
+        if not self._terminated:
+            self._terminated = True
+            self.to_client({"type": "event", "event": "terminated", "body": {}})
+        self.client.closed = True
+        with contextlib.suppress(OSError):
+            self.client_in.close()
+
+    def _from_client(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "request":
+            handler = getattr(self, f"{message.get('command')}_request", None)
+            if handler is not None and handler(message) is False:
+                return  # answered here
+        self.server.write(message)
+
+    def _from_server(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        name = message.get("event") if kind == "event" else message.get("command")
+        if kind in ("event", "response"):
+            handler = getattr(self, f"{name}_{kind}", None)
+            if handler is not None:
+                handler(message)
+        if kind == "event" and name == "terminated":
+            self._terminated = True
+        self.to_client(message)
+
+    def to_client(self, message: dict[str, Any]) -> None:
+        message = dict(message, seq=next(self._seq))
+        self.client.write(message)
+
+    def _refuse(self, request: dict[str, Any], reason: str) -> None:
+        if request.get("type") != "request":
+            return
+        self.to_client(
+            {
+                "type": "response",
+                "request_seq": request.get("seq", 0),
+                "success": False,
+                "command": request.get("command", ""),
+                "message": reason,
+            }
+        )
+
+    def _tell_client_malformed(self, error: MalformedMessage) -> None:
+        self.to_client(
+            {
+                "type": "event",
+                "event": "output",
+                "body": {"category": "important", "output": f"tensor-dap: ignored a {error}\n"},
+            }
+        )
+
+    def _shutdown(self) -> None:
+        """The client is gone: end debugpy (and with it the debuggee), leave nothing behind."""
+        self.channel.close()
+        process = self.server_process
+        if process.poll() is None:
+            self.server.write(
+                {
+                    "type": "request",
+                    "seq": 1_000_000,
+                    "command": "disconnect",
+                    "arguments": {"terminateDebuggee": True},
+                }
+            )
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+        with contextlib.suppress(OSError):
+            process.stdin.close()  # type: ignore[union-attr]
+
+    # -- handlers: requests ----------------------------------------------------------------
+    def launch_request(self, message: dict[str, Any]) -> Optional[bool]:
+        arguments = message.setdefault("arguments", {})
+        try:
+            self._rules_from_launch(arguments)
+        except UnknownRuleError as error:
+            self._refuse(message, str(error))
+            return False
+        program, module = arguments.pop("program", None), arguments.pop("module", None)
+        if not program and not module:
+            self._refuse(message, "launch needs 'program' or 'module'")
+            return False
+        target = ["--program", program] if program else ["--module", module]
+        user_args = arguments.get("args") or []
+        if isinstance(user_args, str):
+            user_args = user_args.split()
+        arguments["module"] = "tensor_dap.agent.debuggee"
+        arguments["args"] = [*target, "--rules", ",".join(self.rules), "--", *user_args]
+        env = dict(arguments.get("env") or {})
+        env.update(self.channel.environment())
+        arguments["env"] = env
+        if program and "cwd" not in arguments:
+            arguments["cwd"] = os.path.dirname(os.path.abspath(program))
+        # tensor-dap's own frames are library code for stepping and "just my code"
+        arguments["rules"] = [
+            *(arguments.get("rules") or []),
+            {"path": _PACKAGE_DIR, "include": False},
+        ]
+        return None
+
+    def _rules_from_launch(self, arguments: dict[str, Any]) -> None:
+        wanted = arguments.pop("tensorBreakpoints", None)
+        if wanted is None:
+            return
+        spec = ",".join(wanted) if isinstance(wanted, list) else str(wanted)
+        self.rules = parse_rules(spec)
+        self.channel.set_rules(self.rules)
+
+    def setExceptionBreakpoints_request(self, message: dict[str, Any]) -> Optional[bool]:  # noqa: N802
+        arguments = message.setdefault("arguments", {})
+        filters = list(arguments.get("filters") or [])
+        options = list(arguments.get("filterOptions") or [])
+        ours = [f for f in filters if f in RULE_IDS]
+        ours += [o.get("filterId") for o in options if o.get("filterId") in RULE_IDS]
+        # launch's tensorBreakpoints stay on until the client itself ticks a tensor filter
+        if ours:
+            self._client_knows_tensor_filters = True
+        if self._client_knows_tensor_filters:
+            self.rules = [r for r in RULE_IDS if r in ours]
+            self.channel.set_rules(self.rules)
+        arguments["filters"] = [f for f in filters if f not in RULE_IDS]
+        arguments["filterOptions"] = [o for o in options if o.get("filterId") not in RULE_IDS]
+        self._pending_filters[message["seq"]] = filters + [o.get("filterId") for o in options]
+        return None
+
+    _client_knows_tensor_filters = False
+
+    # -- handlers: what debugpy sends -----------------------------------------------------------
+    def initialize_response(self, message: dict[str, Any]) -> None:
+        body = message.setdefault("body", {}) or {}
+        message["body"] = body
+        filters = list(body.get("exceptionBreakpointFilters") or [])
+        filters += [
+            {
+                "filter": rule.id,
+                "label": rule.title,
+                "description": rule.description,
+                "default": False,
+            }
+            for rule in all_rules()
+        ]
+        body["exceptionBreakpointFilters"] = filters
+
+    def setExceptionBreakpoints_response(self, message: dict[str, Any]) -> None:  # noqa: N802
+        filters = self._pending_filters.pop(message.get("request_seq", -1), None)
+        if filters is None or not message.get("success"):
+            return
+        body = message.setdefault("body", {}) or {}
+        theirs = iter(body.get("breakpoints") or [])
+        merged = []
+        for name in filters:
+            merged.append(
+                {"verified": True} if name in RULE_IDS else next(theirs, {"verified": True})
+            )
+        body["breakpoints"] = merged
+        message["body"] = body
+
+    def stopped_event(self, message: dict[str, Any]) -> None:
+        body = message.get("body") or {}
+        if body.get("reason") != "exception":
+            return
+        match = _STOP_PREFIX.match(body.get("description") or "")
+        if match and match.group(1) in RULE_IDS:
+            body["description"] = f"Paused on {match.group(1)}: {match.group(2)}"
+            body["text"] = match.group(1)
+
+    def exceptionInfo_response(self, message: dict[str, Any]) -> None:  # noqa: N802
+        body = message.get("body") or {}
+        if not str(body.get("exceptionId", "")).endswith(_BREAKPOINT_CLASS):
+            return
+        match = _STOP_PREFIX.match(body.get("description") or "")
+        if not match or match.group(1) not in RULE_IDS:
+            return
+        rule, text = match.group(1), match.group(2)
+        body["exceptionId"] = rule
+        body["description"] = text
+        body["breakMode"] = "always"
+        details = body.get("details") or {}
+        details.update({"message": text, "typeName": rule, "fullTypeName": f"tensor-dap.{rule}"})
+        body["details"] = details
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, 9)
+    except (OSError, AttributeError):
+        process.kill()

@@ -1,0 +1,101 @@
+"""``python -m tensor_dap.agent.debuggee --program P | --module M [-- ARGS]``: what the debug
+adapter launches in place of the user's program.
+
+Connects to the adapter's agent channel, runs the user's program exactly as python would under
+the watch engine, and pauses the debugger at the user's line for each finding of an enabled
+rule. Rules ticked later arrive through the channel and apply at once. When no rule is enabled
+at start nothing is installed; ticking one later installs the engine on the main thread from a
+real-time signal (POSIX) — the engine's mode is per thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import runpy
+import signal
+import sys
+import threading
+from typing import Optional
+
+from tensor_dap.agent.channel import ChannelClient, agent_config
+from tensor_dap.agent.engine import Watch
+from tensor_dap.agent.suspend import suspend_on_finding
+from tensor_dap.runner import ExitInfo, print_user_traceback, run_script
+
+log = logging.getLogger("tensor_dap.agent")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tensor_dap.agent.debuggee")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--program")
+    target.add_argument("--module")
+    parser.add_argument("--rules", default="", help="comma list used when no adapter is reachable")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    options = parser.parse_args(argv)
+    if options.args and options.args[0] == "--":
+        options.args = options.args[1:]
+    return options
+
+
+class _Starter:
+    """Installs the watch on the main thread when the first rule is enabled while running."""
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+        self.signal: Optional[int] = None
+        if hasattr(signal, "SIGRTMIN") and hasattr(signal, "pthread_kill"):
+            self.signal = signal.SIGRTMIN + 7
+            signal.signal(self.signal, lambda *_: self.watch.start())
+
+    def rules_changed(self, rules: list[str]) -> None:
+        self.watch.set_enabled(rules)
+        if (
+            rules
+            and self.signal is not None
+            and threading.current_thread() is not threading.main_thread()
+        ):
+            signal.pthread_kill(threading.main_thread().ident, self.signal)
+
+
+def _run_module(name: str, args: list[str]) -> ExitInfo:
+    saved = sys.argv
+    sys.argv = [name, *args]
+    try:
+        runpy.run_module(name, run_name="__main__", alter_sys=True)
+        return ExitInfo("ok", 0)
+    except SystemExit as stop:
+        code = stop.code
+        return ExitInfo("exit", code if isinstance(code, int) else (0 if code is None else 1))
+    except BaseException as error:  # noqa: BLE001
+        print_user_traceback(error)
+        return ExitInfo("exception", 1, f"{type(error).__name__}: {error}")
+    finally:
+        sys.argv = saved
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    options = _parse(sys.argv[1:] if argv is None else argv)
+    rules = [r for r in options.rules.split(",") if r]
+    watch = Watch(rules=rules, on_finding=suspend_on_finding)
+    starter = _Starter(watch)
+    config = agent_config()
+    if config is not None:
+        try:
+            client = ChannelClient(config, starter.rules_changed)
+            if client.first_rules is not None:
+                watch.set_enabled(client.first_rules)
+        except OSError as error:
+            print(f"tensor-dap: cannot reach the debug adapter: {error}", file=sys.stderr)
+    with watch:
+        if options.program:
+            exit_info = run_script(options.program, options.args)
+        else:
+            exit_info = _run_module(options.module, options.args)
+    sys.stdout.flush()
+    return exit_info.code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""``textDocument/publishDiagnostics``: the findings of the last run, at their lines.
+
+Each finding of the latest run that observed the file becomes a Warning over the line's text
+(without indentation and trailing blanks), ``source`` ``tensor-dap``, ``code`` the rule id, and
+related information at the line where each named tensor was created. Findings are published for
+open documents on open, change and save, and again whenever the trace store changes (the server
+polls it). Unlike hints they stay on a stale document: a finding stays true until the next run.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+
+from tensor_dap.trace import StoredFinding
+
+from .store import FileData
+from .text import utf16_len
+
+SOURCE = "tensor-dap"
+
+
+def line_range(lines: list[str], index: int) -> types.Range:
+    """The range of line ``index``'s text without indentation and trailing blanks."""
+    text = lines[index].rstrip("\r\n") if 0 <= index < len(lines) else ""
+    body = text.rstrip()
+    start = utf16_len(body) - utf16_len(body.lstrip())
+    return types.Range(
+        start=types.Position(line=index, character=start),
+        end=types.Position(line=index, character=utf16_len(body)),
+    )
+
+
+def related(finding: StoredFinding) -> list[types.DiagnosticRelatedInformation]:
+    """Where each tensor named in the finding was created, when the run knew."""
+    found = []
+    for tensor in finding.tensors:
+        origin = tensor.get("origin") if isinstance(tensor, dict) else None
+        if not isinstance(origin, dict) or not origin.get("path") or not origin.get("line"):
+            continue
+        line = max(int(origin["line"]) - 1, 0)
+        where = types.Position(line=line, character=0)
+        op = f" by {origin['op']}" if origin.get("op") else ""
+        found.append(
+            types.DiagnosticRelatedInformation(
+                location=types.Location(
+                    uri=from_fs_path(str(origin["path"])) or str(origin["path"]),
+                    range=types.Range(start=where, end=where),
+                ),
+                message=f"{tensor.get('name', 'tensor')} created here{op}",
+            )
+        )
+    return found
+
+
+def diagnostics(data: FileData, lines: list[str]) -> list[types.Diagnostic]:
+    """The diagnostics for a document with text ``lines``."""
+    found = []
+    for finding in data.findings:
+        index = min(max(finding.line - 1, 0), max(len(lines) - 1, 0))
+        message = finding.message
+        if finding.process != "main":
+            message = f"{message} ({finding.process})"
+        found.append(
+            types.Diagnostic(
+                range=line_range(lines, index),
+                message=message,
+                severity=types.DiagnosticSeverity.Warning,
+                source=SOURCE,
+                code=finding.rule,
+                related_information=related(finding) or None,
+            )
+        )
+    return found

@@ -1,0 +1,181 @@
+"""The ``tensor-dap`` language server (pygls 2.x) and its lifecycle: ``initialized``,
+``textDocument/didOpen|didChange|didSave|didClose`` and the trace store poll.
+
+``tensor-dap lsp`` runs :func:`main` on stdio. The store is
+``<workspace root>/.tensor-dap/trace.db`` (the root from ``initialize``'s rootUri, else its first
+workspace folder); ``$TENSOR_DAP_TRACE`` overrides it (relative to the root). Every second the
+server polls the store's ``data_version()``; when it changed, it re-publishes the diagnostics of
+the open documents and asks the client to refresh inlay hints (``workspace/inlayHint/refresh``,
+when the client supports it). Store reads run in a worker thread so a locked store never blocks
+the editor; what is wrong with the store is logged once through ``window/logMessage``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+
+from tensor_dap import __version__
+from tensor_dap.trace import TRACE_ENV, default_trace_path, text_digest
+
+from . import diagnostics as diagnostics_feature
+from . import hover as hover_feature
+from . import inlay_hints as inlay_hints_feature
+from .store import EMPTY, FileData, TraceStore
+
+POLL_S = 1.0
+"""How often the trace store's ``data_version()`` is checked."""
+
+
+class TensorDapServer(LanguageServer):
+    """The language server, holding the trace store and the open documents' digests."""
+
+    def __init__(self) -> None:
+        super().__init__("tensor-dap", __version__)
+        self.store = TraceStore()
+        self._digests: dict[str, tuple[Optional[int], str]] = {}
+        self._poller: Optional[asyncio.Task[None]] = None
+
+    # -- the store ----------------------------------------------------------------------------
+
+    def configure_store(self) -> None:
+        """Point the store at the workspace's trace file (or ``$TENSOR_DAP_TRACE``)."""
+        root = self.workspace.root_path
+        if root is None:
+            for folder in self.workspace.folders.values():
+                root = to_fs_path(folder.uri)
+                if root:
+                    break
+        path: Optional[Path] = None
+        if root or os.environ.get(TRACE_ENV, "").strip():
+            path = default_trace_path(root or os.getcwd())
+        self.store.set_path(path)
+
+    async def file_data(self, document: TextDocument) -> FileData:
+        """What the store holds about ``document``'s file (empty for non-file documents)."""
+        path = document.path if document.uri.startswith("file:") else None
+        if not path:
+            return EMPTY
+        data = await asyncio.to_thread(self.store.file, os.path.abspath(path))
+        self.flush_messages()
+        return data
+
+    def digest(self, document: TextDocument) -> str:
+        """The text digest of ``document``, cached per document version."""
+        cached = self._digests.get(document.uri)
+        if cached is not None and cached[0] == document.version and document.version is not None:
+            return cached[1]
+        value = text_digest(document.source)
+        self._digests[document.uri] = (document.version, value)
+        return value
+
+    def flush_messages(self) -> None:
+        for kind, text in self.store.take_messages():
+            self.window_log_message(types.LogMessageParams(type=kind, message=text))
+
+    # -- diagnostics and the poll -------------------------------------------------------------
+
+    async def publish(self, uri: str) -> None:
+        document = self.workspace.get_text_document(uri)
+        data = await self.file_data(document)
+        found = diagnostics_feature.diagnostics(data, document.lines)
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
+        )
+
+    def start_polling(self) -> None:
+        if self._poller is None:
+            self._poller = asyncio.get_running_loop().create_task(self._poll())
+
+    async def _poll(self) -> None:
+        while True:
+            try:
+                changed = await asyncio.to_thread(self.store.poll)
+                self.flush_messages()
+                if changed:
+                    await self.store_changed()
+            except Exception as error:  # the poll must outlive any one bad round
+                self.window_log_message(
+                    types.LogMessageParams(
+                        type=types.MessageType.Error, message=f"tensor-dap: poll failed: {error}"
+                    )
+                )
+            await asyncio.sleep(POLL_S)
+
+    async def store_changed(self) -> None:
+        for uri in list(self.workspace.text_documents):
+            await self.publish(uri)
+        if self._supports_inlay_refresh():
+            future = self.protocol.send_request(types.WORKSPACE_INLAY_HINT_REFRESH, None)
+            future.add_done_callback(_ignore_result)
+
+    def _supports_inlay_refresh(self) -> bool:
+        workspace = self.client_capabilities.workspace
+        inlay = workspace.inlay_hint if workspace is not None else None
+        return bool(inlay is not None and inlay.refresh_support)
+
+
+def _ignore_result(future: Any) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved, so that asyncio does not warn about it
+
+
+def create_server() -> TensorDapServer:
+    """A server with every feature registered."""
+    server = TensorDapServer()
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: TensorDapServer, params: types.InitializedParams) -> None:
+        ls.configure_store()
+        ls.start_polling()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    async def did_open(ls: TensorDapServer, params: types.DidOpenTextDocumentParams) -> None:
+        await ls.publish(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    async def did_change(ls: TensorDapServer, params: types.DidChangeTextDocumentParams) -> None:
+        await ls.publish(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    async def did_save(ls: TensorDapServer, params: types.DidSaveTextDocumentParams) -> None:
+        await ls.publish(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: TensorDapServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls._digests.pop(params.text_document.uri, None)
+        ls.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+    async def inlay_hint(
+        ls: TensorDapServer, params: types.InlayHintParams
+    ) -> list[dict[str, Any]]:
+        document = ls.workspace.get_text_document(params.text_document.uri)
+        data = await ls.file_data(document)
+        return inlay_hints_feature.inlay_hints(
+            data, document.lines, ls.digest(document), params.range
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: TensorDapServer, params: types.HoverParams) -> Optional[types.Hover]:
+        document = ls.workspace.get_text_document(params.text_document.uri)
+        data = await ls.file_data(document)
+        word = document.word_at_position(params.position)
+        return hover_feature.hover(data, ls.digest(document), params.position, word)
+
+    return server
+
+
+def main() -> int:
+    """Serve LSP on stdin/stdout until the client says exit."""
+    create_server().start_io()
+    return 0

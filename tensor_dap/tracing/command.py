@@ -1,0 +1,60 @@
+"""``tensor-dap trace SCRIPT``: run a script with the per-line tracer and the watch engine.
+
+The script runs exactly as ``python SCRIPT ARGS`` would (:func:`tensor_dap.runner.run_script`);
+its user code is traced line by line, the rules' findings appear inline at their line, and
+what the trace saw goes to the trace store like ``tensor-dap check`` writes it, so the editor
+shows it. Exit status: the script's own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+from tensor_dap import report
+from tensor_dap.agent.engine import Watch, process_info
+from tensor_dap.agent.trace_session import TraceSession
+from tensor_dap.runner import ExitInfo, run_script
+from tensor_dap.trace import default_trace_path, process_label
+from tensor_dap.tracing.backends import make_backend
+from tensor_dap.tracing.output import Sink
+from tensor_dap.tracing.store import LineStore
+from tensor_dap.tracing.tracer import Tracer
+
+
+def run_trace(
+    script: str,
+    args: list[str],
+    rules: list[str],
+    output: Optional[str] = None,
+    depth: Optional[int] = None,
+    only: Optional[str] = None,
+    nan: bool = False,
+    trace_path: Optional[str] = None,
+) -> int:
+    cwd = os.getcwd()
+    store = LineStore(process=process_label(process_info()))
+    tracer = Tracer(Sink(output, append=False), max_depth=depth, only=only, nan=nan, store=store)
+    watch = Watch(rules=rules, on_finding=tracer.finding)
+    db_path = str(trace_path or default_trace_path(cwd))
+    session = TraceSession(db_path, store, None, "trace", [script, *args], cwd)
+    session.start(watch.findings)
+    backend = make_backend(tracer)
+    exit_info = ExitInfo("exception", 1, "did not run")
+    try:
+        with watch:
+            backend.start()
+            try:
+                exit_info = run_script(script, args)
+            finally:
+                backend.stop()
+                tracer.close()
+    finally:
+        session.finish(exit_info.to_json())
+        sys.stdout.flush()
+        if output:
+            report.print_summary(watch.findings, watch.counts)
+        if session.error:
+            report.warn(f"trace store not written: {session.error}")
+    return exit_info.code

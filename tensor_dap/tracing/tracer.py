@@ -1,0 +1,336 @@
+"""The per-line tracer: what to print when a traced frame starts, runs a line, returns.
+
+Backends (:mod:`tensor_dap.tracing.backends`: ``sys.monitoring`` on 3.12+, ``sys.settrace``
+before) only deliver events; this module decides which frames are traced and what is shown.
+
+Loops are summarised: each (code, line) is shown fully for its first ``FULL_RUNS`` executions;
+after that a line is shown only when it gave a tensor variable a new summary (shape, dtype,
+device or grad state) or created a variable; each frame ends with ``... line N ran K times``
+for its hot lines, so a 10,000-step loop gives a trace of a few dozen lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import linecache
+import os
+from types import CodeType, FrameType
+from typing import Any, Optional, Sequence
+
+import torch
+
+from tensor_dap.agent import frames
+from tensor_dap.tracing import output
+from tensor_dap.tracing.store import LineStore
+from tensor_dap.tracing.values import extra_key, hidden, safe_repr, show, tensor_meta
+
+FULL_RUNS = 3
+_MISSING = object()
+_Tensor = torch.Tensor
+_PARENT_SEARCH = 64
+
+
+class FrameState:
+    """One traced frame: its variables as last shown and the line that ran last."""
+
+    __slots__ = (
+        "code",
+        "depth",
+        "refs",
+        "extras",
+        "texts",
+        "metas",
+        "last_line",
+        "pending",
+        "runs",
+        "changed",
+    )
+
+    def __init__(self, code: CodeType, depth: int) -> None:
+        self.code = code
+        self.depth = depth
+        #: the objects last seen bound to each name (held, so identity checks are exact: a
+        #: new object at a freed one's address is still seen as new); mutation keys of tensors
+        #: (version counter, grad flag) and containers (length)
+        self.refs: dict[str, Any] = {}
+        self.extras: dict[str, Any] = {}
+        self.texts: dict[str, str] = {}
+        self.metas: dict[str, Any] = {}
+        self.last_line: Optional[int] = None
+        #: a hot line not printed yet (printed if it turns out to change a tensor's summary)
+        self.pending: Optional[int] = None
+        #: line -> runs in this frame; line -> lines printed because a summary changed
+        self.runs: dict[int, int] = {}
+        self.changed: dict[int, int] = {}
+
+
+class Tracer:
+    """Decides which frames are traced and prints their lines and variables.
+
+    ``roots``: code objects traced wherever they run (snoop's decorated function); with
+    ``roots`` given, other code is traced only below a traced frame. ``max_depth``: how many
+    levels of calls are traced (1 = the root only); None = any depth.
+    """
+
+    def __init__(
+        self,
+        sink: output.Sink,
+        *,
+        max_depth: Optional[int] = None,
+        only: Optional[str] = None,
+        nan: bool = False,
+        watch: Sequence[str] = (),
+        store: Optional[LineStore] = None,
+        roots: Optional[set[CodeType]] = None,
+    ) -> None:
+        self.sink = sink
+        self.max_depth = max_depth
+        self.only = only
+        self.nan = nan
+        self.watch = [(expr, compile(expr, "<watch>", "eval")) for expr in watch]
+        self.store = store
+        self.roots = roots
+        self.states: dict[FrameType, FrameState] = {}
+        #: id(code) -> (code, wanted)
+        self._wanted: dict[int, tuple[CodeType, bool]] = {}
+        #: (code, line) -> runs in all frames
+        self.total: dict[tuple[CodeType, int], int] = {}
+        self._summarised: set[tuple[CodeType, int]] = set()
+        self._calls: dict[CodeType, int] = {}
+
+    # -- which frames ---------------------------------------------------------------------
+    def wanted(self, code: CodeType) -> bool:
+        """Whether frames of ``code`` may be traced (cached per code object)."""
+        entry = self._wanted.get(id(code))
+        if entry is None:
+            entry = self._wanted[id(code)] = (code, self._decide(code))
+        return entry[1]
+
+    def _decide(self, code: CodeType) -> bool:
+        if self.roots is not None and code in self.roots:
+            return True
+        if code.co_filename.startswith("<") or not frames.is_user_code(code):
+            return False  # generated code (dataclasses, namedtuples, exec'd strings) included
+        if self.only:
+            name = getattr(code, "co_qualname", code.co_name)
+            path = code.co_filename
+            return any(
+                fnmatch.fnmatch(text, self.only)
+                for text in (path, os.path.basename(path), code.co_name, name)
+            )
+        return True
+
+    def _depth(self, frame: FrameType) -> Optional[int]:
+        parent = frame.f_back
+        for _ in range(_PARENT_SEARCH):
+            if parent is None:
+                break
+            state = self.states.get(parent)
+            if state is not None:
+                return state.depth + 1
+            parent = parent.f_back
+        if self.roots is None or frame.f_code in self.roots:
+            return 0
+        return None
+
+    # -- events ---------------------------------------------------------------------------
+    def enter(self, frame: FrameType) -> Optional[FrameState]:
+        """A frame starts: its state when it is traced, else None."""
+        state = self.states.get(frame)
+        if state is not None:
+            return state
+        code = frame.f_code
+        if not self.wanted(code):
+            return None
+        depth = self._depth(frame)
+        if depth is None or (self.max_depth is not None and depth >= self.max_depth):
+            return None
+        state = self.states[frame] = FrameState(code, depth)
+        calls = self._calls[code] = self._calls.get(code, 0) + 1
+        loud = calls <= FULL_RUNS
+        if loud:
+            self._flush_parent(frame)
+        for kind, name, text, _ in self._diff(frame, state, "start"):
+            if loud:
+                self.sink.line(output.value_line(depth, kind, name, text))
+        if loud and code.co_name != "<module>":
+            line = frame.f_lineno
+            self.sink.line(output.event_line(depth, "call", line, _source(code, line)))
+        return state
+
+    def attach(self, frame: FrameType) -> FrameState:
+        """Trace an already running frame from its next line (``with snoop():``)."""
+        state = self.states.get(frame)
+        if state is None:
+            state = self.states[frame] = FrameState(frame.f_code, 0)
+            self._wanted[id(frame.f_code)] = (frame.f_code, True)
+        return state
+
+    def line(self, frame: FrameType, lineno: int) -> None:
+        state = self.states.get(frame)
+        if state is None:
+            return
+        self._settle(frame, state)
+        code = state.code
+        key = (code, lineno)
+        total = self.total[key] = self.total.get(key, 0) + 1
+        state.runs[lineno] = state.runs.get(lineno, 0) + 1
+        state.last_line = lineno
+        if total <= FULL_RUNS:
+            state.pending = None
+            self.sink.line(output.event_line(state.depth, "line", lineno, _source(code, lineno)))
+        else:
+            state.pending = lineno
+
+    def leave(self, frame: FrameType, value: Any) -> None:
+        """A frame returns ``value``."""
+        state = self.states.get(frame)
+        if state is None:
+            return
+        self._settle(frame, state)
+        if self._calls.get(state.code, 0) <= FULL_RUNS and state.code.co_name != "<module>":
+            line = frame.f_lineno
+            depth = state.depth
+            self.sink.line(output.event_line(depth, "return", line, _source(state.code, line)))
+            self.sink.line(output.value_line(depth, "return", None, show(value, self.nan)))
+        self._finish(frame, state)
+
+    def unwind(self, frame: FrameType, error: BaseException) -> None:
+        """A frame exits by an exception."""
+        state = self.states.get(frame)
+        if state is None:
+            return
+        self._settle(frame, state)
+        line = frame.f_lineno
+        depth = state.depth
+        self.sink.line(output.event_line(depth, "exception", line, _source(state.code, line)))
+        text = safe_repr(f"{type(error).__name__}: {error}", 200).strip("'\"")
+        self.sink.line(output.value_line(depth, "exception", None, text))
+        self._finish(frame, state)
+
+    def detach(self, frame: FrameType) -> None:
+        """Stop tracing a frame that goes on running (end of ``with snoop():``)."""
+        state = self.states.get(frame)
+        if state is not None:
+            self._settle(frame, state)
+            self._finish(frame, state)
+
+    def finding(self, finding: Any, frame: Optional[FrameType]) -> None:
+        """A rule's finding, printed inline at its line (``on_finding`` of the watch)."""
+        state = self.states.get(frame) if frame is not None else None
+        if state is not None:
+            self._flush(state)
+            where = ""
+        else:
+            where = f"{os.path.basename(finding.path)}:{finding.line}"
+        depth = state.depth if state is not None else 0
+        self.sink.line(output.finding_line(depth, finding.rule, finding.message, where))
+
+    def close(self) -> None:
+        """Summaries of lines that ran often across many calls (each call ran them rarely)."""
+        for frame, _state in list(self.states.items()):
+            self.detach(frame)
+        for (code, line), runs in self.total.items():
+            if runs > FULL_RUNS and (code, line) not in self._summarised:
+                where = f"{os.path.basename(code.co_filename)}:{code.co_name}"
+                self.sink.line(output.summary_line(0, line, runs, 0, where))
+        self.sink.close()
+
+    # -- inside ---------------------------------------------------------------------------
+    def _finish(self, frame: FrameType, state: FrameState) -> None:
+        for line, runs in sorted(state.runs.items()):
+            if runs > FULL_RUNS:
+                self._summarised.add((state.code, line))
+                changes = state.changed.get(line, 0)
+                self.sink.line(output.summary_line(state.depth, line, runs, changes))
+        self.states.pop(frame, None)
+
+    def _flush(self, state: FrameState) -> None:
+        if state.pending is not None:
+            line, state.pending = state.pending, None
+            text = _source(state.code, line)
+            self.sink.line(output.event_line(state.depth, "line", line, text))
+
+    def _flush_parent(self, frame: FrameType) -> None:
+        parent = frame.f_back
+        for _ in range(_PARENT_SEARCH):
+            if parent is None:
+                return
+            state = self.states.get(parent)
+            if state is not None:
+                self._flush(state)
+                return
+            parent = parent.f_back
+
+    def _settle(self, frame: FrameType, state: FrameState) -> None:
+        """Show what the last line changed (all of it for a line still shown in full)."""
+        changes = self._diff(frame, state, "new")
+        if not changes:
+            return
+        line = state.last_line
+        if state.pending is not None:  # a hot line: show it only for a new tensor summary
+            if not any(significant for *_, significant in changes):
+                return
+            if line is not None:
+                state.changed[line] = state.changed.get(line, 0) + 1
+            self._flush(state)
+        depth = state.depth
+        for kind, name, text, _ in changes:
+            self.sink.line(output.value_line(depth, kind, name, text))
+
+    def _diff(self, frame: FrameType, state: FrameState, new_kind: str) -> list[tuple]:
+        """(kind, name, text, significant) for each variable that is new or changed."""
+        try:
+            values = frame.f_locals
+        except Exception:
+            return []
+        if self.watch:
+            values = dict(values)
+            for expr, compiled in self.watch:
+                with contextlib.suppress(Exception):
+                    values[expr] = eval(compiled, frame.f_globals, frame.f_locals)
+        refs, extras, texts, metas = state.refs, state.extras, state.texts, state.metas
+        changes = []
+        store = self.store
+        nan = self.nan
+        line = state.last_line
+        with torch._C.DisableTorchFunction():
+            for name, value in tuple(values.items()):
+                old = refs.get(name, _MISSING)
+                if old is value:  # same object: changed only if mutated in a way we can see
+                    extra = extras.get(name)
+                    if extra is None or extra == extra_key(value):
+                        continue
+                elif old is _MISSING and name not in texts and hidden(name, value):
+                    refs[name] = value
+                    continue
+                refs[name] = value
+                extras[name] = extra_key(value)
+                before = texts.get(name)
+                if isinstance(value, _Tensor):
+                    meta = tensor_meta(value)
+                    same = before is not None and not nan and metas.get(name) == meta
+                    metas[name] = meta
+                    text = before if same else show(value, nan)
+                    texts[name] = text
+                    if store is not None and line is not None:
+                        store.observe(state.code, line, name, value, meta)
+                    if before is None:
+                        changes.append((new_kind, name, text, True))
+                    elif before != text:
+                        changes.append(("modified", name, text, True))
+                    elif old is not value:
+                        changes.append(("modified", name, text, False))
+                    continue
+                text = show(value, nan)
+                texts[name] = text
+                if before is None:
+                    changes.append((new_kind, name, text, True))
+                elif before != text:
+                    changes.append(("modified", name, text, False))
+        return changes
+
+
+def _source(code: CodeType, line: int) -> str:
+    return linecache.getline(code.co_filename, line).strip()

@@ -1,0 +1,78 @@
+"""The debug adapter end to end: a real DAP client over stdio, the real debugpy, a real
+debuggee. Each tensor breakpoint stops on the user's line with its rule and message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tensor_dap.agent.rules import RULE_IDS
+from tests.conftest import SAMPLES, expected_findings
+from tests.dap.client import DapClient
+
+
+@pytest.fixture
+def dap():
+    client = DapClient()
+    yield client
+    client.close()
+
+
+def test_rule_checkboxes_are_advertised(dap: DapClient) -> None:
+    init = dap.request("initialize", {"adapterID": "tensor-dap"})
+    filters = {f["filter"]: f["label"] for f in init["body"]["exceptionBreakpointFilters"]}
+    for rule in RULE_IDS:
+        assert rule in filters
+    assert filters["device-mismatch"] == "Device mismatch"
+    assert filters["leaves-device"] == "Tensor leaves device"
+    assert "raised" in filters and "uncaught" in filters  # debugpy's own stay
+
+
+BUG_SCRIPTS = sorted(p for p in SAMPLES.glob("*.py") if expected_findings(p))
+
+
+@pytest.mark.parametrize("script", BUG_SCRIPTS, ids=lambda p: p.stem)
+def test_stops_on_the_user_line_with_rule_and_message(script: Path, dap: DapClient) -> None:
+    (rule, line), *_ = sorted(expected_findings(script), key=lambda pair: pair[1])
+    dap.start(str(script), [rule])
+    stopped = dap.event("stopped")["body"]
+    assert stopped["reason"] == "exception"
+    assert stopped["text"] == rule
+    frame = dap.top_frame(stopped["threadId"])
+    assert (frame["source"]["path"], frame["line"]) == (str(script), line)
+    info = dap.request("exceptionInfo", {"threadId": stopped["threadId"]})["body"]
+    assert info["exceptionId"] == rule
+    assert info["description"].startswith("`")
+    assert info["details"]["typeName"] == rule
+    dap.send("continue", {"threadId": stopped["threadId"]})
+    dap.event("terminated")
+
+
+def test_masked_scatter_stop_names_tensors(dap: DapClient) -> None:
+    script = SAMPLES / "masked_scatter_on_cpu.py"
+    dap.start(str(script), [], tensorBreakpoints=["device-mismatch"])
+    stopped = dap.event("stopped")["body"]
+    info = dap.request("exceptionInfo", {"threadId": stopped["threadId"]})["body"]
+    assert "y is on cpu (created at masked_scatter_on_cpu.py:16 by zeros)" in info["description"]
+    # the user's variables are there to inspect, before the op ran
+    frame = dap.top_frame(stopped["threadId"])
+    scopes = dap.request("scopes", {"frameId": frame["id"]})["body"]["scopes"]
+    variables = dap.request("variables", {"variablesReference": scopes[0]["variablesReference"]})
+    names = {v["name"] for v in variables["body"]["variables"]}
+    assert {"y", "mask", "x"} <= names
+
+
+def test_unticked_rules_do_not_stop_and_line_breakpoints_still_work(dap: DapClient) -> None:
+    script = SAMPLES / "silent_broadcast.py"
+    dap.start(str(script), [], breakpoints={str(script): [27]})
+    stopped = dap.event("stopped")["body"]
+    assert stopped["reason"] == "breakpoint"
+    assert dap.top_frame(stopped["threadId"])["line"] == 27
+    dap.request("next", {"threadId": stopped["threadId"]})
+    stopped = dap.event("stopped")["body"]
+    assert stopped["reason"] == "step"
+    assert dap.top_frame(stopped["threadId"])["line"] == 28
+    dap.request("setBreakpoints", {"source": {"path": str(script)}, "breakpoints": []})
+    dap.send("continue", {"threadId": stopped["threadId"]})
+    dap.event("terminated")

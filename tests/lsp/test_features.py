@@ -1,0 +1,108 @@
+"""Inlay hints, hovers and diagnostics against the real server after a real ``tensor-dap check``
+run of ``sample_project/masked_scatter_on_cpu.py`` (copied into a temporary workspace)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from .conftest import SERVER, eventually, hints, make_workspace, open_document, replace_text
+from .conftest import run_check as check_script
+from .conftest import start as start_client
+
+
+@pytest.fixture(scope="module")
+def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = make_workspace(tmp_path_factory.mktemp("ws"))
+    done = check_script(path)
+    assert done.returncode == 1, done.stderr  # the script fails with the device mismatch
+    return path
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client(lsp_client: LanguageClient, script: Path):
+    await start_client(lsp_client, script.parent)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.asyncio
+async def test_inlay_hints_at_statement_ends(client: LanguageClient, script: Path) -> None:
+    uri = open_document(client, script)
+    assert await hints(client, uri) == [
+        (15, 22, "(6,) f32 cpu"),  # `    y = torch.zeros(6)`
+        (20, 72, "(6,) bool accel:0"),  # `mask = torch.tensor([...], dtype=torch.bool, ...)`
+        (21, 53, "(3,) f32 accel:0"),  # `source = torch.tensor([1.0, 2.0, 3.0], device=device)`
+    ]
+    # only the requested range
+    assert await hints(client, uri, 16, 20) == [(20, 72, "(6,) bool accel:0")]
+    assert await hints(client, uri, 0, 14) == []
+
+
+@pytest.mark.asyncio
+async def test_hover_on_observed_name(client: LanguageClient, script: Path) -> None:
+    uri = open_document(client, script)
+    result = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=15, character=4),
+        )
+    )
+    assert result is not None
+    assert isinstance(result.contents, types.MarkupContent)
+    assert result.contents.kind == types.MarkupKind.Markdown
+    assert result.contents.value == "**y**: `(6,)` float32 on `cpu`, no grad\n\n- ran once"
+    # a word with no observation on its line, and a line without observations
+    for line, character in ((15, 10), (16, 4)):
+        nothing = await client.text_document_hover_async(
+            types.HoverParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=types.Position(line=line, character=character),
+            )
+        )
+        assert nothing is None
+
+
+@pytest.mark.asyncio
+async def test_findings_become_diagnostics(client: LanguageClient, script: Path) -> None:
+    uri = open_document(client, script)
+    await eventually(lambda: bool(client.diagnostics.get(uri)))
+    [diagnostic] = client.diagnostics[uri]
+    assert diagnostic.code == "device-mismatch"
+    assert diagnostic.source == "tensor-dap"
+    assert diagnostic.severity == types.DiagnosticSeverity.Warning
+    # `    y.masked_scatter_(mask, x)  # expect: device-mismatch`, without the indentation
+    assert diagnostic.range == types.Range(
+        start=types.Position(line=16, character=4), end=types.Position(line=16, character=57)
+    )
+    assert diagnostic.message.startswith("`y.masked_scatter_(mask, x)`: y is on cpu")
+    related = diagnostic.related_information or []
+    assert [(r.location.uri, r.location.range.start.line, r.message) for r in related] == [
+        (uri, 15, "y created here by zeros"),
+        (uri, 20, "mask created here by tensor"),
+        (uri, 21, "x created here by tensor"),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_no_hints_or_hover_once_the_text_changed(
+    client: LanguageClient, script: Path
+) -> None:
+    uri = open_document(client, script)
+    assert len(await hints(client, uri)) == 3
+    replace_text(client, uri, "import os\n" + script.read_text(), version=2)
+    assert await hints(client, uri) == []
+    result = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=16, character=4),
+        )
+    )
+    assert result is None
+    # back to the text the run saw: the hints return
+    replace_text(client, uri, script.read_text(), version=3)
+    assert len(await hints(client, uri)) == 3

@@ -1,0 +1,94 @@
+"""The server follows the trace store: no store yet, a first run, a second run of changed code
+(hints and diagnostics refresh without reopening the file), and a corrupt store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from .conftest import SERVER, eventually, hints, make_workspace, open_document, replace_text
+from .conftest import run_check as check_script
+from .conftest import start as start_client
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    return make_workspace(tmp_path / "ws")
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client(lsp_client: LanguageClient, script: Path):
+    # the test reads the count of workspace/inlayHint/refresh requests from the client
+    lsp_client.refreshes = await start_client(lsp_client, script.parent)  # type: ignore[attr-defined]
+    yield
+    await lsp_client.shutdown_session()
+
+
+def store_messages(client: LanguageClient) -> list[types.LogMessageParams]:
+    return [m for m in client.log_messages if "trace store" in m.message]
+
+
+@pytest.mark.asyncio
+async def test_runs_refresh_hints_and_diagnostics(client: LanguageClient, script: Path) -> None:
+    refreshes: list[int] = client.refreshes  # type: ignore[attr-defined]
+    uri = open_document(client, script)
+    # no run yet: nothing shown, said once
+    assert await hints(client, uri) == []
+    assert await hints(client, uri) == []
+    await eventually(lambda: uri in client.diagnostics)
+    assert list(client.diagnostics[uri]) == []
+    [message] = store_messages(client)
+    assert message.type == types.MessageType.Info
+    assert "no trace store" in message.message
+
+    before = len(refreshes)
+    done = await asyncio.to_thread(check_script, script)
+    assert done.returncode == 1, done.stderr
+    await eventually(
+        lambda: len(refreshes) > before and bool(client.diagnostics.get(uri)),
+        message=lambda: (refreshes, before, client.diagnostics),
+    )
+    assert [d.code for d in client.diagnostics[uri]] == ["device-mismatch"]
+    assert (15, 22, "(6,) f32 cpu") in await hints(client, uri)
+
+    # fix the bug, one line lower; the edited buffer gets no stale hints
+    fixed = script.read_text().replace(
+        "    y = torch.zeros(6)\n", "    # fixed\n    y = torch.zeros(6, device=mask.device)\n"
+    )
+    script.write_text(fixed)
+    replace_text(client, uri, fixed, version=2)
+    assert await hints(client, uri) == []
+
+    before = len(refreshes)
+    done = await asyncio.to_thread(check_script, script)
+    assert done.returncode == 0, done.stderr
+    await eventually(
+        lambda: len(refreshes) > before and list(client.diagnostics.get(uri, [1])) == []
+    )
+    assert await hints(client, uri, 16, 16) == [(16, 42, "(6,) f32 accel:0")]
+
+
+@pytest.mark.asyncio
+async def test_corrupt_store_keeps_serving(client: LanguageClient, script: Path) -> None:
+    store = script.parent / ".tensor-dap" / "trace.db"
+    store.parent.mkdir()
+    store.write_bytes(b"this is not an sqlite database, just garbage " * 200)
+    uri = open_document(client, script)
+    assert await hints(client, uri) == []
+    await asyncio.sleep(1.5)  # a poll round or two
+    assert await hints(client, uri) == []
+    result = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=15, character=4),
+        )
+    )
+    assert result is None
+    # said once (an Info "no trace store yet" may come first, from a poll before the write)
+    [message] = [m for m in store_messages(client) if m.type == types.MessageType.Warning]
+    assert str(store) in message.message

@@ -1,0 +1,158 @@
+"""``tensor-dap trace`` on TorchSnooper's two documented examples, run as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tensor_dap.trace import TraceReader
+from tests.trace.entries import Entry, after_line, parse
+
+MASKED_SCATTER = """\
+import torch
+from tensor_dap.testing import pick_device
+
+device = pick_device()
+
+
+def myfunc(mask, x):
+    y = torch.zeros(6)
+    y.masked_scatter_(mask, x)
+    return y
+
+
+mask = torch.tensor([0, 1, 0, 1, 1, 0], device=device, dtype=torch.bool)
+source = torch.tensor([1.0, 2.0, 3.0], device=device)
+y = myfunc(mask, source)
+"""
+
+REGRESSION = """\
+import torch
+from tensor_dap.testing import pick_device
+
+device = pick_device()
+model = torch.nn.Linear(2, 1)
+
+x = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+y = torch.tensor([3.0, 5.0, 4.0, 6.0])
+
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range({steps}):
+    optimizer.zero_grad()
+    pred = model(x)
+    squared_diff = (y - pred) ** 2
+    loss = squared_diff.mean()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def trace(tmp_path: Path, source: str, *extra: str) -> tuple[int, list[Entry], str]:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source))
+    out = tmp_path / "trace.txt"
+    command = [sys.executable, "-m", "tensor_dap", "trace", "--output", str(out)]
+    command += ["--trace", str(tmp_path / "trace.db"), *extra, str(script)]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    text = out.read_text()
+    return done.returncode, parse(text), text
+
+
+def test_masked_scatter_shows_the_cpu_tensor_and_the_finding(tmp_path: Path) -> None:
+    code, entries, text = trace(tmp_path, MASKED_SCATTER)
+    assert code == 1, text  # the script fails as it does under python
+    assert Entry("start", "mask", "tensor<(6,) bool accel:0>", 1) in entries
+    assert Entry("start", "x", "tensor<(3,) float32 accel:0>", 1) in entries
+    zeros = after_line(entries, "y = torch.zeros(6)")
+    assert Entry("new", "y", "tensor<(6,) float32 cpu>", 1) in zeros
+    scatter = after_line(entries, "y.masked_scatter_(mask, x)")
+    assert scatter[0].kind == "finding" and scatter[0].name == "device-mismatch"
+    assert "y is on cpu" in scatter[0].value
+    exceptions = [e for e in entries if e.kind == "exception"]
+    assert exceptions[0].name == "9"
+
+
+def test_regression_shows_the_broadcast_shape_and_finding(tmp_path: Path) -> None:
+    code, entries, text = trace(tmp_path, REGRESSION.format(steps=10))
+    assert code == 0, text
+    line = after_line(entries, "squared_diff = (y - pred) ** 2")
+    assert line[0].kind == "finding" and line[0].name == "broadcast"
+    assert Entry("new", "squared_diff", "tensor<(4, 4) float32 cpu grad PowBackward0>", 0) in line
+    assert ("new", "y", "tensor<(4,) float32 cpu>") in {e[:3] for e in entries}
+    assert ("new", "pred", "tensor<(4, 1) float32 cpu grad AddmmBackward0>") in {
+        e[:3] for e in entries
+    }
+    summaries = {e.name: e.value for e in entries if e.kind == "summary"}
+    assert summaries["14"] == "10 shape stable"
+
+
+def test_a_long_loop_gives_a_short_trace(tmp_path: Path) -> None:
+    code, entries, text = trace(tmp_path, REGRESSION.format(steps=2000))
+    assert code == 0, text
+    assert len(text.splitlines()) < 80, text
+    summaries = {e.name: e.value for e in entries if e.kind == "summary"}
+    assert summaries["14"] == "2000 shape stable"
+    assert len([e for e in entries if e.kind == "finding"]) == 1
+
+
+def test_shape_changes_in_a_hot_loop_are_shown(tmp_path: Path) -> None:
+    source = """\
+    import torch
+
+    for i in range(100):
+        t = torch.zeros(i // 40 + 1)
+    """
+    code, entries, text = trace(tmp_path, source)
+    assert code == 0, text
+    shown = [e.value for e in entries if e.name == "t"]
+    assert shown == [
+        "tensor<(1,) float32 cpu>",
+        "tensor<(1,) float32 cpu>",  # the first iterations in full
+        "tensor<(1,) float32 cpu>",
+        "tensor<(2,) float32 cpu>",  # then only changes of shape
+        "tensor<(3,) float32 cpu>",
+    ]
+    summaries = {e.name: e.value for e in entries if e.kind == "summary"}
+    assert summaries["4"] == "100 shape changed 2 times"
+
+
+def test_only_and_depth(tmp_path: Path) -> None:
+    source = """\
+    import torch
+
+    def inner(a):
+        b = a * 2
+        return b
+
+    def outer(a):
+        c = inner(a) + 1
+        return c
+
+    z = outer(torch.ones(3))
+    """
+    _, entries, _ = trace(tmp_path, source, "--only", "inner")
+    assert {e.name for e in entries if e.kind in ("new", "start")} == {"a", "b"}
+    _, entries, _ = trace(tmp_path, source, "--depth", "2")
+    names = {e.name for e in entries if e.kind in ("new", "start")}
+    assert "c" in names and "b" not in names
+
+
+def test_trace_store_gets_the_observations(tmp_path: Path) -> None:
+    trace(tmp_path, REGRESSION.format(steps=3))
+    script = str(tmp_path / "script.py")
+    with TraceReader(tmp_path / "trace.db") as reader:
+        rows = {(o.line, o.name): o for o in reader.observations_for(script)}
+    row = rows[(14, "squared_diff")]
+    assert row.shape == (4, 4) and row.device == "cpu" and row.requires_grad
+    assert row.hits == 3
+    assert row.col == len("    squared_diff = (y - pred) ** 2")
