@@ -1,0 +1,108 @@
+"""The adapter keeps serving through bad input, and leaves nothing behind when things end."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.dap.client import DapClient
+
+
+@pytest.fixture
+def dap():
+    client = DapClient()
+    yield client
+    client.close()
+
+
+def write(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_malformed_message_is_answered_and_the_session_goes_on(dap: DapClient) -> None:
+    body = b'{"seq": 1, "type": "request", "command": '
+    dap.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    note = dap.event("output")["body"]
+    assert note["category"] == "important" and "not JSON" in note["output"]
+    init = dap.request("initialize", {"adapterID": "tensor-dap"})
+    assert init["success"]
+
+
+def test_unknown_command_and_wrong_state_get_error_responses(dap: DapClient) -> None:
+    dap.request("initialize", {"adapterID": "tensor-dap"})
+    unknown = dap.request("bogusCommand", {})
+    assert unknown["success"] is False and unknown["message"]
+    early = dap.request("threads", {})
+    # debugpy answers a request it cannot serve yet; either way the adapter is alive
+    assert early["type"] == "response"
+    assert dap.request("initialize", {"adapterID": "again"})["type"] == "response"
+
+
+def test_launch_without_program_is_refused(dap: DapClient) -> None:
+    dap.request("initialize", {"adapterID": "tensor-dap"})
+    refused = dap.request("launch", {"console": "internalConsole"})
+    assert refused["success"] is False and "program" in refused["message"]
+
+
+def test_unknown_tensor_breakpoint_is_refused(dap: DapClient, tmp_path: Path) -> None:
+    script = write(tmp_path, "ok.py", "print('hi')\n")
+    dap.request("initialize", {"adapterID": "tensor-dap"})
+    refused = dap.request(
+        "launch", {"program": script, "tensorBreakpoints": ["no-such-rule"]}
+    )
+    assert refused["success"] is False and "unknown rule" in refused["message"]
+
+
+def test_debuggee_that_crashes_ends_the_session(dap: DapClient, tmp_path: Path) -> None:
+    script = write(tmp_path, "crash.py", "raise SystemError('boom')\n")
+    dap.start(script, [])
+    exited = dap.event("exited")["body"]
+    assert exited["exitCode"] == 1
+    dap.event("terminated")
+
+
+def test_debuggee_calling_os_exit(dap: DapClient, tmp_path: Path) -> None:
+    script = write(tmp_path, "hard.py", "import os\nos._exit(3)\n")
+    dap.start(script, [])
+    assert dap.event("exited")["body"]["exitCode"] == 3
+    dap.event("terminated")
+
+
+def test_client_vanishing_leaves_no_process_behind(tmp_path: Path) -> None:
+    script = write(
+        tmp_path,
+        "forever.py",
+        """
+        import time
+        while True:
+            time.sleep(0.1)
+        """,
+    )
+    client = DapClient()
+    client.start(script, [])
+    debuggee = client.event("process")["body"]["systemProcessId"]
+    assert alive(debuggee)
+    client.process.stdin.close()  # the editor is gone
+    client.process.wait(timeout=30)
+    deadline = time.time() + 20
+    while alive(debuggee) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not alive(debuggee)
