@@ -5,17 +5,24 @@ Each finding of the latest run that observed the file becomes a Warning over the
 related information at the line where each named tensor was created. Findings are published for
 open documents on open, change and save, and again whenever the trace store changes (the server
 polls it). Unlike hints they stay on a stale document: a finding stays true until the next run.
+
+The static lints of :mod:`tensor_dap.lsp.static_lints` (no run needed) are published with them,
+over the flagged expression, ``source`` ``tensor-dap`` and ``code`` the lint's; a lint is left
+out where the run found the same rule on the same line.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from tensor_dap.trace import StoredFinding
 
+from .static_lints import LOAD_WITHOUT_MAP_LOCATION, Lint
 from .store import FileData
-from .text import utf16_len
+from .text import byte_col_to_utf16, line_at, utf16_len
 
 SOURCE = "tensor-dap"
 
@@ -53,8 +60,32 @@ def related(finding: StoredFinding) -> list[types.DiagnosticRelatedInformation]:
     return found
 
 
-def diagnostics(data: FileData, lines: list[str]) -> list[types.Diagnostic]:
-    """The diagnostics for a document with text ``lines``."""
+def lint_diagnostic(lint: Lint, lines: list[str]) -> types.Diagnostic:
+    """The diagnostic of a static lint (``ast`` positions made LSP's)."""
+    start = line_at(lines, lint.line - 1) or ""
+    end = line_at(lines, lint.end_line - 1) or ""
+    severity = types.DiagnosticSeverity.Warning
+    if lint.code == LOAD_WITHOUT_MAP_LOCATION:
+        severity = types.DiagnosticSeverity.Information
+    return types.Diagnostic(
+        range=types.Range(
+            start=types.Position(line=lint.line - 1, character=byte_col_to_utf16(start, lint.col)),
+            end=types.Position(
+                line=lint.end_line - 1, character=byte_col_to_utf16(end, lint.end_col)
+            ),
+        ),
+        message=lint.message,
+        severity=severity,
+        source=SOURCE,
+        code=lint.code,
+    )
+
+
+def diagnostics(
+    data: FileData, lines: list[str], lints: Sequence[Lint] = ()
+) -> list[types.Diagnostic]:
+    """The diagnostics for a document with text ``lines``: the run's findings, then the
+    static lints."""
     found = []
     for finding in data.findings:
         index = min(max(finding.line - 1, 0), max(len(lines) - 1, 0))
@@ -71,4 +102,6 @@ def diagnostics(data: FileData, lines: list[str]) -> list[types.Diagnostic]:
                 related_information=related(finding) or None,
             )
         )
+    seen = {(f.rule, f.line) for f in data.findings}
+    found.extend(lint_diagnostic(x, lines) for x in lints if (x.code, x.line) not in seen)
     return found

@@ -1,5 +1,7 @@
 """The ``tensor-dap`` language server (pygls 2.x) and its lifecycle: ``initialized``,
-``textDocument/didOpen|didChange|didSave|didClose`` and the trace store poll.
+``textDocument/didOpen|didChange|didSave|didClose`` and the trace store poll. The features live
+in one module each: inlay hints, hover, diagnostics (with the static lints), code actions and
+inline values.
 
 ``tensor-dap lsp`` runs :func:`main` on stdio. The store is
 ``<workspace root>/.tensor-dap/trace.db`` (the root from ``initialize``'s rootUri, else its first
@@ -12,6 +14,7 @@ the editor; what is wrong with the store is logged once through ``window/logMess
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 from pathlib import Path
@@ -25,9 +28,13 @@ from pygls.workspace import TextDocument
 from tensor_dap import __version__
 from tensor_dap.trace import TRACE_ENV, default_trace_path, text_digest
 
+from . import code_actions as code_actions_feature
 from . import diagnostics as diagnostics_feature
 from . import hover as hover_feature
 from . import inlay_hints as inlay_hints_feature
+from . import inline_values as inline_values_feature
+from . import static_lints
+from .static_lints import Lint
 from .store import EMPTY, FileData, TraceStore
 
 POLL_S = 1.0
@@ -41,6 +48,7 @@ class TensorDapServer(LanguageServer):
         super().__init__("tensor-dap", __version__)
         self.store = TraceStore()
         self._digests: dict[str, tuple[Optional[int], str]] = {}
+        self._lints: dict[str, tuple[Optional[int], Optional[ast.Module], list[Lint]]] = {}
         self._poller: Optional[asyncio.Task[None]] = None
 
     # -- the store ----------------------------------------------------------------------------
@@ -76,6 +84,18 @@ class TensorDapServer(LanguageServer):
         self._digests[document.uri] = (document.version, value)
         return value
 
+    def lints(self, document: TextDocument) -> tuple[Optional[ast.Module], list[Lint]]:
+        """The document's syntax tree (None when it does not parse) and static lints, cached per
+        document version."""
+        cached = self._lints.get(document.uri)
+        if cached is not None and cached[0] == document.version and document.version is not None:
+            return cached[1], cached[2]
+        source = document.source
+        tree = static_lints.parse(source)
+        found = static_lints.lint(source, tree) if tree is not None else []
+        self._lints[document.uri] = (document.version, tree, found)
+        return tree, found
+
     def flush_messages(self) -> None:
         for kind, text in self.store.take_messages():
             self.window_log_message(types.LogMessageParams(type=kind, message=text))
@@ -85,7 +105,8 @@ class TensorDapServer(LanguageServer):
     async def publish(self, uri: str) -> None:
         document = self.workspace.get_text_document(uri)
         data = await self.file_data(document)
-        found = diagnostics_feature.diagnostics(data, document.lines)
+        _, lints = self.lints(document)
+        found = diagnostics_feature.diagnostics(data, document.lines, lints)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
         )
@@ -151,6 +172,7 @@ def create_server() -> TensorDapServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TensorDapServer, params: types.DidCloseTextDocumentParams) -> None:
         ls._digests.pop(params.text_document.uri, None)
+        ls._lints.pop(params.text_document.uri, None)
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
@@ -171,6 +193,39 @@ def create_server() -> TensorDapServer:
         data = await ls.file_data(document)
         word = document.word_at_position(params.position)
         return hover_feature.hover(data, ls.digest(document), params.position, word)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+    )
+    async def code_action(
+        ls: TensorDapServer, params: types.CodeActionParams
+    ) -> list[types.CodeAction]:
+        document = ls.workspace.get_text_document(params.text_document.uri)
+        data = await ls.file_data(document)
+        tree, lints = ls.lints(document)
+        path = document.path if document.uri.startswith("file:") else None
+        return code_actions_feature.code_actions(
+            document.uri,
+            os.path.abspath(path) if path else None,
+            document.lines,
+            tree,
+            lints,
+            data,
+            inlay_hints_feature.is_stale(data, ls.digest(document)),
+            params.range,
+            diagnostics_feature.diagnostics(data, document.lines),
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_VALUE, types.InlineValueOptions())
+    async def inline_value(
+        ls: TensorDapServer, params: types.InlineValueParams
+    ) -> list[types.InlineValueText]:
+        document = ls.workspace.get_text_document(params.text_document.uri)
+        data = await ls.file_data(document)
+        return inline_values_feature.inline_values(
+            data, document.lines, ls.digest(document), params.range
+        )
 
     return server
 

@@ -89,6 +89,73 @@ async def test_findings_become_diagnostics(client: LanguageClient, script: Path)
 
 
 @pytest.mark.asyncio
+async def test_device_fix_for_the_runtime_finding(client: LanguageClient, script: Path) -> None:
+    uri = open_document(client, script)
+    await eventually(lambda: bool(client.diagnostics.get(uri)))
+    # asked on the finding's line and on the CPU tensor's origin line: the same fix
+    for line in (16, 15):
+        result = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(
+                    start=types.Position(line=line, character=0),
+                    end=types.Position(line=line, character=0),
+                ),
+                context=types.CodeActionContext(diagnostics=list(client.diagnostics[uri])),
+            )
+        )
+        [fix] = result or []
+        assert isinstance(fix, types.CodeAction)
+        assert fix.title == "Create y on the device: add `device=device`"
+        assert fix.kind == types.CodeActionKind.QuickFix
+        assert [d.code for d in fix.diagnostics or []] == ["device-mismatch"]
+        # `    y = torch.zeros(6)` -> `    y = torch.zeros(6, device=device)`
+        where = types.Range(
+            start=types.Position(line=15, character=21), end=types.Position(line=15, character=21)
+        )
+        assert fix.edit is not None
+        assert fix.edit.changes == {uri: [types.TextEdit(range=where, new_text=", device=device")]}
+
+
+@pytest.mark.asyncio
+async def test_inline_values(client: LanguageClient, script: Path) -> None:
+    uri = open_document(client, script)
+
+    async def values(first: int, last: int) -> list[tuple[int, int, int, str]]:
+        result = await client.text_document_inline_value_async(
+            types.InlineValueParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(
+                    start=types.Position(line=first, character=0),
+                    end=types.Position(line=last, character=0),
+                ),
+                context=types.InlineValueContext(
+                    frame_id=1,
+                    stopped_location=types.Range(
+                        start=types.Position(line=16, character=0),
+                        end=types.Position(line=16, character=0),
+                    ),
+                ),
+            )
+        )
+        found = []
+        for value in result or []:
+            assert isinstance(value, types.InlineValueText)
+            where = value.range
+            assert where.start.line == where.end.line
+            found.append((where.start.line, where.start.character, where.end.character, value.text))
+        return found
+
+    assert await values(0, 30) == [
+        (15, 4, 22, "y: (6,) f32 cpu"),
+        (20, 0, 72, "mask: (6,) bool accel:0"),
+        (21, 0, 53, "source: (3,) f32 accel:0"),
+    ]
+    assert await values(14, 17) == [(15, 4, 22, "y: (6,) f32 cpu")]
+    assert await values(0, 14) == []
+
+
+@pytest.mark.asyncio
 async def test_no_hints_or_hover_once_the_text_changed(
     client: LanguageClient, script: Path
 ) -> None:

@@ -1,0 +1,105 @@
+"""tensor-dap's renderers in debugpy's Variables view, through pydevd's own extension point.
+
+pydevd imports every ``pydevd_plugin_*`` module of the ``pydevd_plugins.extensions`` namespace
+package (no ``__init__.py`` here: it is a namespace portion) and instantiates the
+``StrPresentationProvider`` / ``TypeResolveProvider`` classes it finds (registered here as
+virtual subclasses, so that the module also imports outside a debugger). This module imports
+neither torch nor ``tensor_dap.render`` at import time: ``can_provide`` answers ``False`` until
+the debuggee itself has imported torch, so a program without torch pays nothing.
+
+Contexts (DAP ``variables``/``evaluate``): "variables", "watch" and "hover" get the metadata
+line; "repl" and "clipboard" get torch's own repr (what the user asked to see), falling back to
+the line when that raises.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+try:
+    from _pydevd_bundle import pydevd_extension_api as _api
+except ImportError:  # imported outside a debugger (tests, tools): plain classes, no registration
+    _api = None
+
+_REPR_CONTEXTS = ("repl", "clipboard")
+_RENDER_MODULE = "tensor_dap.render"
+
+
+def _render() -> Any:
+    """``tensor_dap.render``, imported on first use (only once torch is already loaded)."""
+    module = sys.modules.get(_RENDER_MODULE)
+    if module is None:
+        import tensor_dap.render as module
+    return module
+
+
+def _handles(type_object: Any) -> bool:
+    if "torch" not in sys.modules:
+        return False  # no tensor can exist yet; pydevd caches the answer per type
+    try:
+        if type_object.__module__.startswith(_RENDER_MODULE):
+            return type_object.__name__ in ("Statistics", "Raw")
+        return _maybe_torch(type_object) and _render().renderer_for(type_object) is not None
+    except Exception:
+        return False
+
+
+def _maybe_torch(type_object: Any) -> bool:
+    """Cheap pre-check: a class with a torch base somewhere in its MRO."""
+    try:
+        return any(getattr(k, "__module__", "").startswith("torch") for k in type_object.__mro__)
+    except Exception:
+        return False
+
+
+class TensorStrProvider:
+    """The value line: ``tensor<(4, 1) float32 cuda:0 grad AddmmBackward0>``."""
+
+    def can_provide(self, type_object: Any, type_name: str) -> bool:
+        if getattr(type_object, "__module__", "") == "tensor_dap.render.base":
+            return type_name == "Text"
+        return _handles(type_object)
+
+    def get_str(self, val: Any) -> str:
+        return self.get_str_in_context(val, "variables")
+
+    def get_str_in_context(self, val: Any, context: str) -> str:
+        render = _render()
+        if isinstance(val, render.Text):
+            return str.__str__(val)
+        if isinstance(val, render.Raw):
+            return "ordinary attributes"
+        if context in _REPR_CONTEXTS and not isinstance(val, render.Statistics):
+            try:
+                return repr(val)
+            except Exception:
+                pass
+        line = render.value_line(val)
+        return line if line is not None else "<no renderer>"
+
+
+class TensorResolveProvider:
+    """The children: shape, dtype, device, grad state, statistics (computed when expanded)."""
+
+    def can_provide(self, type_object: Any, type_name: str) -> bool:
+        return _handles(type_object)
+
+    def get_contents_debug_adapter_protocol(self, obj: Any, fmt: Any = None) -> list:
+        render = _render()
+        if isinstance(obj, render.Raw):
+            from _pydevd_bundle.pydevd_resolver import defaultResolver
+
+            return defaultResolver.get_contents_debug_adapter_protocol(obj.obj, fmt=fmt)
+        return [tuple(entry) for entry in render.children(obj)]
+
+    def get_dictionary(self, obj: Any) -> dict:
+        return {name: value for name, value, _ in self.get_contents_debug_adapter_protocol(obj)}
+
+    def resolve(self, obj: Any, attribute: str) -> Any:
+        return self.get_dictionary(obj).get(attribute)
+
+
+if _api is not None:
+    _api.StrPresentationProvider.register(TensorStrProvider)
+    _api.TypeResolveProvider.register(TensorResolveProvider)

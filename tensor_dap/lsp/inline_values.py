@@ -1,0 +1,33 @@
+"""``textDocument/inlineValue`` (LSP 3.17): what the last run saw, for editors that ask while
+debugging.
+
+Each observed line of the requested range gets one ``InlineValueText`` per observed name over the
+line's text (without indentation), ``y: (6,) f32 cpu``, with the same choice of process as the
+inlay hints. A stale document (see :mod:`tensor_dap.lsp.inlay_hints`) gets none.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from .diagnostics import line_range
+from .inlay_hints import is_stale, representatives
+from .store import FileData
+from .text import summary
+
+
+def inline_values(
+    data: FileData, lines: list[str], digest: str, requested: types.Range
+) -> list[types.InlineValueText]:
+    if not data.by_line or is_stale(data, digest):
+        return []
+    found = []
+    first, last = requested.start.line + 1, min(requested.end.line + 1, len(lines))
+    for number in range(first, last + 1):
+        observations = data.by_line.get(number)
+        if not observations:
+            continue
+        where = line_range(lines, number - 1)
+        for obs in representatives(observations):
+            found.append(types.InlineValueText(range=where, text=f"{obs.name}: {summary(obs)}"))
+    return found

@@ -1,0 +1,65 @@
+"""An ``nn.Module``: class, parameter count, devices, dtypes, train/eval; then its submodules,
+own parameters and buffers (each rendered again), and the ordinary attributes under ``(raw)``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensor_dap.render.base import Entry, Raw, Text, safe
+from tensor_dap.render.tensor import dtype_name
+
+
+def _facts(module: Any) -> tuple[int, int, list[str], list[str]]:
+    """(parameters, trainable, devices, dtypes), metadata only."""
+    total = trainable = 0
+    devices: dict[str, None] = {}
+    dtypes: dict[str, None] = {}
+    for param in safe(lambda: list(module.parameters()), []):
+        count = safe(param.numel, 0)
+        total += count
+        if safe(lambda p=param: bool(p.requires_grad), False):
+            trainable += count
+        devices[safe(lambda p=param: str(p.device), "?")] = None
+        dtypes[safe(lambda p=param: dtype_name(p.dtype), "?")] = None
+    return total, trainable, list(devices), list(dtypes)
+
+
+def _count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _mode(module: Any) -> str:
+    training = safe(lambda: module.training, None)
+    return "?" if training is None else ("train" if training else "eval")
+
+
+def value_line(module: Any) -> str:
+    """``Linear(1.2K params, cpu, float32, train)``."""
+    try:
+        total, _, devices, dtypes = _facts(module)
+        parts = [f"{_count(total)} params"] + devices + dtypes + [_mode(module)]
+        return f"{type(module).__name__}({', '.join(parts)})"
+    except Exception:
+        return f"{safe(lambda: type(module).__name__, 'Module')}(?)"
+
+
+def children(module: Any) -> list[Entry]:
+    total, trainable, devices, dtypes = _facts(module)
+    entries = [
+        Entry("class", Text(safe(lambda: type(module).__qualname__, "?"))),
+        Entry("parameters", Text(f"{total:,} ({trainable:,} trainable)")),
+        Entry("devices", Text(", ".join(devices) or "none")),
+        Entry("dtypes", Text(", ".join(dtypes) or "none")),
+        Entry("mode", Text(_mode(module)), ".training"),
+    ]
+    for name, child in safe(lambda: list(module.named_children()), []):
+        entries.append(Entry(name, child, f".{name}" if name.isidentifier() else None))
+    own = safe(lambda: list(module.named_parameters(recurse=False)), [])
+    own += safe(lambda: list(module.named_buffers(recurse=False)), [])
+    for name, tensor in own:
+        entries.append(Entry(name, tensor, f".{name}" if name.isidentifier() else None))
+    entries.append(Entry("(raw)", Raw(module)))
+    return entries

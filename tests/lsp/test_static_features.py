@@ -1,0 +1,157 @@
+"""Static lints as diagnostics and their quick fixes, end to end against the real server, in a
+workspace without any run (no trace store): positions, codes and the exact edits."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from .conftest import SERVER, eventually, open_document
+from .conftest import start as start_client
+
+PITFALLS = textwrap.dedent(
+    """\
+    import torch
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = torch.nn.Linear(4, 1).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    state = torch.load("model.pt")
+    w = torch.randn(4, requires_grad=True)
+
+    total = torch.zeros(1)
+    for x, y in batches:
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        total += loss
+        w = w - 0.1 * w.grad
+
+    for p in model.parameters():
+        p.data.add_(p.grad, alpha=-0.1)
+    """
+)
+
+IDIOMS = textwrap.dedent(
+    """\
+    import torch
+
+    device = torch.device("cuda")
+    state = torch.load("model.pt", map_location="cpu")
+    w = torch.randn(4, requires_grad=True, device=device)
+    total = torch.zeros(1, device=device)
+    total_loss = 0.0
+    for i, (x, y) in enumerate(batches):
+        loss = ((model(x) - y) ** 2).mean()
+        (loss / 4).backward()
+        if (i + 1) % 4 == 0:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        total += loss.detach()
+        total_loss += loss.item()
+        with torch.no_grad():
+            w -= 0.1 * w.grad
+    snapshot = [p.data.clone() for p in model.parameters()]
+    """
+)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "pitfalls.py").write_text(PITFALLS)
+    (folder / "idioms.py").write_text(IDIOMS)
+    return folder
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client(lsp_client: LanguageClient, root: Path):
+    await start_client(lsp_client, root)
+    yield
+    await lsp_client.shutdown_session()
+
+
+def span(line: int, start: int, end: int, end_line: int = -1) -> types.Range:
+    return types.Range(
+        start=types.Position(line=line, character=start),
+        end=types.Position(line=line if end_line < 0 else end_line, character=end),
+    )
+
+
+async def actions(client: LanguageClient, uri: str, line: int) -> list[types.CodeAction]:
+    result = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=span(line, 0, 0),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
+    assert result is not None
+    return [a for a in result if isinstance(a, types.CodeAction)]
+
+
+@pytest.mark.asyncio
+async def test_static_lints_are_published(client: LanguageClient, root: Path) -> None:
+    uri = open_document(client, root / "pitfalls.py")
+    await eventually(lambda: bool(client.diagnostics.get(uri)))
+    found = [(d.code, d.range, d.source, d.severity) for d in client.diagnostics[uri]]
+    warning, info = types.DiagnosticSeverity.Warning, types.DiagnosticSeverity.Information
+    assert found == [
+        ("load-without-map-location", span(5, 8, 30), "tensor-dap", info),
+        ("cpu-accumulator", span(8, 8, 22), "tensor-dap", warning),
+        ("missing-zero-grad", span(12, 4, 20), "tensor-dap", warning),
+        ("leaf-rebound", span(14, 4, 24), "tensor-dap", warning),
+        ("data-write", span(17, 4, 35), "tensor-dap", warning),
+    ]
+    messages = {d.code: d.message for d in client.diagnostics[uri]}
+    assert messages["cpu-accumulator"].startswith(
+        "`total` is created on the CPU by `torch.zeros(1)` and a loop adds tensors to it (line 14)"
+    )
+    assert "`optimizer.zero_grad()`" in messages["missing-zero-grad"]
+
+
+@pytest.mark.asyncio
+async def test_correct_idioms_get_no_diagnostics(client: LanguageClient, root: Path) -> None:
+    uri = open_document(client, root / "idioms.py")
+    await eventually(lambda: uri in client.diagnostics)
+    assert list(client.diagnostics[uri]) == []
+
+
+@pytest.mark.asyncio
+async def test_quick_fixes_edit_exactly(client: LanguageClient, root: Path) -> None:
+    uri = open_document(client, root / "pitfalls.py")
+    await eventually(lambda: bool(client.diagnostics.get(uri)))
+    expected = {
+        5: ('Add `map_location="cpu"`', span(5, 29, 29), ', map_location="cpu"'),
+        8: ("Create it on the device: add `device=device`", span(8, 21, 21), ", device=device"),
+        12: (
+            "Insert `optimizer.zero_grad()` at the start of the loop",
+            span(10, 0, 0),
+            "    optimizer.zero_grad()\n",
+        ),
+        17: (
+            "Write under `torch.no_grad()` instead of through `.data`",
+            span(17, 4, 35),
+            "with torch.no_grad():\n        p.add_(p.grad, alpha=-0.1)",
+        ),
+    }
+    for line, (title, where, text) in expected.items():
+        [fix] = await actions(client, uri, line)
+        assert fix.title == title
+        assert fix.kind == types.CodeActionKind.QuickFix
+        assert fix.edit is not None and fix.edit.changes is not None
+        assert fix.edit.changes == {uri: [types.TextEdit(range=where, new_text=text)]}
+        assert [d.code for d in fix.diagnostics or []] == [
+            {5: "load-without-map-location", 8: "cpu-accumulator"}.get(
+                line, {12: "missing-zero-grad", 17: "data-write"}.get(line)
+            )
+        ]
+    # the leaf rebound has no automatic fix; a clean line has none either
+    assert await actions(client, uri, 14) == []
+    assert await actions(client, uri, 0) == []

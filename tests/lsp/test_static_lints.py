@@ -1,0 +1,128 @@
+"""The static lints as pure functions: what each flags, with its fix, and the correct idioms
+that none may flag."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tensor_dap.lsp.static_lints import Edit, lint
+
+HEADER = "import torch\ndevice = torch.device('cuda')\n"
+
+
+def lints(body: str) -> list[tuple[str, int, int, int, int]]:
+    return [(f.code, f.line, f.col, f.end_line, f.end_col) for f in lint(textwrap.dedent(body))]
+
+
+def test_cpu_accumulator_with_its_fix() -> None:
+    source = HEADER + "total = torch.zeros(1)\nfor x in xs:\n    total += model(x)\n"
+    [found] = lint(source)
+    assert (found.code, found.line, found.col, found.end_col) == ("cpu-accumulator", 3, 8, 22)
+    assert found.edits == (Edit(3, 21, 3, 21, ", device=device"),)
+    legacy = HEADER + "loss = torch.Tensor([0.0]).float()\nwhile True:\n    loss = loss + f(x)\n"
+    [found] = lint(legacy)
+    assert found.edits == (Edit(3, 13, 3, 19, "tensor"), Edit(3, 25, 3, 25, ", device=device"))
+    scalar = "import torch\nx = torch.ones(3).cuda()\nacc = torch.tensor(0.0)\nfor b in bs:\n"
+    [found] = lint(scalar + "    acc = f(b) + acc\n")
+    assert found.edits == (Edit(3, 22, 3, 22, ', device="cuda"'),)
+
+
+def test_load_without_map_location() -> None:
+    [found] = lint("import torch\nstate = torch.load(path)\n")
+    assert (found.code, found.line, found.col, found.end_col) == (
+        "load-without-map-location",
+        2,
+        8,
+        24,
+    )
+    assert found.edits == (Edit(2, 23, 2, 23, ', map_location="cpu"'),)
+
+
+def test_missing_zero_grad_with_its_fix() -> None:
+    source = """\
+    for epoch in range(3):
+        for x, y in batches:
+            loss = f(model(x), y)
+            loss.backward()
+            opt.step()
+            sched.step()
+    """
+    [found] = lint(textwrap.dedent(source))
+    assert (found.code, found.line, found.col, found.end_col) == ("missing-zero-grad", 5, 8, 18)
+    assert found.edits == (Edit(3, 0, 3, 0, "        opt.zero_grad()\n"),)
+    scaler = "for x in xs:\n    scaler.scale(f(x)).backward()\n    scaler.step(optimizer)\n"
+    [found] = lint(scaler)
+    assert found.edits == (Edit(2, 0, 2, 0, "    optimizer.zero_grad()\n"),)
+
+
+def test_data_writes_with_their_fixes() -> None:
+    source = """\
+    for p in model.parameters():
+        p.data.add_(p.grad, alpha=-lr)  # step
+        p.data -= lr * p.grad
+        p.data = p.data * 0.5
+    """
+    found = lint(textwrap.dedent(source))
+    assert [(f.code, f.line) for f in found] == [("data-write", 2), ("data-write", 3)] + [
+        ("data-write", 4)
+    ]
+    assert [f.edits for f in found] == [
+        (Edit(2, 4, 2, 34, "with torch.no_grad():\n        p.add_(p.grad, alpha=-lr)"),),
+        (Edit(3, 4, 3, 25, "with torch.no_grad():\n        p -= lr * p.grad"),),
+        (Edit(4, 4, 4, 25, "with torch.no_grad():\n        p.copy_(p.data * 0.5)"),),
+    ]
+
+
+def test_leaf_rebound() -> None:
+    source = """\
+    import torch
+    w = torch.randn(3, requires_grad=True)
+    for _ in range(10):
+        loss = (w * x).sum()
+        loss.backward()
+        w = w - lr * w.grad
+    """
+    assert lints(source) == [("leaf-rebound", 6, 4, 6, 23)]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # python-number accumulators, and accumulators made on the device
+        "total_loss = 0.0\nfor x in xs:\n    total_loss += loss.item()\n",
+        "total = torch.zeros(1)\nfor x in xs:\n    total += loss.item()\n",
+        "total = torch.zeros(1, device=device)\nfor x in xs:\n    total += model(x)\n",
+        "total = torch.zeros(1).to(device)\nfor x in xs:\n    total = total + model(x)\n",
+        "total = torch.zeros(1)\nfor x in xs:\n    total += 1\n",
+        # a CPU-only file: accumulating on the CPU is right
+        "import torch\ntotal = torch.zeros(1)\nfor x in xs:\n    total += model(x)\n",
+        'state = torch.load(path, map_location="cpu")\n',
+        "state = torch.load(path, device)\n",
+        "state = torch.load(path, **kwargs)\n",
+        # gradient accumulation: zero_grad under an if
+        "for i, (x, y) in enumerate(loader):\n"
+        "    (f(model(x), y) / k).backward()\n"
+        "    if (i + 1) % k == 0:\n"
+        "        optimizer.step()\n"
+        "        optimizer.zero_grad(set_to_none=True)\n",
+        "for x in xs:\n    model.zero_grad()\n    f(x).backward()\n    opt.step()\n",
+        "for x in xs:\n    for p in ps:\n        p.grad = None\n"
+        "    f(x).backward()\n    opt.step()\n",
+        "for x in xs:\n    f(x).backward()\n    opt.step(closure)\n",
+        # backward and step in a helper: not this loop's business
+        "for x in xs:\n    train_step(x)\n    scheduler.step()\n",
+        "with torch.no_grad():\n    w -= lr * w.grad\n",
+        "w = torch.randn(3, requires_grad=True)\nfor _ in r:\n"
+        "    f(w).backward()\n    with torch.no_grad():\n        w -= lr * w.grad\n",
+        "w = torch.randn(3, requires_grad=True)\nw = w.cuda()\nw = w + 1\n",
+        "x = p.data.clone()\n",
+        "n = p.data.norm()\n",
+        "with torch.no_grad():\n    p.data.mul_(0.5)\n",
+        "p.grad.data.zero_()\n",
+        "def broken(:\n    p.data = 1\n",
+    ],
+)
+def test_correct_idioms_stay_clean(source: str) -> None:
+    assert lint(source if source.startswith("import") else HEADER + source) == []
