@@ -65,9 +65,7 @@ def test_launch_without_program_is_refused(dap: DapClient) -> None:
 def test_unknown_tensor_breakpoint_is_refused(dap: DapClient, tmp_path: Path) -> None:
     script = write(tmp_path, "ok.py", "print('hi')\n")
     dap.request("initialize", {"adapterID": "tensor-dap"})
-    refused = dap.request(
-        "launch", {"program": script, "tensorBreakpoints": ["no-such-rule"]}
-    )
+    refused = dap.request("launch", {"program": script, "tensorBreakpoints": ["no-such-rule"]})
     assert refused["success"] is False and "unknown rule" in refused["message"]
 
 

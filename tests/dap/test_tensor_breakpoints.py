@@ -3,6 +3,7 @@ debuggee. Each tensor breakpoint stops on the user's line with its rule and mess
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,23 @@ def test_unticked_rules_do_not_stop_and_line_breakpoints_still_work(dap: DapClie
     dap.request("setBreakpoints", {"source": {"path": str(script)}, "breakpoints": []})
     dap.send("continue", {"threadId": stopped["threadId"]})
     dap.event("terminated")
+
+
+def test_ticking_a_rule_while_the_program_runs(dap: DapClient, tmp_path: Path) -> None:
+    script = tmp_path / "later.py"
+    script.write_text(
+        "import time\n"
+        "import torch\n"
+        "for step in range(400):\n"
+        "    time.sleep(0.05)\n"
+        "    y = torch.ones(4) - torch.ones(4, 1)\n"
+    )
+    dap.start(str(script), [])
+    dap.event("process")
+    time.sleep(1.0)  # running, nothing installed
+    dap.request("setExceptionBreakpoints", {"filters": ["broadcast"]})
+    stopped = dap.event("stopped")["body"]
+    assert stopped["text"] == "broadcast"
+    assert dap.top_frame(stopped["threadId"])["line"] == 5
+    dap.request("setExceptionBreakpoints", {"filters": []})
+    dap.request("disconnect", {"terminateDebuggee": True})
