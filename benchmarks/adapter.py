@@ -68,9 +68,7 @@ def main() -> None:
         base = run_once(plain, script, options.steps, [])
         base_times.append(base)
         ratios["no rule"].append(run_once(ours, script, options.steps, []) / base)
-        ratios["default rules"].append(
-            run_once(ours, script, options.steps, ["default"]) / base
-        )
+        ratios["default rules"].append(run_once(ours, script, options.steps, ["default"]) / base)
     per_step = statistics.median(base_times) / options.steps * 1e6
     print(f"MLP 784-256-10 step under plain debugpy: {per_step:.0f} µs")
     for label, values in ratios.items():

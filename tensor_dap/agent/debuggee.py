@@ -75,10 +75,22 @@ def _run_module(name: str, args: list[str]) -> ExitInfo:
         sys.argv = saved
 
 
+def _show_origins_in_variables(watch: Watch) -> None:
+    """Give the Variables view's "created at" child the engine's provenance."""
+    import tensor_dap.render
+
+    def created_at(tensor: object) -> Optional[str]:
+        prov = watch.provenance.lookup(tensor)
+        return f"{prov.where()} by {prov.op}" if prov is not None else None
+
+    tensor_dap.render.provenance_hook = created_at
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     options = _parse(sys.argv[1:] if argv is None else argv)
     rules = [r for r in options.rules.split(",") if r]
     watch = Watch(rules=rules, on_finding=suspend_on_finding)
+    _show_origins_in_variables(watch)
     starter = _Starter(watch)
     config = agent_config()
     if config is not None:

@@ -88,7 +88,7 @@ class _Mode(TorchFunctionMode):
             plan = watch._plan(func)
         if plan is _PASS:
             return func(*args, **kwargs) if kwargs else func(*args)
-        info, before, after = plan
+        info, before, after, observers = plan
         caller = _getframe(1)
         if before:
             for rule_id, check in before:
@@ -110,7 +110,7 @@ class _Mode(TorchFunctionMode):
             watch._new_site(site, caller)
         try:
             if hits <= _ALWAYS or not (hits & _EVERY):
-                watch._sample(info, args, out, caller)
+                watch._sample(info, args, out, caller, observers)
             for rule_id, check in after:
                 try:
                     report = check(info, args, kwargs, out, caller, watch)
@@ -263,10 +263,13 @@ class Watch:
         else:
             before = []
             after = []
+            observers = []
             for rule_id in sorted(self.enabled - self.failed.keys()):
                 if rule_id == "device-mismatch" and not self.accelerator_seen:
                     continue
                 module = self._modules[rule_id]
+                if hasattr(module, "observe"):  # sampled, so it sees every kind of op
+                    observers.append((rule_id, module.observe))
                 applies = getattr(module, "applies", None)
                 if applies is not None and not applies(info):
                     continue
@@ -274,12 +277,24 @@ class Watch:
                     before.append((rule_id, module.before))
                 if hasattr(module, "after"):
                     after.append((rule_id, module.after))
-            plan = (info, tuple(before), tuple(after))
+            plan = (info, tuple(before), tuple(after), tuple(observers))
         self._plans[func] = plan
         return plan
 
-    def _sample(self, info: OpInfo, args: tuple[Any, ...], out: Any, caller: FrameType) -> None:
-        """Provenance and trace metadata of an op's outputs (sampled per call site)."""
+    def _sample(
+        self,
+        info: OpInfo,
+        args: tuple[Any, ...],
+        out: Any,
+        caller: FrameType,
+        observers: tuple[Any, ...] = (),
+    ) -> None:
+        """Provenance, trace metadata and the rules' ``observe`` hooks (sampled per call site)."""
+        for rule_id, observe in observers:
+            try:
+                observe(info, args, out, caller, self)
+            except Exception:
+                self._rule_failed(rule_id)
         if isinstance(out, _Tensor):
             self._record(info, args, out, caller)
         elif isinstance(out, tuple) or out.__class__ is list:

@@ -7,6 +7,9 @@ trailing blanks): ``(64, 10) f32 cuda:0 grad``. A name other than the line's ass
 processes (ranks, workers) the ``main`` process's value is shown, else the first one's; the hover
 lists them all.
 
+The response is sent as JSON text built once per range, store version and document text
+(:func:`inlay_hints_json`), past pygls's converter.
+
 Stale hints: when the document's text digest differs from the digest the run recorded for the
 file, the document gets no hints at all (line-by-line matching is left for later): a hint never
 describes code the run did not execute.
@@ -15,6 +18,7 @@ describes code the run did not execute.
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from typing import Any, Optional
 
@@ -77,6 +81,26 @@ def inlay_hints(
     first = bisect.bisect_left(starts, visible.start.line)
     last = bisect.bisect_right(starts, visible.end.line)
     return hints[first:last]
+
+
+MEMO_RANGES = 8
+"""How many serialized responses are kept per file and store version."""
+
+
+def inlay_hints_json(data: FileData, lines: list[str], digest: str, visible: types.Range) -> str:
+    """:func:`inlay_hints` as the JSON text of the response, kept for the last few ranges asked
+    (an editor asks the same range again after each refresh, scroll back or focus)."""
+    if not data.by_line or is_stale(data, digest):
+        return "[]"
+    memo = data.memo.setdefault(("inlay_hints_json", digest), {})
+    key = (visible.start.line, visible.end.line)
+    text = memo.get(key)
+    if text is None:
+        text = json.dumps(inlay_hints(data, lines, digest, visible), separators=(",", ":"))
+        if len(memo) >= MEMO_RANGES:
+            memo.pop(next(iter(memo)))
+        memo[key] = text
+    return text
 
 
 def _build(data: FileData, lines: list[str]) -> tuple[list[int], list[dict[str, Any]]]:

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import inspect
+import json
 import os
 from pathlib import Path
 from typing import Any, Optional
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
@@ -41,11 +44,41 @@ POLL_S = 1.0
 """How often the trace store's ``data_version()`` is checked."""
 
 
+class RawJson:
+    """A result already serialized as JSON text; sent as is, without pygls's converter (which
+    costs tens of milliseconds for ten thousand inlay hints)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class TensorDapProtocol(LanguageServerProtocol):
+    """pygls's protocol, sending :class:`RawJson` results without converting them again."""
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        if error is not None or not isinstance(result, RawJson) or self.writer is None:
+            super()._send_response(msg_id, result, error)
+            return
+        self._result_types.pop(msg_id, None)
+        body = f'{{"jsonrpc":"2.0","id":{json.dumps(msg_id)},"result":{result.text}}}'.encode()
+        header = b""
+        if self._include_headers:
+            header = (
+                f"Content-Length: {len(body)}\r\n"
+                f"Content-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
+            ).encode()
+        written = self.writer.write(header + body)
+        if inspect.isawaitable(written):
+            asyncio.ensure_future(written)
+
+
 class TensorDapServer(LanguageServer):
     """The language server, holding the trace store and the open documents' digests."""
 
     def __init__(self) -> None:
-        super().__init__("tensor-dap", __version__)
+        super().__init__("tensor-dap", __version__, protocol_cls=TensorDapProtocol)
         self.store = TraceStore()
         self._digests: dict[str, tuple[Optional[int], str]] = {}
         self._lints: dict[str, tuple[Optional[int], Optional[ast.Module], list[Lint]]] = {}
@@ -84,15 +117,14 @@ class TensorDapServer(LanguageServer):
         self._digests[document.uri] = (document.version, value)
         return value
 
-    def lints(self, document: TextDocument) -> tuple[Optional[ast.Module], list[Lint]]:
+    async def lints(self, document: TextDocument) -> tuple[Optional[ast.Module], list[Lint]]:
         """The document's syntax tree (None when it does not parse) and static lints, cached per
-        document version."""
+        document version; computed in a worker thread (a big file takes a few hundred ms)."""
         cached = self._lints.get(document.uri)
         if cached is not None and cached[0] == document.version and document.version is not None:
             return cached[1], cached[2]
         source = document.source
-        tree = static_lints.parse(source)
-        found = static_lints.lint(source, tree) if tree is not None else []
+        tree, found = await asyncio.to_thread(_parse_and_lint, source)
         self._lints[document.uri] = (document.version, tree, found)
         return tree, found
 
@@ -105,7 +137,7 @@ class TensorDapServer(LanguageServer):
     async def publish(self, uri: str) -> None:
         document = self.workspace.get_text_document(uri)
         data = await self.file_data(document)
-        _, lints = self.lints(document)
+        _, lints = await self.lints(document)
         found = diagnostics_feature.diagnostics(data, document.lines, lints)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
@@ -143,6 +175,11 @@ class TensorDapServer(LanguageServer):
         return bool(inlay is not None and inlay.refresh_support)
 
 
+def _parse_and_lint(source: str) -> tuple[Optional[ast.Module], list[Lint]]:
+    tree = static_lints.parse(source)
+    return tree, static_lints.lint(source, tree) if tree is not None else []
+
+
 def _ignore_result(future: Any) -> None:
     if not future.cancelled():
         future.exception()  # retrieved, so that asyncio does not warn about it
@@ -178,13 +215,13 @@ def create_server() -> TensorDapServer:
         )
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
-    async def inlay_hint(
-        ls: TensorDapServer, params: types.InlayHintParams
-    ) -> list[dict[str, Any]]:
+    async def inlay_hint(ls: TensorDapServer, params: types.InlayHintParams) -> RawJson:
         document = ls.workspace.get_text_document(params.text_document.uri)
         data = await ls.file_data(document)
-        return inlay_hints_feature.inlay_hints(
-            data, document.lines, ls.digest(document), params.range
+        return RawJson(
+            inlay_hints_feature.inlay_hints_json(
+                data, document.lines, ls.digest(document), params.range
+            )
         )
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
@@ -203,7 +240,7 @@ def create_server() -> TensorDapServer:
     ) -> list[types.CodeAction]:
         document = ls.workspace.get_text_document(params.text_document.uri)
         data = await ls.file_data(document)
-        tree, lints = ls.lints(document)
+        tree, lints = await ls.lints(document)
         path = document.path if document.uri.startswith("file:") else None
         return code_actions_feature.code_actions(
             document.uri,

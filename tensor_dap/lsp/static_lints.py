@@ -83,13 +83,18 @@ def lint(source: str, tree: Optional[ast.Module] = None) -> list[Lint]:
     if tree is None:
         return []
     context = _Context(tree, source)
-    found = [
-        *cpu_accumulators(context),
-        *loads_without_map_location(context),
-        *missing_zero_grads(context),
-        *data_writes(context),
-        *leaf_rebounds(context),
-    ]
+    found: list[Lint] = []
+    # each check only where the source names what it looks for (cheap on big files)
+    if "torch" in source and ("for" in source or "while" in source):
+        found.extend(cpu_accumulators(context))
+    if "load" in source:
+        found.extend(loads_without_map_location(context))
+    if "backward" in source and "step" in source:
+        found.extend(missing_zero_grads(context))
+    if ".data" in source:
+        found.extend(data_writes(context))
+    if "requires_grad" in source:
+        found.extend(leaf_rebounds(context))
     return sorted(found, key=lambda f: (f.line, f.col, f.code))
 
 
@@ -102,11 +107,18 @@ class _Context:
     def __init__(self, tree: ast.Module, source: str) -> None:
         self.tree = tree
         self.lines = source.splitlines()
-        self.parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
-        self.device = device_expression(tree)
+        self.nodes = list(ast.walk(tree))
+        self._parents: Optional[dict[ast.AST, ast.AST]] = None
+        self.device = device_expression(self.nodes)
+
+    @property
+    def parents(self) -> dict[ast.AST, ast.AST]:
+        if self._parents is None:
+            self._parents = {}
+            for node in self.nodes:
+                for child in ast.iter_child_nodes(node):
+                    self._parents[child] = node
+        return self._parents
 
     def line_bytes(self, number: int) -> bytes:
         """Line ``number`` (1-based) as UTF-8, the unit of ``ast`` columns."""
@@ -138,7 +150,7 @@ class _Context:
     def scopes(self) -> Iterator[list[ast.stmt]]:
         """The statement lists of the module and of every function."""
         yield self.tree.body
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 yield node.body
 
@@ -189,10 +201,10 @@ def _method_call(node: ast.AST, name: str) -> Optional[ast.Call]:
     return None
 
 
-def device_expression(tree: ast.Module) -> str:
+def device_expression(tree: Union[ast.Module, list[ast.AST]]) -> str:
     """``device`` when the file binds a name ``device`` (assignment or parameter), else
     ``"cuda"``."""
-    for node in ast.walk(tree):
+    for node in tree if isinstance(tree, list) else ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == "device" and isinstance(node.ctx, ast.Store):
             return "device"
         if isinstance(node, ast.arg) and node.arg == "device":
@@ -200,9 +212,9 @@ def device_expression(tree: ast.Module) -> str:
     return '"cuda"'
 
 
-def uses_accelerator(tree: ast.Module) -> bool:
+def uses_accelerator(nodes: list[ast.AST]) -> bool:
     """Whether the file moves or makes tensors on a device (so that CPU tensors may mix)."""
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.keyword) and node.arg == "device":
             return True
         if isinstance(node, ast.Attribute) and node.attr in ("cuda", "to"):
@@ -289,40 +301,52 @@ def _adds_tensor(value: ast.AST) -> bool:
     return not (isinstance(value, ast.UnaryOp) and isinstance(value.operand, ast.Constant))
 
 
-def _accumulations(body: list[ast.stmt], name: str) -> Iterator[ast.AST]:
-    """``name += x`` / ``name = name + x`` (x maybe a tensor) inside a loop of ``body``."""
+def _accumulations(body: list[ast.stmt]) -> dict[str, ast.AST]:
+    """Per name, the first ``name += x`` / ``name = name + x`` (x maybe a tensor) inside a loop
+    of ``body``."""
+    found: dict[str, ast.AST] = {}
     for loop in walk_scope(body):
         if not isinstance(loop, _LOOPS):
             continue
         for node in walk_scope(loop.body):
-            if (
-                isinstance(node, ast.AugAssign)
-                and isinstance(node.op, ast.Add)
-                and isinstance(node.target, ast.Name)
-                and node.target.id == name
-                and _adds_tensor(node.value)
+            name = _accumulated(node)
+            if name is not None and (
+                name not in found or node.lineno < found[name].lineno  # type: ignore[attr-defined]
             ):
-                yield node
-            elif (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == name
-                and isinstance(node.value, ast.BinOp)
-                and isinstance(node.value.op, ast.Add)
-            ):
-                left, right = node.value.left, node.value.right
-                other = right if isinstance(left, ast.Name) and left.id == name else None
-                if other is None and isinstance(right, ast.Name) and right.id == name:
-                    other = left
-                if other is not None and _adds_tensor(other):
-                    yield node
+                found[name] = node
+    return found
+
+
+def _accumulated(node: ast.AST) -> Optional[str]:
+    if (
+        isinstance(node, ast.AugAssign)
+        and isinstance(node.op, ast.Add)
+        and isinstance(node.target, ast.Name)
+        and _adds_tensor(node.value)
+    ):
+        return node.target.id
+    if (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.BinOp)
+        and isinstance(node.value.op, ast.Add)
+    ):
+        name = node.targets[0].id
+        left, right = node.value.left, node.value.right
+        other = right if isinstance(left, ast.Name) and left.id == name else None
+        if other is None and isinstance(right, ast.Name) and right.id == name:
+            other = left
+        if other is not None and _adds_tensor(other):
+            return name
+    return None
 
 
 def cpu_accumulators(context: _Context) -> Iterator[Lint]:
-    if not uses_accelerator(context.tree):
+    if not uses_accelerator(context.nodes):
         return
     for body in context.scopes():
+        accumulations: Optional[dict[str, ast.AST]] = None
         for node in walk_scope(body):
             if not (
                 isinstance(node, ast.Assign)
@@ -336,7 +360,9 @@ def cpu_accumulators(context: _Context) -> Iterator[Lint]:
             if not all(_is_literal(a) for a in call.args):
                 continue
             name = node.targets[0].id
-            added = next(iter(_accumulations(body, name)), None)
+            if accumulations is None:
+                accumulations = _accumulations(body)
+            added = accumulations.get(name)
             if added is None:
                 continue
             title, edits = device_fix(call, context.device)
@@ -364,7 +390,7 @@ def _is_literal(node: ast.AST) -> bool:
 
 
 def loads_without_map_location(context: _Context) -> Iterator[Lint]:
-    for node in ast.walk(context.tree):
+    for node in context.nodes:
         if (
             _is_torch_call(node, {"load"})
             and isinstance(node, ast.Call)
@@ -428,7 +454,7 @@ def _training_calls(loop: ast.AST) -> tuple[bool, list[ast.Call], bool]:
 
 
 def missing_zero_grads(context: _Context) -> Iterator[Lint]:
-    for loop in ast.walk(context.tree):
+    for loop in context.nodes:
         if not isinstance(loop, _LOOPS):
             continue
         backward, steps, zeroes = _training_calls(loop)
@@ -468,7 +494,7 @@ def _data_of(node: ast.AST) -> Optional[ast.Attribute]:
 
 
 def data_writes(context: _Context) -> Iterator[Lint]:
-    for node in ast.walk(context.tree):
+    for node in context.nodes:
         data: Optional[ast.Attribute] = None
         statement: Optional[ast.stmt] = None
         new_text: Optional[str] = None

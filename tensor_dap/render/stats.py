@@ -92,12 +92,10 @@ def _fmt(value: float) -> str:
 
 def compute_statistics(tensor: Any) -> dict[str, str]:
     """min/max/mean/std and NaN/Inf counts as display text; a marker when they cannot be."""
-    reason = _no_data(tensor)
-    if reason:
-        return {"note": reason}
     try:
         with torch.no_grad(), torch._C.DisableTorchFunction():
-            return _compute(tensor)
+            reason = _no_data(tensor)
+            return {"note": reason} if reason else _compute(tensor)
     except Exception as error:
         return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"}
 

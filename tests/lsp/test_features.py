@@ -113,8 +113,10 @@ async def test_device_fix_for_the_runtime_finding(client: LanguageClient, script
         where = types.Range(
             start=types.Position(line=15, character=21), end=types.Position(line=15, character=21)
         )
-        assert fix.edit is not None
-        assert fix.edit.changes == {uri: [types.TextEdit(range=where, new_text=", device=device")]}
+        assert fix.edit is not None and fix.edit.changes is not None
+        assert {k: list(v) for k, v in fix.edit.changes.items()} == {
+            uri: [types.TextEdit(range=where, new_text=", device=device")]
+        }
 
 
 @pytest.mark.asyncio

@@ -146,7 +146,9 @@ async def test_quick_fixes_edit_exactly(client: LanguageClient, root: Path) -> N
         assert fix.title == title
         assert fix.kind == types.CodeActionKind.QuickFix
         assert fix.edit is not None and fix.edit.changes is not None
-        assert fix.edit.changes == {uri: [types.TextEdit(range=where, new_text=text)]}
+        assert {k: list(v) for k, v in fix.edit.changes.items()} == {
+            uri: [types.TextEdit(range=where, new_text=text)]
+        }
         assert [d.code for d in fix.diagnostics or []] == [
             {5: "load-without-map-location", 8: "cpu-accumulator"}.get(
                 line, {12: "missing-zero-grad", 17: "data-write"}.get(line)

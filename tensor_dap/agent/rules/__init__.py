@@ -7,6 +7,8 @@ breakpoint filters and the trace store. A rule is one module in this package tha
 - ``applies(op) -> bool`` and ``before(op, args, kwargs, state) -> Report | None``: checked before
   a torch function whose :class:`~tensor_dap.agent.ops.OpInfo` it ``applies`` to runs;
 - ``after(op, args, kwargs, out, state) -> Report | None``: checked after it returned;
+- ``observe(op, args, out, caller, state)``: sees a sample of ops (the first runs of each call
+  site, then one in 64) to learn about the program cheaply;
 - ``install(state) -> list[handle]``: hooks outside the op stream (optimizer steps...), removed
   when the watch ends.
 

@@ -5,15 +5,22 @@ says nothing of why. Reported at the ``backward()`` line before that happens, na
 where the history was cut (``.detach()``, ``.data``, re-wrapping with ``torch.tensor``, an op
 under ``no_grad``) — or, when nothing it came from ever required grad, the tensors it was
 computed from and where they were created.
+
+It goes one step further at ``optimizer.step()``: a parameter that took part in this step's
+forward (an op with grad enabled used it) but got no gradient had its history cut inside the
+forward — a silent bug PyTorch never reports. Learned from sampled ops, so it looks at the
+first steps of each loop, which is where such a bug shows.
 """
 
 from __future__ import annotations
 
+import sys
+import weakref
 from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent import naming
+from tensor_dap.agent import frames, naming
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.provenance import Prov, first_cut, roots
 from tensor_dap.agent.rules import Report, Rule
@@ -49,6 +56,74 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
             prov = state.provenance.lookup(tensor)
             return Report(tensors=[tensor], message=_explain(prov))
     return None
+
+
+_USED = "grad-lost.used-params"
+
+
+def observe(op: OpInfo, args: tuple, out: Any, caller: Any, state: Any) -> None:
+    """Remember parameters used by ops that build a graph (grad enabled)."""
+    if not torch.is_grad_enabled():
+        return
+    for arg in args:
+        if isinstance(arg, torch.nn.Parameter) and arg.requires_grad:
+            used = state.rule_state.setdefault(_USED, {})
+            if id(arg) not in used:
+                user = frames.user_frame(caller)
+                where = Prov(user.f_code.co_filename, user.f_lineno, op.name) if user else None
+                used[id(arg)] = (weakref.ref(arg), where)
+
+
+def install(state: Any) -> list[Any]:
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if RULE.id not in state.enabled or RULE.id in state.failed:
+            return
+        try:
+            report = _params_without_grad(optimizer, state)
+            if report is not None:
+                caller = sys._getframe(1)
+                report.frame = frames.user_frame(caller)
+                state._emit(RULE.id, report, OpInfo("step"), caller)
+        except Exception:
+            state._rule_failed(RULE.id)
+
+    return [register_optimizer_step_pre_hook(pre_hook)]
+
+
+def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
+    used = state.rule_state.get(_USED)
+    if not used:
+        return None
+    missing = []
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            entry = used.pop(id(param), None)
+            if entry is not None and entry[0]() is param and param.grad is None:
+                missing.append((param, entry[1]))
+    if not missing:
+        return None
+    return Report(
+        tensors=[p for p, _ in missing[:4]],
+        message=_no_grad_message(len(missing), [w for _, w in missing[:4]]),
+        operands=False,
+    )
+
+
+def _no_grad_message(count: int, wheres: list[Optional[Prov]]) -> Any:
+    def build(described: list[Any], expression: str) -> str:
+        parts = []
+        for d, where in zip(described, wheres):
+            used_at = f" (used at {where.where()} by {where.op})" if where else ""
+            parts.append(f"{d.name} {d.shape_text}{used_at}")
+        return (
+            f"`{expression}`: {count} parameter(s) took part in this step's forward but got no "
+            f"gradient: {', '.join(parts)}. Their history was cut between that use and the loss "
+            "(.detach(), .data, torch.tensor(...), .item()/.tolist(), a no_grad block)."
+        )
+
+    return build
 
 
 def _where(prov: Prov) -> str:
