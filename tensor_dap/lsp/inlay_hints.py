@@ -7,8 +7,8 @@ trailing blanks): ``(64, 10) f32 cuda:0 grad``. A name other than the line's ass
 processes (ranks, workers) the ``main`` process's value is shown, else the first one's; the hover
 lists them all.
 
-The response is sent as JSON text built once per range, store version and document text
-(:func:`inlay_hints_json`), past pygls's converter.
+The response is sent as JSON text (:func:`inlay_hints_json`), past pygls's converter, built
+straight from the store's rows, line by line as ranges first cover them.
 
 Stale hints: when the document's text digest differs from the digest the run recorded for the
 file, the document gets no hints at all (line-by-line matching is left for later): a hint never
@@ -18,6 +18,7 @@ describes code the run did not execute.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
 from typing import Any, Optional
@@ -26,8 +27,19 @@ from lsprotocol import types
 
 from tensor_dap.trace import Observation
 
-from .store import FileData
-from .text import byte_col_to_utf16, summary, utf16_len
+from .store import (
+    COL,
+    DEVICE,
+    DTYPE,
+    GRAD_FN,
+    NAME,
+    PROCESS,
+    REQUIRES_GRAD,
+    SHAPE_JSON,
+    FileData,
+    Row,
+)
+from .text import byte_col_to_utf16, shape_text, short_dtype, summary, utf16_len
 
 _TARGET = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?(?:[-+*/@%&|^]|//|\*\*|>>|<<)?=(?!=)")
 _MAX_NAME = 30
@@ -65,22 +77,9 @@ def is_stale(data: FileData, digest: str) -> bool:
 def inlay_hints(
     data: FileData, lines: list[str], digest: str, visible: types.Range
 ) -> list[dict[str, Any]]:
-    """The hints for lines ``visible.start.line`` .. ``visible.end.line`` of a document.
-
-    The hints of the whole document are built once per store version and document text, as the
-    JSON objects LSP sends (building and serializing ``lsprotocol`` objects costs ~20 µs a hint);
-    a request then only cuts out its range.
-    """
-    if not data.by_line or is_stale(data, digest):
-        return []
-    key = ("inlay_hints", digest)
-    built = data.memo.get(key)
-    if built is None:
-        built = data.memo[key] = _build(data, lines)
-    starts, hints = built
-    first = bisect.bisect_left(starts, visible.start.line)
-    last = bisect.bisect_right(starts, visible.end.line)
-    return hints[first:last]
+    """The hints for lines ``visible.start.line`` .. ``visible.end.line`` of a document, as the
+    JSON objects LSP sends."""
+    return json.loads(inlay_hints_json(data, lines, digest, visible))
 
 
 MEMO_RANGES = 8
@@ -88,39 +87,80 @@ MEMO_RANGES = 8
 
 
 def inlay_hints_json(data: FileData, lines: list[str], digest: str, visible: types.Range) -> str:
-    """:func:`inlay_hints` as the JSON text of the response, kept for the last few ranges asked
-    (an editor asks the same range again after each refresh, scroll back or focus)."""
+    """The JSON text of the response for lines ``visible.start.line`` .. ``visible.end.line``.
+
+    Built from the store's rows without making :class:`Observation` objects or ``lsprotocol``
+    objects (~20 µs a hint): each line's hints are serialized once per store version and
+    document text, when a range first covers the line; the responses of the last few ranges
+    asked are kept (an editor asks the same range again after each refresh, scroll back or
+    focus).
+    """
     if not data.by_line or is_stale(data, digest):
         return "[]"
     memo = data.memo.setdefault(("inlay_hints_json", digest), {})
     key = (visible.start.line, visible.end.line)
     text = memo.get(key)
     if text is None:
-        text = json.dumps(inlay_hints(data, lines, digest, visible), separators=(",", ":"))
+        text = "[" + ",".join(_fragments(data, lines, digest, visible)) + "]"
         if len(memo) >= MEMO_RANGES:
             memo.pop(next(iter(memo)))
         memo[key] = text
     return text
 
 
-def _build(data: FileData, lines: list[str]) -> tuple[list[int], list[dict[str, Any]]]:
-    starts: list[int] = []
-    hints: list[dict[str, Any]] = []
-    for number in sorted(data.by_line):
-        if number > len(lines):
-            break
-        text = lines[number - 1].rstrip("\r\n")
-        target = assignment_target(text)
-        end = utf16_len(text.rstrip())
-        for obs in representatives(data.by_line[number]):
-            character = end if obs.col is None else byte_col_to_utf16(text, obs.col)
-            starts.append(number - 1)
-            hints.append(
-                {
-                    "position": {"line": number - 1, "character": character},
-                    "label": label(obs, target),
-                    "kind": types.InlayHintKind.Type.value,
-                    "paddingLeft": True,
-                }
-            )
-    return starts, hints
+def _fragments(data: FileData, lines: list[str], digest: str, visible: types.Range) -> list[str]:
+    observed = data.memo.get(("observed_lines",))
+    if observed is None:
+        observed = data.memo[("observed_lines",)] = list(data.by_line.spans)
+    built: dict[int, str] = data.memo.setdefault(("line_hints", digest), {})
+    first = bisect.bisect_left(observed, visible.start.line + 1)
+    last = bisect.bisect_right(observed, min(visible.end.line + 1, len(lines)))
+    found = []
+    for number in observed[first:last]:
+        text = built.get(number)
+        if text is None:
+            text = built[number] = _line_json(data, lines, number)
+        if text:
+            found.append(text)
+    return found
+
+
+def _line_json(data: FileData, lines: list[str], number: int) -> str:
+    """The hints of line ``number`` (1-based) as JSON objects joined by commas."""
+    text = lines[number - 1].rstrip("\r\n")
+    target = assignment_target(text)
+    end = utf16_len(text.rstrip())
+    chosen: dict[str, Row] = {}
+    for row in data.by_line.rows_of(number):
+        current = chosen.get(row[NAME])
+        if current is None or (row[PROCESS] == "main" and current[PROCESS] != "main"):
+            chosen[row[NAME]] = row
+    parts = []
+    for row in chosen.values():
+        col = row[COL]
+        character = end if col is None else byte_col_to_utf16(text, int(col))
+        grad = bool(row[REQUIRES_GRAD] or row[GRAD_FN])
+        hint = _summary(row[SHAPE_JSON], row[DTYPE], row[DEVICE], grad)
+        name = row[NAME]
+        if name != target and name:
+            short = name if len(name) <= _MAX_NAME else name[: _MAX_NAME - 1] + "…"
+            hint = f"{short}: {hint}"
+        parts.append(
+            f'{{"position":{{"line":{number - 1},"character":{character}}},'
+            f'"label":{json.dumps(hint)},"kind":{_TYPE_KIND},"paddingLeft":true}}'
+        )
+    return ",".join(parts)
+
+
+_TYPE_KIND = types.InlayHintKind.Type.value
+
+
+@functools.lru_cache(maxsize=4096)
+def _summary(shape_json: str, dtype: str, device: str, grad: bool) -> str:
+    """:func:`~tensor_dap.lsp.text.summary` of a row's columns."""
+    try:
+        shape = tuple(int(d) for d in json.loads(shape_json))
+    except (TypeError, ValueError):
+        shape = ()
+    text = f"{shape_text(shape)} {short_dtype(dtype)} {device}"
+    return f"{text} grad" if grad else text

@@ -18,7 +18,10 @@ import ast
 import asyncio
 import inspect
 import json
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Optional
 
@@ -42,6 +45,10 @@ from .store import EMPTY, FileData, TraceStore
 
 POLL_S = 1.0
 """How often the trace store's ``data_version()`` is checked."""
+
+STORE_WAIT_S = 0.5
+"""How long a request waits for the trace store (locked by another process, say) before it is
+answered from the last data read for the file (else empty)."""
 
 
 class RawJson:
@@ -81,7 +88,13 @@ class TensorDapServer(LanguageServer):
         super().__init__("tensor-dap", __version__, protocol_cls=TensorDapProtocol)
         self.store = TraceStore()
         self._digests: dict[str, tuple[Optional[int], str]] = {}
-        self._lints: dict[str, tuple[Optional[int], Optional[ast.Module], list[Lint]]] = {}
+        self._lints: dict[str, tuple[Optional[int], list[Lint]]] = {}
+        self._trees: dict[str, tuple[Optional[int], Optional[ast.Module]]] = {}
+        self._reads: dict[str, asyncio.Future[FileData]] = {}
+        self._last: dict[str, FileData] = {}
+        self._slow_store = False
+        self._lint_pool: Optional[ProcessPoolExecutor] = None
+        self._lint_pool_failed = False
         self._poller: Optional[asyncio.Task[None]] = None
 
     # -- the store ----------------------------------------------------------------------------
@@ -100,11 +113,35 @@ class TensorDapServer(LanguageServer):
         self.store.set_path(path)
 
     async def file_data(self, document: TextDocument) -> FileData:
-        """What the store holds about ``document``'s file (empty for non-file documents)."""
+        """What the store holds about ``document``'s file (empty for non-file documents).
+
+        Read in a worker thread, one read per file at a time; when the store does not answer
+        within :data:`STORE_WAIT_S` (another process holds a lock), the last data read for the
+        file answers, else nothing, and the read goes on in the background.
+        """
         path = document.path if document.uri.startswith("file:") else None
         if not path:
             return EMPTY
-        data = await asyncio.to_thread(self.store.file, os.path.abspath(path))
+        key = os.path.abspath(path)
+        read = self._reads.get(key)
+        if read is None or read.done():
+            read = self._reads[key] = asyncio.ensure_future(asyncio.to_thread(self.store.file, key))
+        try:
+            data = await asyncio.wait_for(asyncio.shield(read), STORE_WAIT_S)
+        except asyncio.TimeoutError:
+            if not self._slow_store:
+                self._slow_store = True
+                self.window_log_message(
+                    types.LogMessageParams(
+                        type=types.MessageType.Warning,
+                        message=f"tensor-dap: the trace store {self.store.path} is busy (locked "
+                        "by another process?); showing what was read before until it answers",
+                    )
+                )
+            return self._last.get(key, EMPTY)
+        self._slow_store = False
+        if document.uri in self.workspace.text_documents:
+            self._last[key] = data
         self.flush_messages()
         return data
 
@@ -117,16 +154,63 @@ class TensorDapServer(LanguageServer):
         self._digests[document.uri] = (document.version, value)
         return value
 
-    async def lints(self, document: TextDocument) -> tuple[Optional[ast.Module], list[Lint]]:
-        """The document's syntax tree (None when it does not parse) and static lints, cached per
-        document version; computed in a worker thread (a big file takes a few hundred ms)."""
+    async def lints(self, document: TextDocument) -> list[Lint]:
+        """The document's static lints, cached per document version; computed in a worker
+        process (parsing a 5,000-line file takes a few hundred ms, which in a thread would hold
+        the GIL the requests need)."""
         cached = self._lints.get(document.uri)
         if cached is not None and cached[0] == document.version and document.version is not None:
-            return cached[1], cached[2]
+            return cached[1]
         source = document.source
-        tree, found = await asyncio.to_thread(_parse_and_lint, source)
-        self._lints[document.uri] = (document.version, tree, found)
-        return tree, found
+        found: list[Lint] = []
+        if len(source) <= static_lints.MAX_SOURCE:
+            found = await self._run_lints(source)
+        self._lints[document.uri] = (document.version, found)
+        return found
+
+    async def _run_lints(self, source: str) -> list[Lint]:
+        if not self._lint_pool_failed:
+            try:
+                if self._lint_pool is None:
+                    context = multiprocessing.get_context("spawn")
+                    self._lint_pool = ProcessPoolExecutor(1, mp_context=context)
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(self._lint_pool, static_lints.lint, source)
+            except (BrokenProcessPool, OSError, RuntimeError) as error:
+                self._lint_pool_failed = True
+                self.stop_lint_pool()
+                self.window_log_message(
+                    types.LogMessageParams(
+                        type=types.MessageType.Warning,
+                        message=f"tensor-dap: cannot lint in a worker process ({error}); "
+                        "linting in the server from now on",
+                    )
+                )
+        return await asyncio.to_thread(static_lints.lint, source)
+
+    def stop_lint_pool(self) -> None:
+        pool, self._lint_pool = self._lint_pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    async def tree(self, document: TextDocument) -> Optional[ast.Module]:
+        """The document's syntax tree (None when it does not parse), cached per version; parsed
+        only when a code action needs it."""
+        cached = self._trees.get(document.uri)
+        if cached is not None and cached[0] == document.version and document.version is not None:
+            return cached[1]
+        tree = await asyncio.to_thread(static_lints.parse, document.source)
+        self._trees[document.uri] = (document.version, tree)
+        return tree
+
+    def forget(self, uri: str) -> None:
+        """Drop what is kept for a closed document."""
+        self._digests.pop(uri, None)
+        self._lints.pop(uri, None)
+        self._trees.pop(uri, None)
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        if path:
+            self._last.pop(os.path.abspath(path), None)
 
     def flush_messages(self) -> None:
         for kind, text in self.store.take_messages():
@@ -136,8 +220,7 @@ class TensorDapServer(LanguageServer):
 
     async def publish(self, uri: str) -> None:
         document = self.workspace.get_text_document(uri)
-        data = await self.file_data(document)
-        _, lints = await self.lints(document)
+        data, lints = await asyncio.gather(self.file_data(document), self.lints(document))
         found = diagnostics_feature.diagnostics(data, document.lines, lints)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
@@ -175,11 +258,6 @@ class TensorDapServer(LanguageServer):
         return bool(inlay is not None and inlay.refresh_support)
 
 
-def _parse_and_lint(source: str) -> tuple[Optional[ast.Module], list[Lint]]:
-    tree = static_lints.parse(source)
-    return tree, static_lints.lint(source, tree) if tree is not None else []
-
-
 def _ignore_result(future: Any) -> None:
     if not future.cancelled():
         future.exception()  # retrieved, so that asyncio does not warn about it
@@ -193,6 +271,10 @@ def create_server() -> TensorDapServer:
     async def initialized(ls: TensorDapServer, params: types.InitializedParams) -> None:
         ls.configure_store()
         ls.start_polling()
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: TensorDapServer, params: None) -> None:
+        ls.stop_lint_pool()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: TensorDapServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -208,8 +290,7 @@ def create_server() -> TensorDapServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TensorDapServer, params: types.DidCloseTextDocumentParams) -> None:
-        ls._digests.pop(params.text_document.uri, None)
-        ls._lints.pop(params.text_document.uri, None)
+        ls.forget(params.text_document.uri)
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
@@ -239,9 +320,11 @@ def create_server() -> TensorDapServer:
         ls: TensorDapServer, params: types.CodeActionParams
     ) -> list[types.CodeAction]:
         document = ls.workspace.get_text_document(params.text_document.uri)
-        data = await ls.file_data(document)
-        tree, lints = await ls.lints(document)
+        data, lints = await asyncio.gather(ls.file_data(document), ls.lints(document))
         path = document.path if document.uri.startswith("file:") else None
+        stale = inlay_hints_feature.is_stale(data, ls.digest(document))
+        needs_tree = not stale and any(f.rule == "device-mismatch" for f in data.findings)
+        tree = await ls.tree(document) if needs_tree else None
         return code_actions_feature.code_actions(
             document.uri,
             os.path.abspath(path) if path else None,
@@ -249,7 +332,7 @@ def create_server() -> TensorDapServer:
             tree,
             lints,
             data,
-            inlay_hints_feature.is_stale(data, ls.digest(document)),
+            stale,
             params.range,
             diagnostics_feature.diagnostics(data, document.lines),
         )

@@ -66,13 +66,19 @@ class SettraceBackend:
 
 
 class MonitoringBackend:
-    """``sys.monitoring``: PY_START everywhere (DISABLEd per non-traced code), LINE and
-    PY_RETURN only on traced code objects, PY_UNWIND to see exits by exception."""
+    """``sys.monitoring``: PY_START everywhere (DISABLEd per non-traced code); LINE, PY_RETURN,
+    JUMP (backward only), PY_YIELD and PY_RESUME only on traced code objects; PY_UNWIND to see
+    exits by exception. Events are mapped to what ``sys.settrace`` reports."""
+
+    #: whether some session returned DISABLE (its locations stay disabled until restarted)
+    _disabled_some = False
 
     def __init__(self, tracer: Tracer) -> None:
         self.tracer = tracer
         self.tool: Optional[int] = None
         self._enabled: dict[int, CodeType] = {}
+        #: id(code) -> {bytecode offset: line}, for JUMP events (of enabled code only)
+        self._lines: dict[int, dict[int, Optional[int]]] = {}
 
     def start(self) -> None:
         mon = sys.monitoring  # type: ignore[attr-defined]
@@ -83,11 +89,19 @@ class MonitoringBackend:
                 break
         else:
             raise RuntimeError("tensor-dap: no free sys.monitoring tool id")
+        if MonitoringBackend._disabled_some:
+            # DISABLE outlives set_events(tool, 0) and free_tool_id: without this, code that
+            # an earlier session chose not to trace (``only=``) would never start this one's.
+            mon.restart_events()
+            MonitoringBackend._disabled_some = False
         events = mon.events
         mon.register_callback(self.tool, events.PY_START, self._start)
         mon.register_callback(self.tool, events.LINE, self._line)
         mon.register_callback(self.tool, events.PY_RETURN, self._return)
         mon.register_callback(self.tool, events.PY_UNWIND, self._unwind)
+        mon.register_callback(self.tool, events.JUMP, self._jump)
+        mon.register_callback(self.tool, events.PY_YIELD, self._yield)
+        mon.register_callback(self.tool, events.PY_RESUME, self._resume)
         mon.set_events(self.tool, events.PY_START | events.PY_UNWIND)
 
     def stop(self) -> None:
@@ -97,13 +111,16 @@ class MonitoringBackend:
         mon.set_events(self.tool, 0)
         for code in self._enabled.values():
             mon.set_local_events(self.tool, code, 0)
-        for event in (mon.events.PY_START, mon.events.LINE, mon.events.PY_RETURN):
+        events = mon.events
+        for event in (events.PY_START, events.LINE, events.PY_RETURN, events.PY_UNWIND):
             mon.register_callback(self.tool, event, None)
-        mon.register_callback(self.tool, mon.events.PY_UNWIND, None)
+        for event in (events.JUMP, events.PY_YIELD, events.PY_RESUME):
+            mon.register_callback(self.tool, event, None)
         if hasattr(mon, "clear_tool_id"):
             mon.clear_tool_id(self.tool)
         mon.free_tool_id(self.tool)
         self._enabled.clear()
+        self._lines.clear()
         self.tool = None
 
     def attach(self, frame: FrameType) -> None:
@@ -117,10 +134,13 @@ class MonitoringBackend:
         if id(code) not in self._enabled:
             mon = sys.monitoring  # type: ignore[attr-defined]
             self._enabled[id(code)] = code
-            mon.set_local_events(self.tool, code, mon.events.LINE | mon.events.PY_RETURN)
+            events = mon.events
+            wanted = events.LINE | events.PY_RETURN | events.JUMP | events.PY_YIELD
+            mon.set_local_events(self.tool, code, wanted | events.PY_RESUME)
 
     def _start(self, code: CodeType, offset: int) -> Any:
         if not self.tracer.wanted(code):
+            MonitoringBackend._disabled_some = True
             return sys.monitoring.DISABLE  # type: ignore[attr-defined]
         if self.tracer.enter(sys._getframe(1)) is not None:
             self._enable(code)
@@ -132,6 +152,32 @@ class MonitoringBackend:
 
     def _return(self, code: CodeType, offset: int, value: Any) -> Any:
         self.tracer.leave(sys._getframe(1), value)
+        return None
+
+    def _jump(self, code: CodeType, source: int, target: int) -> Any:
+        """A backward jump within one line (``for x in y: f(x)``, an inlined comprehension)
+        runs that line again: ``sys.settrace`` reports it, LINE does not."""
+        if target > source:
+            MonitoringBackend._disabled_some = True
+            return sys.monitoring.DISABLE  # type: ignore[attr-defined]
+        lines = self._lines.get(id(code))
+        if lines is None:
+            lines = self._lines[id(code)] = {
+                offset: line
+                for start, end, line in code.co_lines()
+                for offset in range(start, end, 2)
+            }
+        line = lines.get(target)
+        if line is not None and line == lines.get(source):
+            self.tracer.line(sys._getframe(1), line)
+        return None
+
+    def _yield(self, code: CodeType, offset: int, value: Any) -> Any:
+        self.tracer.leave(sys._getframe(1), value)  # as sys.settrace: a yield returns
+        return None
+
+    def _resume(self, code: CodeType, offset: int) -> Any:
+        self.tracer.enter(sys._getframe(1))  # and resuming is a new call
         return None
 
     def _unwind(self, code: CodeType, offset: int, error: BaseException) -> Any:
