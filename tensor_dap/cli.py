@@ -1,4 +1,4 @@
-"""The ``tensor-dap`` command: ``check`` now; ``trace``, ``adapter``, ``lsp`` as they land."""
+"""The ``tensor-dap`` command: ``check``, ``trace``, ``adapter``, ``run``, ``lsp``."""
 
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     adapter.add_argument("--port", type=int, help="serve one client on this loopback TCP port")
     adapter.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
+    _add_run(commands)
     return parser
 
 
@@ -68,6 +69,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return adapter_main(options.port, options.host)
     if options.command == "trace":
         return _trace(parser, options)
+    if options.command == "run":
+        return _run(parser, options)
     if options.command == "lsp":
         from tensor_dap.lsp.server import main as lsp_main
 
@@ -128,6 +131,57 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         options.nan,
         options.trace,
     )
+
+
+def _add_run(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run a script under debugpy and the tensor agent, for a debugger to attach",
+        description="Run SCRIPT (or -m MODULE) as python would, with debugpy listening on "
+        "HOST:PORT and the tensor agent loaded: attach with `tensor-dap adapter` "
+        '(attach arguments {"connect": {"host": HOST, "port": PORT}}) to get tensor breakpoints.',
+    )
+    run.add_argument("--listen", required=True, metavar="[HOST:]PORT", help="debugpy's address")
+    run.add_argument("--wait", action="store_true", help="wait for the debugger before starting")
+    run.add_argument("--rules", default="", help="rules enabled before a debugger attaches")
+    run.add_argument(
+        "--allow-remote", action="store_true", help="allow a HOST that is not loopback"
+    )
+    run.add_argument("-m", dest="module", metavar="MODULE", help="run a module, not a script")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS]")
+
+
+def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    import ipaddress
+
+    host, _, port = options.listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit():
+        parser.exit(USAGE_ERROR, f"tensor-dap run: bad --listen address: {options.listen}\n")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and not options.allow_remote:
+        parser.exit(
+            USAGE_ERROR,
+            f"tensor-dap run: {host} is not a loopback address; pass --allow-remote to "
+            "let other machines attach\n",
+        )
+    try:
+        rules = parse_rules(options.rules) if options.rules else []
+    except UnknownRuleError as error:
+        parser.exit(USAGE_ERROR, f"tensor-dap run: {error}\n")
+    args, script = list(options.args), None
+    if options.module is None:
+        if not args:
+            parser.exit(USAGE_ERROR, "tensor-dap run: SCRIPT or -m MODULE is required\n")
+        script = args.pop(0)
+        if not os.path.isfile(script):
+            parser.exit(USAGE_ERROR, f"tensor-dap run: no such script: {script}\n")
+    from tensor_dap.agent.debuggee import run_listening
+
+    return run_listening(host, int(port), options.wait, rules, script, options.module, args)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 Each debuggee process (and each subprocess debugpy follows) runs an agent that connects here,
 proves it knows the token, receives the enabled tensor rules at once, and again whenever the
-user ticks or unticks a rule checkbox — also while the program runs.
+user ticks or unticks a rule checkbox — also while the program runs. When the client attaches
+to a ``tensor-dap run`` process, the agent listens instead and the adapter connects to it
+(:meth:`AgentChannel.connect`); the messages are the same.
 """
 
 from __future__ import annotations
@@ -43,6 +45,19 @@ class AgentChannel:
             agents = list(self._agents)
         for agent in agents:
             self._send(agent, {"rules": self._rules})
+
+    def connect(self, config: dict[str, Any]) -> None:
+        """Attach: connect to the listening agent of a ``tensor-dap run`` process."""
+        connection = socket.create_connection((config["host"], int(config["port"])), timeout=10)
+        connection.sendall(json.dumps({"token": config["token"]}).encode() + b"\n")
+        connection.settimeout(None)
+        with self._lock:
+            if self._closed:
+                connection.close()
+                return
+            self._agents.append(connection)
+            rules = list(self._rules)
+        self._send(connection, {"rules": rules})
 
     def close(self) -> None:
         self._closed = True

@@ -13,6 +13,7 @@ import itertools
 import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from typing import Any, BinaryIO, Optional
 import tensor_dap
 from tensor_dap.adapter.agent_channel import AgentChannel
 from tensor_dap.adapter.messaging import MalformedMessage, Writer, read_message
+from tensor_dap.agent.channel import find_agent
 from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, all_rules, parse_rules
 
 log = logging.getLogger("tensor_dap.adapter")
@@ -47,15 +49,29 @@ class ProxySession:
             start_new_session=True,
         )
         self.server = Writer(self.server_process.stdin)  # type: ignore[arg-type]
+        #: attach to ``tensor-dap run``: the socket of the adapter ``debugpy.listen`` started
+        self.remote: Optional[socket.socket] = None
+        self._initialize: Optional[dict[str, Any]] = None
+        self._swallow: set[int] = set()
 
     # -- pumps -----------------------------------------------------------------------------
     def run(self) -> int:
-        reader = threading.Thread(target=self._pump_server, name="tensor-dap-server", daemon=True)
-        reader.start()
+        self._reader = threading.Thread(
+            target=self._pump_server,
+            args=(self.server_process.stdout, self.server_process),
+            name="tensor-dap-server",
+            daemon=True,
+        )
+        self._reader.start()
         self._pump_client()
         self._shutdown()
-        reader.join(timeout=5)
+        self._reader.join(timeout=5)
         return 0
+
+    def _server_gone(self) -> bool:
+        if self.remote is not None:
+            return self.server.closed
+        return self.server_process.poll() is not None
 
     def _pump_client(self) -> None:
         while True:
@@ -68,7 +84,7 @@ class ProxySession:
                 return
             if message is None:
                 return
-            if self.server_process.poll() is not None:
+            if self._server_gone():
                 self._refuse(message, "the debug session has ended")
                 continue
             try:
@@ -77,8 +93,7 @@ class ProxySession:
                 log.exception("tensor-dap: handling %s failed", message.get("command"))
                 self._refuse(message, f"tensor-dap: {error}")
 
-    def _pump_server(self) -> None:
-        stream = self.server_process.stdout
+    def _pump_server(self, stream: BinaryIO, source: object) -> None:
         while True:
             try:
                 message = read_message(stream)  # type: ignore[arg-type]
@@ -88,11 +103,15 @@ class ProxySession:
                 break
             if message is None:
                 break
+            if source is not self._source():
+                continue  # the local debugpy adapter, replaced by a remote one (attach)
             try:
                 self._from_server(message)
             except Exception:
                 log.exception("tensor-dap: handling a debugpy message failed")
                 self.to_client(message)
+        if source is not self._source():
+            return
         if not self._terminated:
             self._terminated = True
             self.to_client({"type": "event", "event": "terminated", "body": {}})
@@ -107,8 +126,14 @@ class ProxySession:
                 return  # answered here
         self.server.write(message)
 
+    def _source(self) -> object:
+        return self.remote if self.remote is not None else self.server_process
+
     def _from_server(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
+        if kind == "response" and message.get("request_seq") in self._swallow:
+            self._swallow.discard(message["request_seq"])
+            return  # the proxy's own request
         name = message.get("event") if kind == "event" else message.get("command")
         if kind in ("event", "response"):
             handler = getattr(self, f"{name}_{kind}", None)
@@ -147,6 +172,20 @@ class ProxySession:
     def _shutdown(self) -> None:
         """The client is gone: end debugpy (and with it the debuggee), leave nothing behind."""
         self.channel.close()
+        if self.remote is not None:
+            # attached: leave the program running, as a debugger that detaches does
+            self.server.write(
+                {
+                    "type": "request",
+                    "seq": 1_000_000,
+                    "command": "disconnect",
+                    "arguments": {"terminateDebuggee": False},
+                }
+            )
+            self._reader.join(timeout=5)
+            with contextlib.suppress(OSError):
+                self.remote.close()
+            return
         process = self.server_process
         if process.poll() is None:
             self.server.write(
@@ -193,6 +232,61 @@ class ProxySession:
             {"path": _PACKAGE_DIR, "include": False},
         ]
         return None
+
+    def initialize_request(self, message: dict[str, Any]) -> Optional[bool]:
+        self._initialize = message
+        return None
+
+    def attach_request(self, message: dict[str, Any]) -> Optional[bool]:
+        arguments = message.setdefault("arguments", {})
+        try:
+            self._rules_from_launch(arguments)
+        except UnknownRuleError as error:
+            self._refuse(message, str(error))
+            return False
+        connect = arguments.get("connect")
+        if isinstance(connect, dict) and self.remote is None:
+            try:
+                self._connect_remote(connect)
+            except (OSError, ValueError, TypeError) as error:
+                self._refuse(message, f"cannot reach the program to attach to: {error}")
+                return False
+        self._attaching = True
+        arguments["rules"] = [
+            *(arguments.get("rules") or []),
+            {"path": _PACKAGE_DIR, "include": False},
+        ]
+        return None
+
+    _attaching = False
+
+    def _connect_remote(self, connect: dict[str, Any]) -> None:
+        """Talk to the adapter ``debugpy.listen`` started in the program from now on.
+
+        debugpy's stdio adapter cannot connect to it (only VS Code's extension does, by
+        connecting its client socket there), so the proxy does what the extension does: it
+        replays the client's ``initialize`` there (the answer already went to the client) and
+        retires its local debugpy adapter.
+        """
+        address = (str(connect.get("host") or "127.0.0.1"), int(connect["port"]))
+        remote = socket.create_connection(address, timeout=10)
+        remote.settimeout(None)
+        local = self.server_process
+        self.remote = remote
+        self.server = Writer(remote.makefile("wb"))
+        self._reader = threading.Thread(
+            target=self._pump_server,
+            args=(remote.makefile("rb"), remote),
+            name="tensor-dap-remote",
+            daemon=True,
+        )
+        self._reader.start()
+        if self._initialize is not None:
+            self._swallow.add(self._initialize["seq"])
+            self.server.write(self._initialize)
+        with contextlib.suppress(OSError):
+            local.stdin.close()  # type: ignore[union-attr]
+        threading.Thread(target=_retire, args=(local,), daemon=True).start()
 
     def _rules_from_launch(self, arguments: dict[str, Any]) -> None:
         wanted = arguments.pop("tensorBreakpoints", None)
@@ -251,6 +345,30 @@ class ProxySession:
         body["breakpoints"] = merged
         message["body"] = body
 
+    def process_event(self, message: dict[str, Any]) -> None:
+        """Attach: reach the agent of the ``tensor-dap run`` process debugpy connected to."""
+        pid = (message.get("body") or {}).get("systemProcessId")
+        if self._attaching and isinstance(pid, int):
+            threading.Thread(target=self._connect_agent, args=(pid,), daemon=True).start()
+
+    def _connect_agent(self, pid: int) -> None:
+        config = find_agent(pid)
+        try:
+            if config is None:
+                raise OSError(f"process {pid} was not started with `tensor-dap run`")
+            self.channel.connect(config)
+        except OSError as error:
+            self.to_client(
+                {
+                    "type": "event",
+                    "event": "output",
+                    "body": {
+                        "category": "important",
+                        "output": f"tensor-dap: no tensor breakpoints here: {error}\n",
+                    },
+                }
+            )
+
     def stopped_event(self, message: dict[str, Any]) -> None:
         body = message.get("body") or {}
         if body.get("reason") != "exception":
@@ -274,6 +392,13 @@ class ProxySession:
         details = body.get("details") or {}
         details.update({"message": text, "typeName": rule, "fullTypeName": f"tensor-dap.{rule}"})
         body["details"] = details
+
+
+def _retire(process: subprocess.Popen) -> None:
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -6,6 +6,9 @@ the watch engine, and pauses the debugger at the user's line for each finding of
 rule. Rules ticked later arrive through the channel and apply at once. When no rule is enabled
 at start nothing is installed; ticking one later installs the engine on the main thread from a
 real-time signal (POSIX) — the engine's mode is per thread.
+
+``tensor-dap run`` uses :func:`run_listening`: the same, under a listening debugpy that an
+adapter attaches to, with the channel the other way round (the agent listens).
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ import sys
 import threading
 from typing import Optional
 
-from tensor_dap.agent.channel import ChannelClient, agent_config
+from tensor_dap.agent.channel import ChannelClient, ChannelListener, agent_config
 from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.suspend import suspend_on_finding
 from tensor_dap.runner import ExitInfo, print_user_traceback, run_script
 
 log = logging.getLogger("tensor_dap.agent")
+
+#: seconds ``tensor-dap run --wait`` waits for an attaching adapter's rules (plain debugpy
+#: clients send none)
+_FIRST_RULES_TIMEOUT = 2.0
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -86,12 +93,23 @@ def _show_origins_in_variables(watch: Watch) -> None:
     tensor_dap.render.provenance_hook = created_at
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    options = _parse(sys.argv[1:] if argv is None else argv)
-    rules = [r for r in options.rules.split(",") if r]
+def _watch(rules: list[str]) -> tuple[Watch, _Starter]:
+    """The watch that suspends the debugger on findings, and its rule-change starter."""
     watch = Watch(rules=rules, on_finding=suspend_on_finding)
     _show_origins_in_variables(watch)
-    starter = _Starter(watch)
+    return watch, _Starter(watch)
+
+
+def _run(watch: Watch, program: Optional[str], module: Optional[str], args: list[str]) -> int:
+    with watch:
+        exit_info = run_script(program, args) if program else _run_module(module or "", args)
+    sys.stdout.flush()
+    return exit_info.code
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    options = _parse(sys.argv[1:] if argv is None else argv)
+    watch, starter = _watch([r for r in options.rules.split(",") if r])
     config = agent_config()
     if config is not None:
         try:
@@ -100,13 +118,37 @@ def main(argv: Optional[list[str]] = None) -> int:
                 watch.set_enabled(client.first_rules)
         except OSError as error:
             print(f"tensor-dap: cannot reach the debug adapter: {error}", file=sys.stderr)
-    with watch:
-        if options.program:
-            exit_info = run_script(options.program, options.args)
-        else:
-            exit_info = _run_module(options.module, options.args)
-    sys.stdout.flush()
-    return exit_info.code
+    return _run(watch, options.program, options.module, options.args)
+
+
+def run_listening(
+    host: str,
+    port: int,
+    wait: bool,
+    rules: list[str],
+    program: Optional[str],
+    module: Optional[str],
+    args: list[str],
+) -> int:
+    """``tensor-dap run``: the program under debugpy listening on ``host:port``, with the agent.
+
+    The agent listens on its own loopback channel (see ``ChannelListener``) for the adapter
+    that attaches; the rules it sends apply as with launch.
+    """
+    import debugpy
+
+    watch, starter = _watch(rules)
+    listener = ChannelListener(starter.rules_changed)
+    try:
+        debugpy.listen((host, port))
+        if wait:
+            debugpy.wait_for_client()
+            # a tensor-dap adapter connects to the agent right after the client attached;
+            # give its rules a moment to arrive before the first line runs
+            listener.first_rules.wait(_FIRST_RULES_TIMEOUT)
+        return _run(watch, program, module, args)
+    finally:
+        listener.close()
 
 
 if __name__ == "__main__":

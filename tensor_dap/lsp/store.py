@@ -9,7 +9,6 @@ store recovered and broke anew). Methods are thread-safe: the server calls them 
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -19,7 +18,13 @@ from typing import Any, Optional
 
 from lsprotocol import types
 
-from tensor_dap.trace import Observation, StoredFinding, TraceReader, TraceStoreError
+from tensor_dap.trace import (
+    Observation,
+    StoredFinding,
+    TraceReader,
+    TraceStoreError,
+    observation_from_row,
+)
 
 _NO_VERSION = -1
 
@@ -39,28 +44,8 @@ PROCESS, COL, LAST_RUN_ID = 10, 11, 12
 
 
 def observation(row: Row, path: str) -> Observation:
-    """The :class:`Observation` of a row of ``path``."""
-    _, line, name, shape_json, dtype, device, requires_grad, grad_fn = row[:8]
-    hits, shape_varied, process, col, last_run_id = row[8:]
-    try:
-        shape = tuple(int(d) for d in json.loads(shape_json))
-    except (TypeError, ValueError):
-        shape = ()
-    return Observation(
-        path=path,
-        line=int(line),
-        name=name,
-        shape=shape,
-        dtype=dtype,
-        device=device,
-        requires_grad=bool(requires_grad),
-        grad_fn=grad_fn,
-        hits=int(hits),
-        shape_varied=bool(shape_varied),
-        process=process,
-        col=None if col is None else int(col),
-        last_run_id=None if last_run_id is None else int(last_run_id),
-    )
+    """The :class:`Observation` of a row of ``path`` (the row's own path column is NULL)."""
+    return observation_from_row(row, path)
 
 
 class Lines(Mapping[int, list[Observation]]):

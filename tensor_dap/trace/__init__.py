@@ -12,7 +12,7 @@ from __future__ import annotations
 from .digest import file_digest, text_digest
 from .errors import TraceStoreError
 from .location import TRACE_ENV, default_trace_path
-from .reader import TraceReader
+from .reader import TraceReader, observation_from_row
 from .records import Observation, RunInfo, StoredFinding, process_label
 from .schema import SCHEMA_VERSION
 from .writer import MAX_FINDINGS_PER_RUN, MAX_RUNS_KEPT, TraceWriter
@@ -29,6 +29,7 @@ __all__ = [
     "TraceStoreError",
     "TraceWriter",
     "default_trace_path",
+    "observation_from_row",
     "file_digest",
     "process_label",
     "text_digest",

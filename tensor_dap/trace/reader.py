@@ -31,8 +31,10 @@ _OBSERVATION_COLUMNS = (
 _RUN_COLUMNS = "run_id, started, ended, argv_json, cwd, exit_json, command"
 
 
-def _observation(row: tuple[Any, ...]) -> Observation:
-    path, line, name, shape_json, dtype, device, requires_grad, grad_fn = row[:8]
+def observation_from_row(row: tuple[Any, ...], path: Optional[str] = None) -> Observation:
+    """An ``observations`` row as an :class:`Observation` (``path`` overrides the row's)."""
+    row_path, line, name, shape_json, dtype, device, requires_grad, grad_fn = row[:8]
+    path = row_path if path is None else path
     hits, shape_varied, process, col, last_run_id = row[8:]
     try:
         shape = tuple(int(d) for d in json.loads(shape_json))
@@ -102,7 +104,7 @@ class TraceReader:
             "ORDER BY line, name, process",
             (path,),
         )
-        return [_observation(row) for row in rows]
+        return [observation_from_row(row) for row in rows]
 
     def findings_for(
         self, path: Optional[str] = None, run_id: Optional[int] = None
