@@ -206,10 +206,7 @@ class ProxySession:
     # -- handlers: requests ----------------------------------------------------------------
     def launch_request(self, message: dict[str, Any]) -> Optional[bool]:
         arguments = message.setdefault("arguments", {})
-        try:
-            self._rules_from_launch(arguments)
-        except UnknownRuleError as error:
-            self._refuse(message, str(error))
+        if not self._take_tensor_breakpoints(message):
             return False
         program, module = arguments.pop("program", None), arguments.pop("module", None)
         if not program and not module:
@@ -239,10 +236,7 @@ class ProxySession:
 
     def attach_request(self, message: dict[str, Any]) -> Optional[bool]:
         arguments = message.setdefault("arguments", {})
-        try:
-            self._rules_from_launch(arguments)
-        except UnknownRuleError as error:
-            self._refuse(message, str(error))
+        if not self._take_tensor_breakpoints(message):
             return False
         connect = arguments.get("connect")
         if isinstance(connect, dict) and self.remote is None:
@@ -287,6 +281,15 @@ class ProxySession:
         with contextlib.suppress(OSError):
             local.stdin.close()  # type: ignore[union-attr]
         threading.Thread(target=_retire, args=(local,), daemon=True).start()
+
+    def _take_tensor_breakpoints(self, message: dict[str, Any]) -> bool:
+        """Apply ``tensorBreakpoints`` of a launch/attach; refuse the request if one is unknown."""
+        try:
+            self._rules_from_launch(message["arguments"])
+        except UnknownRuleError as error:
+            self._refuse(message, str(error))
+            return False
+        return True
 
     def _rules_from_launch(self, arguments: dict[str, Any]) -> None:
         wanted = arguments.pop("tensorBreakpoints", None)

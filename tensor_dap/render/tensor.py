@@ -14,18 +14,9 @@ from typing import Any, Optional
 
 import torch
 
+from tensor_dap.agent.describe import dtype_name
 from tensor_dap.render.base import Entry, Text, safe
 from tensor_dap.render.stats import Statistics
-
-_DTYPE_NAMES = {
-    dtype: str(dtype).replace("torch.", "")
-    for dtype in vars(torch).values()
-    if isinstance(dtype, torch.dtype)
-}
-
-
-def dtype_name(dtype: Any) -> str:
-    return _DTYPE_NAMES.get(dtype) or str(dtype).replace("torch.", "")
 
 
 def _dim_text(size: Any) -> str:
