@@ -296,7 +296,7 @@ class ProxySession:
         if wanted is None:
             return
         spec = ",".join(wanted) if isinstance(wanted, list) else str(wanted)
-        self.rules = parse_rules(spec)
+        self.rules = parse_rules(spec) if spec.strip() else []  # [] means none, not default
         self.channel.set_rules(self.rules)
 
     def setExceptionBreakpoints_request(self, message: dict[str, Any]) -> Optional[bool]:  # noqa: N802

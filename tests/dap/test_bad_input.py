@@ -104,3 +104,14 @@ def test_client_vanishing_leaves_no_process_behind(tmp_path: Path) -> None:
     while alive(debuggee) and time.time() < deadline:
         time.sleep(0.2)
     assert not alive(debuggee)
+
+
+def test_empty_tensor_breakpoints_mean_no_rule(dap: DapClient, tmp_path: Path) -> None:
+    script = write(
+        tmp_path, "bcast.py", "import torch\ny = torch.ones(4) - torch.ones(4, 1)\nprint('ran')\n"
+    )
+    dap.start(script, [], tensorBreakpoints=[])
+    assert dap.event("exited")["body"]["exitCode"] == 0
+    assert not any(m.get("event") == "stopped" for m in dap.seen), (
+        "an empty tensorBreakpoints list must not enable the default rules"
+    )
