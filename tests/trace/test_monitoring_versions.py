@@ -81,8 +81,9 @@ def test_monitoring_backend_matches_settrace(version: str) -> None:
     assert not got["tool_left"] and not got["gettrace_left"]
 
 
-def test_settrace_asks_about_library_code_on_every_call() -> None:
-    """The contrast that makes the monitoring path worth having (and the count meaningful)."""
+def test_settrace_decides_about_library_code_once_per_session() -> None:
+    """settrace still calls its global function on every call; known library code is answered
+    from a cache there, so the tracer's decision runs once per code object and session."""
     reference = _reference()
-    assert max(reference["library_wanted"].values()) > SESSIONS
+    assert 1 <= max(reference["library_wanted"].values()) <= SESSIONS
     assert reference["library_lines"] == 0
