@@ -40,6 +40,9 @@ class ProxySession:
         self.channel = AgentChannel()
         self.rules: list[str] = []
         self._seq = itertools.count(1)
+        self._seq_lock = threading.Lock()
+        #: our seq of a reverse request sent to the client -> debugpy's seq for it
+        self._reverse: dict[int, int] = {}
         self._pending_filters: dict[int, list[str]] = {}
         self._terminated = False
         self.server_process = subprocess.Popen(
@@ -120,6 +123,13 @@ class ProxySession:
             self.client_in.close()
 
     def _from_client(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "response":
+            # the client answers a reverse request under the number we gave it: give debugpy back
+            # the number it used
+            with self._seq_lock:
+                original = self._reverse.pop(message.get("request_seq", -1), None)
+            if original is not None:
+                message = dict(message, request_seq=original)
         if message.get("type") == "request":
             handler = getattr(self, f"{message.get('command')}_request", None)
             if handler is not None and handler(message) is False:
@@ -144,8 +154,11 @@ class ProxySession:
         self.to_client(message)
 
     def to_client(self, message: dict[str, Any]) -> None:
-        message = dict(message, seq=next(self._seq))
-        self.client.write(message)
+        with self._seq_lock:
+            seq = next(self._seq)
+            if message.get("type") == "request":  # a reverse request (runInTerminal...)
+                self._reverse[seq] = message.get("seq", 0)
+            self.client.write(dict(message, seq=seq))
 
     def _refuse(self, request: dict[str, Any], reason: str) -> None:
         if request.get("type") != "request":

@@ -3,6 +3,7 @@ debuggee. Each tensor breakpoint stops on the user's line with its rule and mess
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -97,3 +98,43 @@ def test_ticking_a_rule_while_the_program_runs(dap: DapClient, tmp_path: Path) -
     assert dap.top_frame(stopped["threadId"])["line"] == 5
     dap.request("setExceptionBreakpoints", {"filters": []})
     dap.request("disconnect", {"terminateDebuggee": True})
+
+
+def test_run_in_terminal_reverse_request_round_trips(dap: DapClient, tmp_path: Path) -> None:
+    """console: integratedTerminal — debugpy asks the client (a reverse request) to start the
+    debuggee; the client's answer, numbered by the proxy's count, goes back to debugpy under
+    debugpy's own number, and the program runs to its end."""
+    import subprocess
+
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello from the terminal')\n")
+    # a message of the proxy's own first, so its numbering and debugpy's differ
+    dap.send_raw(b"Content-Length: 2\r\n\r\n{]")
+    dap.event("output")
+    dap.request(
+        "initialize",
+        {"adapterID": "tensor-dap", "supportsRunInTerminalRequest": True, "pathFormat": "path"},
+    )
+    dap.send("launch", {"program": str(script), "console": "integratedTerminal"})
+    ask = dap.next(lambda m: m.get("type") == "request" and m.get("command") == "runInTerminal")
+    arguments = ask["arguments"]
+    process = subprocess.Popen(
+        arguments["args"],
+        cwd=arguments.get("cwd"),
+        env={**os.environ, **(arguments.get("env") or {})},
+    )
+    dap.writer.write(
+        {
+            "seq": 1000,
+            "type": "response",
+            "request_seq": ask["seq"],
+            "success": True,
+            "command": "runInTerminal",
+            "body": {"processId": process.pid},
+        }
+    )
+    dap.event("initialized")
+    dap.request("setExceptionBreakpoints", {"filters": []})
+    dap.request("configurationDone")
+    dap.event("terminated")
+    assert process.wait(timeout=60) == 0
