@@ -35,8 +35,12 @@ class ExitInfo:
         return asdict(self)
 
 
-def run_script(path: str, args: list[str]) -> ExitInfo:
-    """Run ``path`` as ``__main__`` with ``args``; print a failure as Python would."""
+def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
+    """Run ``path`` as ``__main__`` with ``args``; print a failure as Python would.
+
+    ``reraise``: let an exception escape instead (under a debugger, so that its "uncaught
+    exception" breakpoint sees it as uncaught).
+    """
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [path, *args]  # as given, like python does
     path = os.path.abspath(path)
@@ -60,6 +64,8 @@ def run_script(path: str, args: list[str]) -> ExitInfo:
     except SystemExit as stop:
         return _exit_info(stop)
     except BaseException as error:  # noqa: BLE001 - everything the script raised is reported
+        if reraise:
+            raise
         print_user_traceback(error)
         return ExitInfo("exception", 1, f"{type(error).__name__}: {error}")
     finally:

@@ -225,6 +225,10 @@ class ProxySession:
         if not program and not module:
             self._refuse(message, "launch needs 'program' or 'module'")
             return False
+        if program and "cwd" not in arguments:
+            # the debuggee starts in the program's folder: name the program absolutely
+            program = os.path.abspath(program)
+            arguments["cwd"] = os.path.dirname(program)
         target = ["--program", program] if program else ["--module", module]
         user_args = arguments.get("args") or []
         if isinstance(user_args, str):
@@ -234,8 +238,6 @@ class ProxySession:
         env = dict(arguments.get("env") or {})
         env.update(self.channel.environment())
         arguments["env"] = env
-        if program and "cwd" not in arguments:
-            arguments["cwd"] = os.path.dirname(os.path.abspath(program))
         # tensor-dap's own frames are library code for stepping and "just my code"
         arguments["rules"] = [
             *(arguments.get("rules") or []),
@@ -390,7 +392,8 @@ class ProxySession:
         if body.get("reason") != "exception":
             return
         match = _STOP_PREFIX.match(body.get("description") or "")
-        if match and match.group(1) in RULE_IDS:
+        ours = str(body.get("text") or "").split(" ", 1)[0].endswith(_BREAKPOINT_CLASS)
+        if match and ours and match.group(1) in RULE_IDS:
             body["description"] = f"Paused on {match.group(1)}: {match.group(2)}"
             body["text"] = match.group(1)
 

@@ -24,7 +24,7 @@ from typing import Optional
 from tensor_dap.agent.channel import ChannelClient, ChannelListener, agent_config
 from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.suspend import suspend_on_finding
-from tensor_dap.runner import ExitInfo, print_user_traceback, run_script
+from tensor_dap.runner import ExitInfo, run_script
 
 log = logging.getLogger("tensor_dap.agent")
 
@@ -75,9 +75,7 @@ def _run_module(name: str, args: list[str]) -> ExitInfo:
     except SystemExit as stop:
         code = stop.code
         return ExitInfo("exit", code if isinstance(code, int) else (0 if code is None else 1))
-    except BaseException as error:  # noqa: BLE001
-        print_user_traceback(error)
-        return ExitInfo("exception", 1, f"{type(error).__name__}: {error}")
+    # anything else escapes: debugpy's "uncaught exception" breakpoint must see it as uncaught
     finally:
         sys.argv = saved
 
@@ -102,7 +100,9 @@ def _watch(rules: list[str]) -> tuple[Watch, _Starter]:
 
 def _run(watch: Watch, program: Optional[str], module: Optional[str], args: list[str]) -> int:
     with watch:
-        exit_info = run_script(program, args) if program else _run_module(module or "", args)
+        exit_info = (
+            run_script(program, args, reraise=True) if program else _run_module(module or "", args)
+        )
     sys.stdout.flush()
     return exit_info.code
 

@@ -14,12 +14,13 @@ from tensor_dap.adapter.messaging import MalformedMessage, Writer, read_message
 
 
 class DapClient:
-    def __init__(self, command: Optional[list[str]] = None) -> None:
+    def __init__(self, command: Optional[list[str]] = None, cwd: Optional[str] = None) -> None:
         self.process = subprocess.Popen(
             command or [sys.executable, "-m", "tensor_dap", "adapter"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            cwd=cwd,
         )
         self.writer = Writer(self.process.stdin)
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -115,3 +116,40 @@ def test_empty_tensor_breakpoints_mean_no_rule(dap: DapClient, tmp_path: Path) -
     assert not any(m.get("event") == "stopped" for m in dap.seen), (
         "an empty tensorBreakpoints list must not enable the default rules"
     )
+
+
+def test_uncaught_exception_breakpoint_pauses_where_it_crashed(dap: DapClient, tmp_path: Path):
+    script = write(tmp_path, "crash2.py", "x = 1\nraise ValueError('boom here')\n")
+    dap.start(script, ["uncaught"])
+    stopped = dap.event("stopped")["body"]
+    assert stopped["reason"] == "exception"
+    frame = dap.top_frame(stopped["threadId"])
+    assert (frame["source"]["path"], frame["line"]) == (script, 2)
+    info = dap.request("exceptionInfo", {"threadId": stopped["threadId"]})["body"]
+    assert info["exceptionId"].endswith("ValueError") and "boom here" in info["description"]
+    dap.send("continue", {"threadId": stopped["threadId"]})
+    assert dap.event("exited")["body"]["exitCode"] == 1
+
+
+def test_a_user_exception_that_looks_like_a_rule_stays_the_users(dap: DapClient, tmp_path: Path):
+    script = write(tmp_path, "mimic.py", "raise ValueError('[device-mismatch] my own message')\n")
+    dap.start(script, ["raised"])
+    stopped = dap.event("stopped")["body"]
+    assert stopped.get("text") != "device-mismatch"
+    info = dap.request("exceptionInfo", {"threadId": stopped["threadId"]})["body"]
+    assert info["exceptionId"].endswith("ValueError")
+
+
+def test_relative_program_without_cwd(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    write(tmp_path / "sub", "rel.py", "print('relative ok')\n")
+    client = DapClient([sys.executable, "-m", "tensor_dap", "adapter"], cwd=str(tmp_path))
+    try:
+        client.start("sub/rel.py", [])
+        assert client.event("exited")["body"]["exitCode"] == 0
+        outputs = "".join(
+            m["body"].get("output", "") for m in client.seen if m.get("event") == "output"
+        )
+        assert "relative ok" in outputs
+    finally:
+        client.close()
