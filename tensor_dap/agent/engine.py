@@ -369,24 +369,34 @@ class Watch:
             return
         self._emitting = True
         try:
+            # building the message touches tensors: keep every torch-function override out of it
             with torch._C.DisableTorchFunction():
-                self._emit_finding(rule_id, report, info, caller)
+                built = self._build_finding(rule_id, report, info, caller)
+            if built is not None:  # the sinks (a debugger pause) run with torch as the user has it
+                finding, user = built
+                for sink in list(self.sinks):
+                    try:
+                        sink(finding, user)
+                    except Exception:
+                        log.exception("tensor-dap: a finding sink failed")
         except Exception:
             log.exception("tensor-dap: could not report a %s finding", rule_id)
         finally:
             self._emitting = False
 
-    def _emit_finding(self, rule_id: str, report: Report, info: OpInfo, caller: FrameType) -> None:
+    def _build_finding(
+        self, rule_id: str, report: Report, info: OpInfo, caller: FrameType
+    ) -> Optional[tuple[Finding, FrameType]]:
         user = report.frame or frames.user_frame(caller)
         if user is None:
-            return
+            return None
         path = os.path.abspath(user.f_code.co_filename)
         line = user.f_lineno
         key = (rule_id, path, line)
         with self._lock:
             self.counts[key] = self.counts.get(key, 0) + 1
             if self.dedupe and self.counts[key] > 1:
-                return
+                return None
         names = naming.name_tensors(report.tensors, info.name, caller, user, report.operands)
         described = [
             describe(t, n, self.provenance.lookup(t) or naming.assigned_before(user, n))
@@ -394,7 +404,7 @@ class Watch:
         ]
         message = report.message(described, naming.expression_text(user))
         if message is None:  # the rule decided, seeing the source, that this is fine
-            return
+            return None
         finding = Finding(
             rule=rule_id,
             path=path,
@@ -404,11 +414,7 @@ class Watch:
             process=process_info(),
         )
         self.findings.append(finding)
-        for sink in list(self.sinks):
-            try:
-                sink(finding, user)
-            except Exception:
-                log.exception("tensor-dap: a finding sink failed")
+        return finding, user
 
     def _rule_failed(self, rule_id: str) -> None:
         """A rule raised: log it once, switch it off, keep the program running."""
