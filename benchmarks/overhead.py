@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
 import sys
 import tempfile
-import time
 import warnings
 from typing import Any, Callable, Optional
 
@@ -28,6 +26,7 @@ from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from timing import interleaved_ratios  # noqa: E402
 from workloads import make_mlp_step, make_scalar_autograd_loop, make_scalar_loop  # noqa: E402
 
 import tensor_dap  # noqa: E402
@@ -92,27 +91,12 @@ def _quiet_anomaly() -> Any:
             yield
 
 
-def _time(fn: Callable[[int], None], n: int) -> float:
-    start = time.perf_counter()
-    fn(n)
-    return time.perf_counter() - start
-
-
 def measure(name: str, fn: Callable[[int], None], n: int, rounds: int) -> None:
     wrapped = {label: wrap(fn) for label, wrap in modes().items()}
-    fn(max(1, n // 5))
-    for run in wrapped.values():
-        run(max(1, n // 5))  # warm up every path
-    ratios: dict[str, list[float]] = {label: [] for label in wrapped}
-    plain_times = []
-    for _ in range(rounds):
-        for label, run in wrapped.items():
-            plain = _time(fn, n)
-            plain_times.append(plain)
-            ratios[label].append(_time(run, n) / plain)
-    print(f"\n{name}: plain {statistics.median(plain_times) / n * 1e6:.1f} µs per iteration")
-    for label, values in ratios.items():
-        print(f"  {label:32s} {statistics.median(values):6.2f}×")
+    plain, medians = interleaved_ratios(fn, wrapped, n, rounds)
+    print(f"\n{name}: plain {plain * 1e6:.1f} µs per iteration")
+    for label, ratio in medians.items():
+        print(f"  {label:32s} {ratio:6.2f}×")
 
 
 def main() -> None:

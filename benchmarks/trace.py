@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 import warnings
 from typing import Any, Callable, Optional
 
@@ -22,6 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from timing import interleaved_ratios  # noqa: E402
 from workloads import make_mlp_step, make_scalar_autograd_loop, make_scalar_loop  # noqa: E402
 
 from tensor_dap.agent.engine import Watch  # noqa: E402
@@ -67,12 +66,6 @@ def torchsnooper_mode() -> Optional[Callable[[Run], Run]]:
     return wrap
 
 
-def _time(fn: Run, n: int) -> float:
-    start = time.perf_counter()
-    fn(n)
-    return time.perf_counter() - start
-
-
 def measure(name: str, fn: Run, n: int, rounds: int) -> dict[str, Any]:
     modes = {
         "tensor-dap trace": ours(fn),
@@ -81,18 +74,8 @@ def measure(name: str, fn: Run, n: int, rounds: int) -> dict[str, Any]:
     snooper = torchsnooper_mode()
     if snooper is not None:
         modes["TorchSnooper"] = snooper(fn)
-    fn(max(1, n // 5))
-    for run in modes.values():
-        run(max(1, n // 5))
-    ratios: dict[str, list[float]] = {label: [] for label in modes}
-    plain_times = []
-    for _ in range(rounds):
-        for label, run in modes.items():
-            plain = _time(fn, n)
-            plain_times.append(plain)
-            ratios[label].append(_time(run, n) / plain)
-    medians = {label: statistics.median(values) for label, values in ratios.items()}
-    print(f"\n{name}: plain {statistics.median(plain_times) / n * 1e6:.1f} µs per iteration")
+    plain, medians = interleaved_ratios(fn, modes, n, rounds)
+    print(f"\n{name}: plain {plain * 1e6:.1f} µs per iteration")
     for label, ratio in medians.items():
         print(f"  {label:32s} {ratio:6.2f}×")
     if "TorchSnooper" in medians:
