@@ -1,0 +1,42 @@
+// The launch.json schema of the `tensor-dap` debug type, mirroring `contributes.debuggers[0]
+// .configurationAttributes` in package.json. No `vscode` import (unit-tested in Node).
+
+import type { RuleId } from "../common/constants";
+
+export type TensorBreakpoint = RuleId | "default" | "all";
+
+interface CommonAttributes {
+  type: string;
+  request: "launch" | "attach";
+  name: string;
+  /** Step and stop only in user code. */
+  justMyCode?: boolean;
+  /** Rules that stop the debugger; default: the `tensorDap.defaultRules` setting. */
+  tensorBreakpoints?: TensorBreakpoint[];
+  [key: string]: unknown;
+}
+
+export interface LaunchAttributes extends CommonAttributes {
+  request: "launch";
+  /** The script to run (one of program / module). */
+  program?: string;
+  /** `python -m MODULE` (one of program / module). */
+  module?: string;
+  /** The program's arguments: an array, or one string the adapter splits on blanks. */
+  args?: string[] | string;
+  cwd?: string;
+  env?: Record<string, string | null>;
+  /** The interpreter that runs the program. */
+  python?: string;
+  console?: "internalConsole" | "integratedTerminal" | "externalTerminal";
+  stopOnEntry?: boolean;
+  subProcess?: boolean;
+}
+
+export interface AttachAttributes extends CommonAttributes {
+  request: "attach";
+  /** Where `tensor-dap run --listen HOST:PORT` listens. */
+  connect: { host?: string; port: number };
+}
+
+export type TensorDapConfiguration = LaunchAttributes | AttachAttributes;

@@ -1,0 +1,56 @@
+// Wiring only: the output channel, the `tensor-dap` debugger (configurations, adapter, inline
+// values), the language server, the View Tensor panel and the commands. Everything disposable
+// goes into context.subscriptions.
+
+import * as vscode from "vscode";
+import { createLog, logInfo } from "./common/log";
+import { forgetChecks, onDidChangePythonInterpreter } from "./common/python";
+import { onSettingsChanged } from "./common/vscodeapi";
+import { registerAdapterFactory } from "./debug/adapterFactory";
+import { registerConfigurationProvider } from "./debug/configProvider";
+import { registerInlineValues } from "./debug/inlineValues";
+import { LanguageServer } from "./lsp/client";
+import { registerTensorView } from "./views/tensorView";
+
+let server: LanguageServer | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const log = createLog();
+  context.subscriptions.push(log);
+  logInfo(`tensor-dap ${String(context.extension.packageJSON.version)} activated`);
+
+  registerConfigurationProvider(context);
+  registerAdapterFactory(context);
+  registerInlineValues(context);
+  registerTensorView(context);
+
+  server = new LanguageServer();
+  context.subscriptions.push(
+    server,
+    vscode.commands.registerCommand("tensorDap.restartLanguageServer", () => {
+      forgetChecks();
+      return server?.restart();
+    }),
+    vscode.commands.registerCommand("tensorDap.showOutput", () => log.show()),
+    onSettingsChanged((changed) => {
+      if (changed("python")) {
+        forgetChecks();
+      }
+      if (["python", "trace.path", "languageServer.enabled", "hints.enabled", "hints.style"].some(changed)) {
+        server?.restartSoon();
+      }
+    }),
+  );
+  const interpreterChanges = await onDidChangePythonInterpreter(() => {
+    forgetChecks();
+    server?.restartSoon();
+  });
+  if (interpreterChanges) {
+    context.subscriptions.push(interpreterChanges);
+  }
+  server.restartSoon();
+}
+
+export async function deactivate(): Promise<void> {
+  await server?.stopNow();
+}
