@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.recorder import TraceRecorder
-from tensor_dap.trace import TraceStoreError, TraceWriter, file_digest
+from tensor_dap.trace import TraceStoreError, TraceWriter, source_text, text_digest
 
 log = logging.getLogger("tensor_dap.trace")
 
@@ -29,13 +29,17 @@ class TraceSession:
         argv: list[str],
         cwd: str,
         interval: float = 1.0,
+        run_id: Optional[int] = None,
     ) -> None:
         self.db_path = db_path
         self.recorder = recorder
         self.line_hits = line_hits
         self.command, self.argv, self.cwd = command, argv, cwd
         self.interval = interval
-        self.run_id: Optional[int] = None
+        #: given: join that run, begun by the parent process (a torchrun rank, a DataLoader
+        #: worker), and leave its end to the parent
+        self.run_id: Optional[int] = run_id
+        self._joined = run_id is not None
         self.error: Optional[str] = None
         self._writer: Optional[TraceWriter] = None
         self._flushed_hits: dict[tuple[str, int, str, str], int] = {}
@@ -51,7 +55,8 @@ class TraceSession:
         self._findings = findings
         try:
             self._writer = TraceWriter(self.db_path)
-            self.run_id = self._writer.begin_run(self.command, self.argv, self.cwd)
+            if not self._joined:
+                self.run_id = self._writer.begin_run(self.command, self.argv, self.cwd)
         except (TraceStoreError, sqlite3.Error, OSError) as error:
             self._fail(error)
             return
@@ -65,7 +70,8 @@ class TraceSession:
         self.flush()
         if self._writer is not None and self.run_id is not None:
             try:
-                self._writer.end_run(self.run_id, exit_info)
+                if not self._joined:
+                    self._writer.end_run(self.run_id, exit_info)
                 self._writer.close()
             except (TraceStoreError, sqlite3.Error, OSError) as error:
                 self._fail(error)
@@ -88,10 +94,11 @@ class TraceSession:
         for path in self.recorder.paths():
             if path not in self._digests:
                 try:
-                    self._digests[path] = file_digest(path)
+                    text = source_text(path)
                 except OSError:
                     continue
-                self._writer.record_source(path, self._digests[path], self.run_id)
+                self._digests[path] = text_digest(text)
+                self._writer.record_source(path, self._digests[path], self.run_id, text)
         rows = []
         for row in self.recorder.observations(self.line_hits):
             key = (row.path, row.line, row.name, row.process)

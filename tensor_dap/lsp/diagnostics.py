@@ -4,7 +4,7 @@ Each finding of the latest run that observed the file becomes a Warning over the
 (without indentation and trailing blanks), ``source`` ``tensor-dap``, ``code`` the rule id, and
 related information at the line where each named tensor was created. Findings are published for
 open documents on open, change and save, and again whenever the trace store changes (the server
-polls it). Unlike hints they stay on a stale document: a finding stays true until the next run.
+polls it). After an edit a finding follows its line; editing the line itself (the fix) removes it.
 
 The static lints of :mod:`tensor_dap.lsp.static_lints` (no run needed) are published with them,
 over the flagged expression, ``source`` ``tensor-dap`` and ``code`` the lint's; a lint is left

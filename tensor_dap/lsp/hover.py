@@ -3,8 +3,8 @@
 Hovering a name on a line where the trace store has an observation of that name (``y`` or the
 last part of ``self.w``) shows its shape, dtype, device, grad state and ``grad_fn``, how many
 times the line ran, whether the shape varied across runs, and, when the value comes from a
-process other than ``main`` (a rank, a worker), which. Nothing is shown for a stale document
-(see :mod:`tensor_dap.lsp.inlay_hints`).
+process other than ``main`` (a rank, a worker), which. Nothing is shown on a line edited since
+the run (see :mod:`tensor_dap.lsp.alignment`).
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ lists them all.
 The response is sent as JSON text (:func:`inlay_hints_json`), past pygls's converter, built
 straight from the store's rows, line by line as ranges first cover them.
 
-Stale hints: when the document's text digest differs from the digest the run recorded for the
-file, the document gets no hints at all (line-by-line matching is left for later): a hint never
-describes code the run did not execute.
+Stale hints: the server hands the features data already matched to the document's text (see
+:mod:`tensor_dap.lsp.alignment`): lines edited since the run have no hint, lines moved by an edit
+elsewhere keep theirs. :func:`is_stale` is the features' guard when given unmatched data.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ debugging.
 
 Each observed line of the requested range gets one ``InlineValueText`` per observed name over the
 line's text (without indentation), ``y: (6,) f32 cpu``, with the same choice of process as the
-inlay hints. A stale document (see :mod:`tensor_dap.lsp.inlay_hints`) gets none.
+inlay hints. Lines edited since the run get none (see :mod:`tensor_dap.lsp.alignment`).
 """
 
 from __future__ import annotations

@@ -34,12 +34,12 @@ from pygls.workspace import TextDocument
 from tensor_dap import __version__
 from tensor_dap.trace import TRACE_ENV, default_trace_path, text_digest
 
+from . import alignment, static_lints
 from . import code_actions as code_actions_feature
 from . import diagnostics as diagnostics_feature
 from . import hover as hover_feature
 from . import inlay_hints as inlay_hints_feature
 from . import inline_values as inline_values_feature
-from . import static_lints
 from .static_lints import Lint
 from .store import EMPTY, FileData, TraceStore
 
@@ -113,6 +113,18 @@ class TensorDapServer(LanguageServer):
         self.store.set_path(path)
 
     async def file_data(self, document: TextDocument) -> FileData:
+        """What the store holds about ``document``'s file, on the document's line numbers (see
+        :mod:`tensor_dap.lsp.alignment`; matched in a worker thread when the text changed)."""
+        data = await self.stored_data(document)
+        digest = self.digest(document)
+        if data.digest is None or data.digest == digest:
+            return data
+        memo = data.memo.get(alignment.MEMO_KEY)
+        if memo is not None and memo[0] == digest:
+            return memo[1]
+        return await asyncio.to_thread(alignment.aligned, data, document.lines, digest)
+
+    async def stored_data(self, document: TextDocument) -> FileData:
         """What the store holds about ``document``'s file (empty for non-file documents).
 
         Read in a worker thread, one read per file at a time; when the store does not answer

@@ -89,8 +89,8 @@ class Lines(Mapping[int, list[Observation]]):
 class FileData:
     """What the store holds about one source file: its observation rows (as SQLite returns them,
     turned into :class:`Observation` objects per line on demand), the findings of the latest run
-    that observed the file (else of the latest run), and the digest of the file's text as the
-    run saw it (None when not recorded)."""
+    that observed the file (else of the latest run), the digest of the file's text as the
+    run saw it (None when not recorded) and that text (None when not kept)."""
 
     def __init__(
         self,
@@ -98,10 +98,12 @@ class FileData:
         findings: Sequence[StoredFinding] = (),
         digest: Optional[str] = None,
         path: str = "",
+        source_text: Optional[str] = None,
     ) -> None:
         self.by_line = Lines(list(rows), path)
         self.findings = list(findings)
         self.digest = digest
+        self.source_text = source_text
         self.memo: dict[Any, Any] = {}
         """Results the features derived from this data (dropped with it when the store
         changes)."""
@@ -240,7 +242,9 @@ class TraceStore:
                     path = real
         run_ids = [r[LAST_RUN_ID] for r in rows if r[LAST_RUN_ID] is not None]
         findings = reader.findings_for(path, max(run_ids) if run_ids else None)
-        return FileData(rows, findings, reader.source_digest(path), path)
+        digest = reader.source_digest(path)
+        text = reader.source_text(path) if digest is not None else None
+        return FileData(rows, findings, digest, path, text)
 
     def _fail(self, problem: str) -> None:
         self._close()

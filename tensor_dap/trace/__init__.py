@@ -9,7 +9,7 @@ The language server reads it to show inline hints and diagnostics, polling
 
 from __future__ import annotations
 
-from .digest import file_digest, text_digest
+from .digest import file_digest, source_text, text_digest
 from .errors import TraceStoreError
 from .location import TRACE_ENV, default_trace_path
 from .reader import TraceReader, observation_from_row
@@ -32,5 +32,6 @@ __all__ = [
     "observation_from_row",
     "file_digest",
     "process_label",
+    "source_text",
     "text_digest",
 ]

@@ -152,6 +152,21 @@ class TraceReader:
         rows = self._query("SELECT digest FROM sources WHERE path = ?", (path,))
         return rows[0][0] if rows else None
 
+    def source_text(self, path: str) -> Optional[str]:
+        """``path``'s text as the latest run that recorded it saw it; None when not recorded
+        (too long, or a store written before texts were kept)."""
+
+        def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            try:
+                return conn.execute("SELECT text FROM sources WHERE path = ?", (path,)).fetchall()
+            except sqlite3.OperationalError as error:
+                if "no such column" in str(error):  # a version 1 store, not migrated yet
+                    return []
+                raise
+
+        rows = self._read(query, [])
+        return rows[0][0] if rows else None
+
     def data_version(self) -> int:
         """A number that changes with every writer commit (0 while there is no store).
 

@@ -87,7 +87,8 @@ def process_label(process: Any) -> str:
     """A short label for the process a finding or observation came from.
 
     Accepts a label string as is, or a dict such as ``{"rank": 1}``, ``{"worker": 0}``,
-    ``{"rank": 1, "worker": 0}`` or ``{"label": "rank 1"}``; anything else is ``"main"``.
+    ``{"rank": 1, "worker": 0}`` or ``{"label": "rank 1"}``; a child process with neither rank
+    nor worker id (``{"pid": 42, "child": True}``) is ``"pid 42"``; anything else is ``"main"``.
     """
     if isinstance(process, str):
         return process.strip() or DEFAULT_PROCESS
@@ -103,4 +104,6 @@ def process_label(process: Any) -> str:
     worker = process.get("worker", process.get("worker_id"))
     if worker is not None:
         parts.append(f"worker {worker}")
+    if not parts and process.get("child") and process.get("pid") is not None:
+        parts.append(f"pid {process['pid']}")
     return " ".join(parts) or DEFAULT_PROCESS

@@ -17,8 +17,15 @@ from typing import Optional
 
 from .errors import TraceStoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when a table changes; add a migration from the older versions to :func:`initialize`."""
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE sources ADD COLUMN text TEXT",),
+}
+"""Version -> the statements that bring a store of that version to the next one. Version 2
+keeps each observed file's text, so that the language server can match lines of an edited
+file to the lines the run saw."""
 
 VERSION_KEY = "schema_version"
 COUNTER_KEY = "change_counter"
@@ -80,7 +87,8 @@ DDL: tuple[str, ...] = (
         path     TEXT PRIMARY KEY,
         digest   TEXT NOT NULL,
         run_id   INTEGER,
-        recorded REAL NOT NULL
+        recorded REAL NOT NULL,
+        text     TEXT
     )
     """,
 )
@@ -116,7 +124,7 @@ def stored_version(conn: sqlite3.Connection, path: str) -> Optional[int]:
             f"trace store {path} was written by a newer tensor-dap (schema version {version}, "
             f"this one reads {SCHEMA_VERSION}); upgrade tensor-dap or delete the file"
         )
-    if version != SCHEMA_VERSION:
+    if version != SCHEMA_VERSION and version not in MIGRATIONS:
         raise TraceStoreError(
             f"trace store {path} has schema version {version}, which this tensor-dap cannot "
             f"read (it reads {SCHEMA_VERSION}); delete the file and run again"
@@ -131,7 +139,9 @@ def initialize(conn: sqlite3.Connection, path: str) -> None:
     store at once do not both try. The change counter starts at the current time in microseconds,
     so a store deleted and created again does not repeat the values a reader saw before.
     """
-    if stored_version(conn, path) is not None:
+    version = stored_version(conn, path)
+    if version is not None:
+        _migrate(conn, version)
         return
     for statement in DDL:
         conn.execute(statement)
@@ -139,6 +149,16 @@ def initialize(conn: sqlite3.Connection, path: str) -> None:
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
         [(VERSION_KEY, str(SCHEMA_VERSION)), (COUNTER_KEY, str(time.time_ns() // 1000))],
     )
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a store of an older ``version`` up to :data:`SCHEMA_VERSION`, in the caller's
+    transaction (readers of the old version keep reading: only columns are added)."""
+    while version < SCHEMA_VERSION:
+        for statement in MIGRATIONS[version]:
+            conn.execute(statement)
+        version += 1
+        conn.execute("UPDATE meta SET value = ? WHERE key = ?", (str(version), VERSION_KEY))
 
 
 def bump_counter(conn: sqlite3.Connection) -> None:

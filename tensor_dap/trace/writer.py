@@ -30,6 +30,9 @@ MAX_RUNS_KEPT = 20
 MAX_FINDINGS_PER_RUN = 1000
 """Findings stored per run at most, so a rule firing with a new message every step stays bounded."""
 
+MAX_SOURCE_CHARS = 2_000_000
+"""A source file longer than this is recorded by digest only (its lines are not matched)."""
+
 T = TypeVar("T")
 
 # Connections inherited across fork() must be neither used nor closed in the child (closing one
@@ -196,19 +199,25 @@ class TraceWriter:
 
         self._write(body)
 
-    def record_source(self, path: str, digest: str, run_id: Optional[int] = None) -> None:
-        """Remember the digest of ``path``'s text as this run saw it (see ``digest.text_digest``).
+    def record_source(
+        self, path: str, digest: str, run_id: Optional[int] = None, text: Optional[str] = None
+    ) -> None:
+        """Remember the digest of ``path``'s text as this run saw it (see ``digest.text_digest``),
+        and the text itself when given and at most :data:`MAX_SOURCE_CHARS` long (the language
+        server matches an edited file's lines to it).
 
         When the digest differs from the stored one and ``run_id`` is given, the file changed
         since earlier runs: their observations of it point at old lines and are dropped.
         """
 
+        kept = text if text is not None and len(text) <= MAX_SOURCE_CHARS else None
+
         def body(conn: sqlite3.Connection) -> None:
             old = conn.execute("SELECT digest FROM sources WHERE path = ?", (path,)).fetchone()
             conn.execute(
-                "INSERT OR REPLACE INTO sources (path, digest, run_id, recorded) "
-                "VALUES (?, ?, ?, ?)",
-                (str(path), str(digest), run_id, time.time()),
+                "INSERT OR REPLACE INTO sources (path, digest, run_id, recorded, text) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (str(path), str(digest), run_id, time.time(), kept),
             )
             if old is not None and old[0] != digest and run_id is not None:
                 conn.execute(

@@ -157,21 +157,34 @@ async def test_inline_values(client: LanguageClient, script: Path) -> None:
     assert await values(0, 14) == []
 
 
-@pytest.mark.asyncio
-async def test_no_hints_or_hover_once_the_text_changed(
-    client: LanguageClient, script: Path
-) -> None:
-    uri = open_document(client, script)
-    assert len(await hints(client, uri)) == 3
-    replace_text(client, uri, "import os\n" + script.read_text(), version=2)
-    assert await hints(client, uri) == []
+async def hover_text(client: LanguageClient, uri: str, line: int, character: int) -> str:
     result = await client.text_document_hover_async(
         types.HoverParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
-            position=types.Position(line=16, character=4),
+            position=types.Position(line=line, character=character),
         )
     )
-    assert result is None
+    return "" if result is None else str(result.contents)
+
+
+@pytest.mark.asyncio
+async def test_hints_follow_the_code_and_leave_edited_lines(
+    client: LanguageClient, script: Path
+) -> None:
+    uri = open_document(client, script)
+    original = await hints(client, uri)
+    assert len(original) == 3
+    # a line inserted above: every hint and hover moves one line down
+    replace_text(client, uri, "import os\n" + script.read_text(), version=2)
+    assert await hints(client, uri) == [(line + 1, col, text) for line, col, text in original]
+    assert "(6,)" in await hover_text(client, uri, 16, 4)
+    assert await hover_text(client, uri, 15, 4) == ""
+    # the assignment itself edited: its hint and hover go, the others stay
+    edited = script.read_text().replace("y = torch.zeros(6)", "y = torch.zeros(7)")
+    replace_text(client, uri, edited, version=3)
+    assert [h for h in await hints(client, uri) if h[0] == 15] == []
+    assert len(await hints(client, uri)) == 2
+    assert await hover_text(client, uri, 15, 4) == ""
     # back to the text the run saw: the hints return
-    replace_text(client, uri, script.read_text(), version=3)
-    assert len(await hints(client, uri)) == 3
+    replace_text(client, uri, script.read_text(), version=4)
+    assert await hints(client, uri) == original

@@ -56,13 +56,32 @@ async def test_runs_refresh_hints_and_diagnostics(client: LanguageClient, script
     assert [d.code for d in client.diagnostics[uri]] == ["device-mismatch"]
     assert (15, 22, "(6,) f32 cpu") in await hints(client, uri)
 
-    # fix the bug, one line lower; the edited buffer gets no stale hints
+    before_edit = await hints(client, uri)
+    mask_hint = next(h for h in before_edit if h[0] == 20)  # `mask = torch.tensor(...)`
+    # fix the bug, one line lower: the edited line loses its hint and its finding, the lines
+    # below keep theirs, one line further down
     fixed = script.read_text().replace(
         "    y = torch.zeros(6)\n", "    # fixed\n    y = torch.zeros(6, device=mask.device)\n"
     )
     script.write_text(fixed)
     replace_text(client, uri, fixed, version=2)
-    assert await hints(client, uri) == []
+    after_edit = await hints(client, uri)
+    assert not [h for h in after_edit if h[0] in (15, 16)], after_edit
+    assert (21, mask_hint[1], mask_hint[2]) in after_edit
+    assert len(after_edit) == len(before_edit) - 1
+    # the finding was on the line below the edit: it moves with it
+    await eventually(
+        lambda: (
+            [(d.code, d.range.start.line) for d in client.diagnostics.get(uri, [])]
+            == [("device-mismatch", 17)]
+        ),
+        message=lambda: client.diagnostics.get(uri),
+    )
+    # an edit that touches no observed line keeps every hint where it is
+    spaced = fixed.replace("import torch\n", "import torch  # the only import we need\n")
+    replace_text(client, uri, spaced, version=3)
+    assert (21, mask_hint[1], mask_hint[2]) in await hints(client, uri)
+    replace_text(client, uri, fixed, version=4)
 
     before = len(refreshes)
     done = await asyncio.to_thread(check_script, script)

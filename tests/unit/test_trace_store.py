@@ -425,3 +425,29 @@ def test_writer_inherited_by_a_forked_worker(db: pathlib.Path, writer: TraceWrit
     with TraceReader(db) as reader:
         rows = reader.observations_for(SCRIPT)
     assert [(r.line, r.process, r.hits) for r in rows] == [(1, "main", 2), (2, "worker 0", 1)]
+
+
+def test_source_text_is_kept_and_a_version_1_store_is_migrated(db: pathlib.Path) -> None:
+    # a store as tensor-dap 0.1 wrote it: schema version 1, no `text` column in `sources`
+    TraceWriter(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE sources DROP COLUMN text")
+    conn.execute("INSERT INTO sources VALUES (?, ?, NULL, 0)", (SCRIPT, text_digest("old")))
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with TraceReader(db) as reader:  # a reader of the old store: the text is simply unknown
+        assert reader.source_digest(SCRIPT) == text_digest("old")
+        assert reader.source_text(SCRIPT) is None
+    with TraceWriter(db) as writer:
+        run = writer.begin_run("check", ["train.py"], "/project")
+        writer.record_source(SCRIPT, text_digest("x = 1\n"), run, "x = 1\n")
+        writer.record_source("/project/huge.py", "d", run, "#" * 3_000_000)
+    with TraceReader(db) as reader:
+        assert reader.source_text(SCRIPT) == "x = 1\n"
+        assert reader.source_text("/project/huge.py") is None
+        assert reader.source_digest("/project/huge.py") == "d"
+    conn = sqlite3.connect(db)
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == (str(SCHEMA_VERSION),)
+    conn.close()
