@@ -87,7 +87,7 @@ def build(root: Path, lines: int, rows: int, in_file: int) -> Path:
             if len(batch) > 5000:
                 flush()
         flush()
-        writer.record_source(str(source), text_digest(text), run)
+        writer.record_source(str(source), text_digest(text), run, text)
         writer.end_run(run, {"status": "ok", "code": 0})
     return source
 
@@ -194,6 +194,31 @@ async def measure(root: Path, source: Path, lines: int, requests: int, visible: 
     print(f"visible range ({visible} lines), hints per request: {count}")
     p50, p95 = statistics.median(times), percentile(times)
     print(f"  new range each time: p50 {p50:.1f} ms  p95 {p95:.1f} ms")
+    # typing: each edit changes one line in the middle (a new document version, so a new text
+    # digest); then the visible range around it is asked — the hints are matched to the new
+    # lines (alignment) and rebuilt for that text
+    times, count = [], 0
+    text_lines = document["text"].splitlines(keepends=True)
+    for i in range(requests):
+        edited = list(text_lines)
+        at = lines // 2 + i
+        edited[at] = edited[at].rstrip("\n") + f"  # edit {i}\n"
+        change = {
+            "textDocument": {"uri": uri, "version": 2 + i},
+            "contentChanges": [{"text": "".join(edited)}],
+        }
+        client.send("textDocument/didChange", change, request=False)
+        ranged = {**params, "range": {**params["range"]}}
+        ranged["range"]["start"] = {"line": max(0, at - visible // 2), "character": 0}
+        ranged["range"]["end"] = {"line": at + visible // 2, "character": 0}
+        start = time.perf_counter()
+        hints = await client.request("textDocument/inlayHint", ranged)
+        times.append((time.perf_counter() - start) * 1000)
+        count = len(hints or [])
+    times.sort()
+    print(f"after each one-line edit, visible range: hints per request {count}")
+    p50, p95 = statistics.median(times), percentile(times)
+    print(f"  p50 {p50:.1f} ms  p95 {p95:.1f} ms (lines matched to the run's text each time)")
     after = rss_kib(process.pid)
     print(f"server RSS: {before / 1024:.1f} MiB before, {after / 1024:.1f} MiB after")
     await client.request("shutdown", None)

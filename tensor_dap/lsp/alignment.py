@@ -17,7 +17,7 @@ import dataclasses
 import difflib
 from collections.abc import Sequence
 
-from .store import LINE, FileData
+from .store import FileData, Lines
 
 MEMO_KEY = "aligned"
 """Where :func:`aligned` keeps its result in ``FileData.memo`` (one document text at a time)."""
@@ -73,14 +73,15 @@ def _realign(data: FileData, lines: Sequence[str], digest: str) -> FileData:
     if data.source_text is None:
         return FileData((), data.findings, digest, data.by_line.path)
     mapping = line_map(data.source_text.splitlines(), lines)
-    rows = []
-    for row in data.by_line.rows:
-        line = mapping.get(int(row[LINE]))
-        if line is not None:
-            rows.append((*row[:LINE], line, *row[LINE + 1 :]))
+    spans = {}
+    for line, span in data.by_line.spans.items():  # in line order, and the map keeps the order
+        moved_to = mapping.get(line)
+        if moved_to is not None:
+            spans[moved_to] = span
+    by_line = Lines(data.by_line.rows, data.by_line.path, spans)
     findings = [
         dataclasses.replace(finding, line=mapping[finding.line])
         for finding in data.findings
         if finding.line in mapping
     ]
-    return FileData(rows, findings, digest, data.by_line.path, data.source_text)
+    return FileData((), findings, digest, data.by_line.path, data.source_text, by_line)

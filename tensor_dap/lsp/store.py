@@ -52,16 +52,23 @@ class Lines(Mapping[int, list[Observation]]):
     """Observations per 1-based line, in the store's order (name, then process), built from the
     rows of one line only when that line is asked for (a hover, an inline value)."""
 
-    def __init__(self, rows: list[Row], path: str = "") -> None:
+    def __init__(
+        self, rows: list[Row], path: str = "", spans: Optional[dict[int, tuple[int, int]]] = None
+    ) -> None:
         self.rows = rows
         self.path = path
         self.spans: dict[int, tuple[int, int]] = {}
-        """Line -> the slice of ``rows`` on it; in line order (the rows are sorted)."""
-        start = 0
-        for index in range(1, len(rows) + 1):
-            if index == len(rows) or rows[index][LINE] != rows[start][LINE]:
-                self.spans[int(rows[start][LINE])] = (start, index)
-                start = index
+        """Line -> the slice of ``rows`` on it; in line order (the rows are sorted). Given
+        ``spans`` place the rows on other lines (a document edited since the run: the rows keep
+        the run's line numbers, the spans say where those lines are now)."""
+        if spans is not None:
+            self.spans = spans
+        else:
+            start = 0
+            for index in range(1, len(rows) + 1):
+                if index == len(rows) or rows[index][LINE] != rows[start][LINE]:
+                    self.spans[int(rows[start][LINE])] = (start, index)
+                    start = index
         self._built: dict[int, list[Observation]] = {}
 
     def rows_of(self, line: int) -> list[Row]:
@@ -74,6 +81,8 @@ class Lines(Mapping[int, list[Observation]]):
             if line not in self.spans:
                 raise KeyError(line)
             built = self._built[line] = [observation(r, self.path) for r in self.rows_of(line)]
+            for obs in built:
+                obs.line = line  # the run's line number, where the document was edited since
         return built
 
     def __contains__(self, line: object) -> bool:
@@ -99,8 +108,9 @@ class FileData:
         digest: Optional[str] = None,
         path: str = "",
         source_text: Optional[str] = None,
+        by_line: Optional[Lines] = None,
     ) -> None:
-        self.by_line = Lines(list(rows), path)
+        self.by_line = by_line if by_line is not None else Lines(list(rows), path)
         self.findings = list(findings)
         self.digest = digest
         self.source_text = source_text
