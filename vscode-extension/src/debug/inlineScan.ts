@@ -130,8 +130,8 @@ function targetsOf(code: string): { text: string; start: number } | undefined {
       if (colon >= 0) {
         head = head.slice(0, colon); // `x: Tensor = ...`
       }
-      if (/^(?:if|elif|while|return|assert|lambda|print|yield)\b/.test(head) || head.includes("(") && !head.startsWith("(")) {
-        return undefined; // a keyword argument or a comparison, not an assignment
+      if (/^(?:if|elif|while|return|assert|lambda|print|yield)\b/.test(head) || /[\w\])]\s*\(/.test(head)) {
+        return undefined; // a comparison, or a call's result: not a name in the frame
       }
       return { text: head, start: lead };
     }

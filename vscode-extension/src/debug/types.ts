@@ -40,3 +40,21 @@ export interface AttachAttributes extends CommonAttributes {
 }
 
 export type TensorDapConfiguration = LaunchAttributes | AttachAttributes;
+
+/** Every launch attribute the schema declares (package.json), checked against the interface. */
+export const LAUNCH_ATTRIBUTES = [
+  "program",
+  "module",
+  "args",
+  "cwd",
+  "env",
+  "python",
+  "justMyCode",
+  "console",
+  "stopOnEntry",
+  "subProcess",
+  "tensorBreakpoints",
+] as const satisfies readonly (keyof LaunchAttributes)[];
+
+/** Every attach attribute the schema declares. */
+export const ATTACH_ATTRIBUTES = ["connect", "justMyCode", "tensorBreakpoints"] as const satisfies readonly (keyof AttachAttributes)[];
