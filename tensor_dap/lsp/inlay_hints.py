@@ -4,7 +4,8 @@ For each line of the requested range with observations in the trace store, one h
 name, at the end of the statement (the stored ``col``, else the end of the line's text without
 trailing blanks): ``(64, 10) f32 cuda:0 grad``. A name other than the line's assignment target
 (``y.add_(1)``, a second value on the line) is prefixed: ``y: (6,) f32 cpu``. With several
-processes (ranks, workers) the ``main`` process's value is shown, else the first one's; the hover
+processes (ranks, workers) the ``main`` process's value is shown, else the first one's, followed
+by what other processes saw differently: ``(32, 10) f32 cuda:0 · rank 1: (31, 10)``; the hover
 lists them all.
 
 The response is sent as JSON text (:func:`inlay_hints_json`), past pygls's converter, built
@@ -130,17 +131,16 @@ def _line_json(data: FileData, lines: list[str], number: int) -> str:
     text = lines[number - 1].rstrip("\r\n")
     target = assignment_target(text)
     end = utf16_len(text.rstrip())
-    chosen: dict[str, Row] = {}
+    by_name: dict[str, list[Row]] = {}
     for row in data.by_line.rows_of(number):
-        current = chosen.get(row[NAME])
-        if current is None or (row[PROCESS] == "main" and current[PROCESS] != "main"):
-            chosen[row[NAME]] = row
+        by_name.setdefault(row[NAME], []).append(row)
     parts = []
-    for row in chosen.values():
+    for rows in by_name.values():
+        row = _representative(rows)
         col = row[COL]
         character = end if col is None else byte_col_to_utf16(text, int(col))
         grad = bool(row[REQUIRES_GRAD] or row[GRAD_FN])
-        hint = _summary(row[SHAPE_JSON], row[DTYPE], row[DEVICE], grad)
+        hint = _summary(row[SHAPE_JSON], row[DTYPE], row[DEVICE], grad) + _disagreements(row, rows)
         name = row[NAME]
         if name != target and name:
             short = name if len(name) <= _MAX_NAME else name[: _MAX_NAME - 1] + "…"
@@ -153,14 +153,51 @@ def _line_json(data: FileData, lines: list[str], number: int) -> str:
 
 
 _TYPE_KIND = types.InlayHintKind.Type.value
+MAX_DISAGREEING = 3
+"""Processes whose differing value is spelled out in a hint; more are counted."""
+
+
+def _representative(rows: list[Row]) -> Row:
+    """The ``main`` process's row, else the first (the store orders processes by label)."""
+    for row in rows:
+        if row[PROCESS] == "main":
+            return row
+    return rows[0]
+
+
+def _disagreements(shown: Row, rows: list[Row]) -> str:
+    """`` · rank 1: (31, 10)`` for each other process (rank, worker) that saw another shape,
+    dtype or device on the line — only what differs, so a rank-dependent bug stands out."""
+    notes = []
+    for row in rows:
+        if row is shown:
+            continue
+        differs = []
+        if row[SHAPE_JSON] != shown[SHAPE_JSON]:
+            differs.append(_shape(row[SHAPE_JSON]))
+        if row[DTYPE] != shown[DTYPE]:
+            differs.append(short_dtype(row[DTYPE]))
+        if row[DEVICE] != shown[DEVICE]:
+            differs.append(row[DEVICE])
+        if differs:
+            notes.append(f"{row[PROCESS]}: {' '.join(differs)}")
+    if len(notes) > MAX_DISAGREEING:
+        notes[MAX_DISAGREEING:] = [f"+{len(notes) - MAX_DISAGREEING} more"]
+    return "".join(f" · {note}" for note in notes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape(shape_json: str) -> str:
+    """A row's shape as :func:`~tensor_dap.lsp.text.shape_text` writes it."""
+    try:
+        shape = tuple(int(d) for d in json.loads(shape_json))
+    except (TypeError, ValueError):
+        shape = ()
+    return shape_text(shape)
 
 
 @functools.lru_cache(maxsize=4096)
 def _summary(shape_json: str, dtype: str, device: str, grad: bool) -> str:
     """:func:`~tensor_dap.lsp.text.summary` of a row's columns."""
-    try:
-        shape = tuple(int(d) for d in json.loads(shape_json))
-    except (TypeError, ValueError):
-        shape = ()
-    text = f"{shape_text(shape)} {short_dtype(dtype)} {device}"
+    text = f"{_shape(shape_json)} {short_dtype(dtype)} {device}"
     return f"{text} grad" if grad else text
