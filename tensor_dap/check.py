@@ -1,21 +1,41 @@
-"""``tensor-dap check``: run a script under the watch engine and report what the rules found.
+"""``tensor-dap check``: run a script (or a command such as torchrun) under the watch engine and
+report what the rules found, in every Python process of the run.
 
-Exit status: 0 when the script finished and nothing was found, 1 when anything was found or
-the script failed, 2 for a usage error (reported by the CLI before anything runs).
+``check SCRIPT ARGS``: the script runs in this process; ``check -- COMMAND ARGS`` (``torchrun
+--nproc_per_node 2 train.py``, ``python -m torch.distributed.run ...``) runs the command as a
+child. Either way every Python process it starts gets the agent too (see
+:mod:`tensor_dap.agent.spread`), appends its findings to the run's folder, and joins this run in
+the trace store; the report at the end merges them all, each labelled with its rank, DataLoader
+worker or pid.
+
+Exit status: 0 when the program finished and nothing was found, 1 when anything was found in
+any process or the program failed, 2 for a usage error (reported before anything runs, or a
+command that cannot be started).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import sqlite3
+import subprocess
 import sys
-from typing import Optional
+import tempfile
+from typing import Any, Optional
 
 from tensor_dap import report
+from tensor_dap.agent.child import ProcessAgent, follow_forks
 from tensor_dap.agent.engine import Watch, process_info
+from tensor_dap.agent.findings import Finding
+from tensor_dap.agent.findings_log import Collected, collect
 from tensor_dap.agent.recorder import TraceRecorder
+from tensor_dap.agent.spread import ChildConfig, Exported, child_environment
 from tensor_dap.agent.trace_session import TraceSession
 from tensor_dap.runner import ExitInfo, run_script
-from tensor_dap.trace import default_trace_path, process_label
+from tensor_dap.trace import TraceStoreError, TraceWriter, default_trace_path, process_label
+
+USAGE_ERROR = 2
 
 
 def run_check(
@@ -26,6 +46,7 @@ def run_check(
     trace_path: Optional[str] = None,
     options: Optional[dict] = None,
 ) -> int:
+    """``check SCRIPT ARGS``: the script in this process, its child processes watched too."""
     cwd = os.getcwd()
     recorder = TraceRecorder(process=process_label(process_info()))
     watch = Watch(
@@ -37,20 +58,162 @@ def run_check(
     db_path = str(trace_path or default_trace_path(cwd))
     session = TraceSession(db_path, recorder, watch.line_hits, "check", [script, *args], cwd)
     session.start(watch.findings)
+    run_dir = tempfile.mkdtemp(prefix="tensor-dap-run-")
+    config = ChildConfig(
+        rules=list(rules),
+        options=dict(options or {}),
+        run_dir=run_dir,
+        trace=db_path if session.run_id is not None else None,
+        run_id=session.run_id,
+        echo=True,
+    )
+    agent = ProcessAgent(config, watch, own_process=True)
+    agent.session = session
+    follow_forks(agent)  # DataLoader workers forked from here report as themselves
+    exported = Exported(config)  # ...and so do the Python processes the script starts
     exit_info = ExitInfo("exception", 1, "did not run")
     try:
         with watch:
             exit_info = run_script(script, args)
     finally:
+        exported.restore()
         session.finish(exit_info.to_json())
         sys.stdout.flush()
-        report.print_summary(watch.findings, watch.counts)
-        for rule_id, reason in watch.failed.items():
-            report.warn(f"rule {rule_id} failed and was switched off: {reason}")
-        if session.error:
-            report.warn(f"trace store not written: {session.error}")
-        if report_path:
-            report.write_json_report(
-                report_path, watch.findings, exit_info.to_json(), rules, watch.failed
+        collected = _collect(run_dir)
+        findings = [*watch.findings, *collected.findings]
+        times = [watch.counts.get((f.rule, f.path, f.line), 1) for f in watch.findings]
+        _report(
+            findings,
+            [*times, *collected.times],
+            collected,
+            exit_info.to_json(),
+            rules,
+            watch.failed,
+            report_path,
+            session.error,
+        )
+    return 1 if (findings or exit_info.failed) else 0
+
+
+def run_check_command(
+    command: list[str],
+    rules: list[str],
+    report_path: Optional[str] = None,
+    trace_path: Optional[str] = None,
+    options: Optional[dict] = None,
+) -> int:
+    """``check -- COMMAND ARGS``: the command as a child, every Python process in it watched."""
+    cwd = os.getcwd()
+    db_path = str(trace_path or default_trace_path(cwd))
+    writer, run_id, trace_error = _begin_run(db_path, command, cwd)
+    run_dir = tempfile.mkdtemp(prefix="tensor-dap-run-")
+    config = ChildConfig(
+        rules=list(rules),
+        options=dict(options or {}),
+        run_dir=run_dir,
+        trace=db_path if run_id is not None else None,
+        run_id=run_id,
+        echo=True,
+    )
+    env = child_environment(config, os.environ, os.getpid())
+    exit_info = ExitInfo("exception", 1, "did not run")
+    try:
+        try:
+            process = subprocess.Popen(command, env=env)
+        except OSError as error:
+            report.warn(f"cannot run {command[0]}: {error.strerror or error}")
+            return USAGE_ERROR
+        exit_info = _wait(process)
+    finally:
+        collected = _collect(run_dir)
+        if writer is not None and run_id is not None:
+            try:
+                writer.end_run(run_id, exit_info.to_json())
+                writer.close()
+            except (TraceStoreError, sqlite3.Error, OSError) as error:
+                trace_error = trace_error or f"{type(error).__name__}: {error}"
+    _report(
+        collected.findings,
+        collected.times,
+        collected,
+        exit_info.to_json(),
+        rules,
+        {},
+        report_path,
+        trace_error,
+    )
+    return 1 if (collected.findings or exit_info.failed) else 0
+
+
+def _begin_run(
+    db_path: str, command: list[str], cwd: str
+) -> tuple[Optional[TraceWriter], Optional[int], Optional[str]]:
+    """The run every process of the command joins in the trace store (one ``begin_run``)."""
+    try:
+        writer = TraceWriter(db_path)
+        return writer, writer.begin_run("check", command, cwd), None
+    except (TraceStoreError, sqlite3.Error, OSError) as error:
+        return None, None, f"{type(error).__name__}: {error}"
+
+
+def _wait(process: subprocess.Popen) -> ExitInfo:
+    """Wait for the command; Ctrl-C reaches it (same process group) and we report after it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = process.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if code >= 0:
+        return ExitInfo("ok" if code == 0 else "exit", code)
+    name = _signal_name(-code)
+    return ExitInfo("signal", 128 - code, f"killed by {name}")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _collect(run_dir: str) -> Collected:
+    try:
+        return collect(run_dir)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _report(
+    findings: list[Finding],
+    times: list[int],
+    collected: Collected,
+    exit_info: dict[str, Any],
+    rules: list[str],
+    failed: dict[str, str],
+    report_path: Optional[str],
+    trace_error: Optional[str],
+) -> None:
+    """The merged report: stderr summary, warnings, and the JSON file."""
+    report.print_summary(findings, {}, times)
+    for rule_id, reason in failed.items():
+        report.warn(f"rule {rule_id} failed and was switched off: {reason}")
+    for record in collected.processes:
+        if not record.ended:
+            label = process_label(dict(record.process, pid=record.pid, child=True))
+            report.warn(
+                f"process {record.pid} ({label}) ended without saying so (killed or crashed?); "
+                "its findings until then are included"
             )
-    return 1 if (watch.findings or exit_info.failed) else 0
+    if trace_error:
+        report.warn(f"trace store not written: {trace_error}")
+    if report_path:
+        processes = [
+            {
+                "pid": record.pid,
+                "label": process_label(dict(record.process, pid=record.pid, child=True)),
+                "argv": record.argv,
+                "ended": record.ended,
+            }
+            for record in collected.processes
+        ]
+        report.write_json_report(report_path, findings, exit_info, rules, failed, processes or None)

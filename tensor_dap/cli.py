@@ -20,14 +20,21 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser(
         "check",
         help="run a script and report tensor bugs",
+        usage="tensor-dap check [options] SCRIPT [ARGS...]\n"
+        "       tensor-dap check [options] -- COMMAND [ARGS...]",
         description="Run SCRIPT as `python SCRIPT ARGS...` would, watching every tensor "
-        "operation, and report the problems the rules find. Exit status: 0 clean, 1 findings "
-        "or the script failed, 2 usage error.",
+        "operation, and report the problems the rules find. After `--`, run COMMAND instead "
+        "(`-- torchrun --nproc_per_node 2 train.py`, `-- python -m torch.distributed.run ...`). "
+        "Every Python process the run starts (torchrun ranks, DataLoader workers) is watched; "
+        "one merged report labels each finding with its rank, worker or pid. Exit status: 0 "
+        "clean, 1 findings (in any process) or the program failed, 2 usage error.",
     )
     check.add_argument(
         "--rules",
         default="default",
-        help=f"comma list of rule ids, or default / all (rules: {', '.join(RULE_IDS)})",
+        help=f"comma list of rule ids, or default / all (rules: {', '.join(RULE_IDS)}); "
+        "RULE@rank=LIST limits a rule to some ranks of a distributed run, LIST being ranks "
+        "joined by + with A-B ranges: device-mismatch@rank=1, default@rank=0+2-3",
     )
     check.add_argument("--report", metavar="PATH", help="write the findings as JSON to PATH")
     check.add_argument(
@@ -38,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leaves-device: also report .item() / float(t) reads of accelerator tensors",
     )
-    check.add_argument("script", metavar="SCRIPT")
+    check.add_argument("script", metavar="SCRIPT", nargs="?")
     check.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     _add_trace(commands)
     commands.add_parser(
@@ -60,9 +67,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = _parser()
-    options = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    options, command = _split_command(parser, argv)
     if options.command == "check":
-        return _check(parser, options)
+        return _check(parser, options, command)
     if options.command == "adapter":
         from tensor_dap.adapter.main import main as adapter_main
 
@@ -79,16 +87,43 @@ def main(argv: Optional[list[str]] = None) -> int:
     return USAGE_ERROR
 
 
-def _check(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+def _split_command(
+    parser: argparse.ArgumentParser, argv: list[str]
+) -> tuple[argparse.Namespace, Optional[list[str]]]:
+    """``check [options] -- COMMAND ...``: the options, and the command after ``--``.
+
+    A ``--`` after the script belongs to the script's arguments, as with python.
+    """
+    if argv[:1] == ["check"] and "--" in argv:
+        cut = argv.index("--")
+        options = parser.parse_args(argv[:cut])
+        if options.script is None:
+            return options, argv[cut + 1 :]
+    return parser.parse_args(argv), None
+
+
+def _check(
+    parser: argparse.ArgumentParser,
+    options: argparse.Namespace,
+    command: Optional[list[str]] = None,
+) -> int:
     try:
         rules = parse_rules(options.rules)
     except UnknownRuleError as error:
         parser.exit(USAGE_ERROR, f"tensor-dap check: {error}\n")
+    rule_options = {"leaves-device": {"scalars": True}} if options.scalars else None
+    if command is not None:
+        if not command:
+            parser.exit(USAGE_ERROR, "tensor-dap check: a COMMAND is required after --\n")
+        from tensor_dap.check import run_check_command
+
+        return run_check_command(command, rules, options.report, options.trace, rule_options)
+    if options.script is None:
+        parser.exit(USAGE_ERROR, "tensor-dap check: SCRIPT (or -- COMMAND) is required\n")
     if not os.path.isfile(options.script):
         parser.exit(USAGE_ERROR, f"tensor-dap check: no such script: {options.script}\n")
     from tensor_dap.check import run_check
 
-    rule_options = {"leaves-device": {"scalars": True}} if options.scalars else None
     return run_check(
         options.script, options.args, rules, options.report, options.trace, rule_options
     )

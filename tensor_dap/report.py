@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tensor_dap.agent.findings import Finding
+from tensor_dap.agent.process import process_tag
 
 
 def _console() -> Console:
@@ -30,10 +31,9 @@ def location(finding: Finding, cwd: Optional[str] = None) -> str:
 
 
 def process_suffix(finding: Finding) -> str:
-    parts = [
-        f"{key} {finding.process[key]}" for key in ("rank", "worker") if key in finding.process
-    ]
-    return f" [{', '.join(parts)}]" if parts else ""
+    """`` [rank 1, worker 0]`` or `` [pid 4242]`` for a finding of a child process, else ``""``."""
+    tag = process_tag(finding.process)
+    return f" [{tag}]" if tag else ""
 
 
 def format_finding(finding: Finding) -> Text:
@@ -53,17 +53,44 @@ def print_finding(finding: Finding) -> None:
     console.print(Text("tensor-dap: ", style="dim") + format_finding(finding))
 
 
-def print_summary(findings: list[Finding], counts: dict[tuple[str, str, int], int]) -> None:
+def print_summary(
+    findings: list[Finding],
+    counts: dict[tuple[str, str, int], int],
+    times: Optional[list[int]] = None,
+) -> None:
+    """At the end: every finding once, with how often it fired.
+
+    ``counts`` (by rule, path, line) gives the times of findings of this process; ``times``
+    (one per finding, same order) overrides it for findings collected from other processes.
+    The same rule at the same line in several processes is one line naming them all.
+    """
     console = _console()
     if not findings:
         console.print(Text("tensor-dap: no findings", style="green"))
         return
     console.print(Text(f"\ntensor-dap: {len(findings)} finding(s)", style="bold"))
-    for finding in findings:
-        line = format_finding(finding)
-        times = counts.get((finding.rule, finding.path, finding.line), 1)
-        if times > 1:
-            line.append(f"  (×{times})", style="dim")
+    groups: dict[tuple[str, str, int], list[tuple[Finding, int]]] = {}
+    for index, finding in enumerate(findings):
+        if times is not None and index < len(times):
+            count = times[index]
+        else:
+            count = counts.get((finding.rule, finding.path, finding.line), 1)
+        groups.setdefault((finding.rule, finding.path, finding.line), []).append((finding, count))
+    for members in groups.values():
+        first = members[0][0]
+        line = Text()
+        line.append(location(first), style="bold")
+        line.append(" ")
+        line.append(first.rule, style="bold red")
+        tags = [process_tag(f.process) for f, _ in members]
+        tags = [t for t in dict.fromkeys(tags) if t]
+        if tags:
+            line.append(f" [{'; '.join(tags)}]", style="cyan")
+        line.append("  ")
+        line.append(first.message)
+        total = sum(count for _, count in members)
+        if total > 1:
+            line.append(f"  (×{total})", style="dim")
         console.print(line)
 
 
@@ -73,13 +100,16 @@ def write_json_report(
     exit_info: dict[str, Any],
     rules: list[str],
     failed_rules: dict[str, str],
+    processes: Optional[list[dict[str, Any]]] = None,
 ) -> None:
-    data = {
+    data: dict[str, Any] = {
         "findings": [f.to_json() for f in findings],
         "exit": exit_info,
         "rules": rules,
         "failed_rules": failed_rules,
     }
+    if processes is not None:  # a run of several processes: who reported, who ended
+        data["processes"] = processes
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     with open(path, "w", encoding="utf-8") as out:

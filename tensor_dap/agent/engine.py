@@ -32,7 +32,9 @@ from tensor_dap.agent.describe import describe
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.ops import describe as describe_op
+from tensor_dap.agent.process import current_rank, process_info
 from tensor_dap.agent.provenance import MAX_DEPTH, NODE_PROV_KEY, Prov, ProvenanceRegistry
+from tensor_dap.agent.ranks import rules_for_rank
 from tensor_dap.agent.rules import Report, parse_rules, rule_modules
 
 log = logging.getLogger("tensor_dap.engine")
@@ -56,22 +58,6 @@ def _accelerator_in_use() -> bool:
     except Exception:
         pass
     return torch._C._get_privateuse1_backend_name() != "privateuseone"
-
-
-def process_info() -> dict[str, Any]:
-    """Which process a finding comes from: pid, and rank / worker id when there are several."""
-    info: dict[str, Any] = {"pid": os.getpid()}
-    for key, env in (("rank", "RANK"), ("local_rank", "LOCAL_RANK")):
-        value = os.environ.get(env)
-        if value is not None and value.isdigit():
-            info[key] = int(value)
-    try:
-        worker = torch.utils.data.get_worker_info()
-    except Exception:
-        worker = None
-    if worker is not None:
-        info["worker"] = worker.id
-    return info
 
 
 class _Mode(TorchFunctionMode):
@@ -149,7 +135,8 @@ class Watch:
     ) -> None:
         if rules is None or isinstance(rules, str):
             rules = parse_rules(rules)
-        self.enabled: set[str] = set(rules)
+        #: rule ids on in this process (entries limited to other ranks are left out)
+        self.enabled: set[str] = set(rules_for_rank(rules, current_rank()))
         self.options = options or {}
         self.sinks: list[FindingSink] = [on_finding] if on_finding else []
         self.recorder = recorder
@@ -250,9 +237,19 @@ class Watch:
             if self._mode is not None:
                 torch._C._push_on_torch_function_stack(self._mode)
 
+    def forget_parent(self) -> None:
+        """In a forked child (a DataLoader worker): findings, counts and per-site hits of its
+        own from now on, so that it reports what *it* does, also at lines its parent reported."""
+        self.findings = []
+        self.counts = {}
+        self._site_hits = {}
+        self._site_codes = {}
+        self._lock = threading.Lock()
+        self._emitting = False
+
     def set_enabled(self, rules: Iterable[str]) -> None:
         """Change the enabled rules while running (the debugger's checkboxes)."""
-        self.enabled = set(rules)
+        self.enabled = set(rules_for_rank(rules, current_rank()))
         self._plans = {}
 
     # -- per-op ----------------------------------------------------------------------------

@@ -93,6 +93,18 @@ class TraceRecorder:
         return rows
 
 
+class LabelledRecorder(TraceRecorder):
+    """Rows labelled with the process as it is when they are written (``rank 1``,
+    ``worker 0``): a DataLoader worker learns its worker id only after the fork that made it."""
+
+    def observations(self, line_hits: Optional[LineHits] = None) -> list[Observation]:
+        from tensor_dap.agent.process import process_info
+        from tensor_dap.trace import process_label
+
+        self.process = process_label(process_info())
+        return super().observations(line_hits)
+
+
 def value_name(path: str, line: int) -> tuple[str, Optional[int]]:
     """What the value of ``line`` is called, and the column where its statement ends.
 

@@ -91,13 +91,27 @@ class UnknownRuleError(ValueError):
 
 
 def parse_rules(spec: Optional[str]) -> list[str]:
-    """``"default"``, ``"all"``, ``"none"`` or a comma list of rule ids (may mix ``default``)."""
+    """``"default"``, ``"all"``, ``"none"`` or a comma list of rule ids (may mix ``default``).
+
+    An entry may be limited to some ranks of a distributed run, ``device-mismatch@rank=1`` or
+    ``default@rank=0+2`` (see :mod:`tensor_dap.agent.ranks`); the result then holds the rule as
+    ``"device-mismatch@rank=1"``. A later entry for a rule replaces an earlier one, so
+    ``default,nan-inf@rank=1`` means the default rules everywhere and ``nan-inf`` on rank 1.
+    """
+    from tensor_dap.agent.ranks import BadRanksError, parse_ranks, split_scope
+
     if spec is None or spec.strip() == "":
         return default_rule_ids()
-    chosen: list[str] = []
+    chosen: dict[str, str] = {}
     for part in (p.strip() for p in spec.split(",")):
         if not part:
             continue
+        part, ranks = split_scope(part)
+        if ranks is not None:
+            try:
+                parse_ranks(ranks)
+            except BadRanksError as error:
+                raise UnknownRuleError(str(error)) from None
         if part == "default":
             names = default_rule_ids()
         elif part == "all":
@@ -109,5 +123,6 @@ def parse_rules(spec: Optional[str]) -> list[str]:
         else:
             known = ", ".join(RULE_IDS)
             raise UnknownRuleError(f"unknown rule {part!r}; known rules: {known} (or default, all)")
-        chosen.extend(n for n in names if n not in chosen)
-    return chosen
+        for name in names:  # a later entry for a rule replaces the earlier one
+            chosen[name] = name if ranks is None else f"{name}@rank={ranks}"
+    return list(chosen.values())
