@@ -8,11 +8,14 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import SAMPLES
 from tests.dap.client import DapClient
 
 SCRIPT = """\
@@ -42,7 +45,15 @@ def paused(tmp_path: Path):
     script = tmp_path / "view.py"
     script.write_text(SCRIPT)
     dap = DapClient()
-    dap.start(str(script), [], breakpoints={str(script): [stop_line(SCRIPT, "stop")]})
+    # the launch arguments the extension's configuration provider sends
+    dap.start(
+        str(script),
+        [],
+        breakpoints={str(script): [stop_line(SCRIPT, "stop")]},
+        python=sys.executable,
+        justMyCode=True,
+        tensorBreakpoints=["default"],
+    )
     stopped = dap.event("stopped", timeout=120)["body"]
     frame = dap.top_frame(stopped["threadId"])
     yield dap, frame["id"]
@@ -131,3 +142,26 @@ def test_unknown_names_and_non_tensors_answer_clearly(paused: tuple[DapClient, i
     assert not response["success"] or "NameError" in response["body"]["result"]
     data, _ = fetch(dap, frame_id, "torch")
     assert data["error"] == "not a tensor: module"
+
+
+def test_view_tensor_at_a_tensor_breakpoint_fires_no_rule() -> None:
+    """Paused by leaves-device on an accelerator tensor: drawing it copies a few values to the
+    host (under no_grad, torch functions off), which must not trip the rule again."""
+    script = SAMPLES / "leaves_device.py"
+    dap = DapClient()
+    try:
+        dap.start(str(script), [], tensorBreakpoints=["leaves-device"], python=sys.executable)
+        stopped = dap.event("stopped", timeout=120)["body"]
+        assert stopped["text"] == "leaves-device"
+        frame_id = dap.top_frame(stopped["threadId"])["id"]
+        out, _ = fetch(dap, frame_id, "out")
+        assert out["shape"] == [128, 4] and out["device"] != "cpu"
+        assert sum(out["histogram"]["counts"]) == 128 * 4
+        weight, _ = fetch(dap, frame_id, "model[0].weight")
+        assert weight["shape"] == [32, 16]
+        time.sleep(1.0)
+        dap.request("threads")  # collects what arrived meanwhile into dap.seen
+        assert not [m for m in dap.seen if m.get("event") == "stopped"]
+    finally:
+        dap.request("disconnect", {"terminateDebuggee": True})
+        dap.close()
