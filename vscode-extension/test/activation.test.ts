@@ -74,7 +74,8 @@ describe("activation (stand-in vscode)", () => {
     state.settings.defaultRules = ["device-mismatch"];
     state.activeEditor = pythonEditor("/w/train.py");
     const provider = state.configProviders[0].provider;
-    const config = await provider.resolveDebugConfiguration(undefined, {});
+    const resolved = await provider.resolveDebugConfiguration(undefined, {});
+    const config = await provider.resolveDebugConfigurationWithSubstitutedVariables(undefined, resolved);
     assert.deepStrictEqual(config, {
       type: "tensor-dap",
       request: "launch",
@@ -94,7 +95,8 @@ describe("activation (stand-in vscode)", () => {
     state.errors.length = 0;
     state.activeEditor = pythonEditor("/w/train.py");
     const provider = state.configProviders[0].provider;
-    assert.strictEqual(await provider.resolveDebugConfiguration(undefined, {}), undefined);
+    const resolved = await provider.resolveDebugConfiguration(undefined, {});
+    assert.strictEqual(await provider.resolveDebugConfigurationWithSubstitutedVariables(undefined, resolved), undefined);
     assert.strictEqual(state.errors.length, 1);
     assert.match(state.errors[0], /cannot run the Python interpreter "\/nonexistent\/bin\/python" \(from the tensorDap.python setting\)/);
   });
@@ -109,7 +111,8 @@ describe("activation (stand-in vscode)", () => {
     state.settings.python = system;
     state.errors.length = 0;
     const provider = state.configProviders[0].provider;
-    assert.strictEqual(await provider.resolveDebugConfiguration(undefined, {}), undefined);
+    const resolved = await provider.resolveDebugConfiguration(undefined, {});
+    assert.strictEqual(await provider.resolveDebugConfigurationWithSubstitutedVariables(undefined, resolved), undefined);
     assert.deepStrictEqual(state.errors, [
       "tensor-dap is not installed in /usr/bin/python3 (from the tensorDap.python setting). Install it with: /usr/bin/python3 -m pip install --upgrade tensor-dap",
     ]);

@@ -4,7 +4,7 @@
 
 import { MIN_TENSOR_DAP_VERSION, PIP_PACKAGE } from "./constants";
 
-export type InterpreterSource = "setting" | "python-extension" | "default";
+export type InterpreterSource = "setting" | "python-extension" | "default" | "configuration";
 
 export interface Interpreter {
   path: string;
@@ -92,6 +92,8 @@ function where(interpreter: Interpreter): string {
       return "(from the tensorDap.python setting)";
     case "python-extension":
       return "(the Python extension's selected interpreter)";
+    case "configuration":
+      return '(the debug configuration\'s "python")';
     default:
       return "(no tensorDap.python setting and no Python extension interpreter)";
   }

@@ -1,6 +1,7 @@
 // DebugConfigurationProvider for `tensor-dap`: F5 without launch.json debugs the current file;
 // every configuration gets the interpreter and, when it has none, the tensor breakpoints from
-// settings; a missing or too old tensor_dap stops the launch with one clear message.
+// settings; a missing or too old tensor_dap stops the launch with one clear message (checked
+// after variable substitution, so `"python": "${command:python.interpreterPath}"` works).
 
 import * as vscode from "vscode";
 import { DEBUG_TYPE } from "../common/constants";
@@ -30,14 +31,20 @@ export class TensorDapConfigurationProvider implements vscode.DebugConfiguration
       void vscode.window.showErrorMessage(resolved.message);
       return undefined; // cancels the launch
     }
-    const python = typeof resolved.config.python === "string" ? resolved.config.python : interpreter.path;
-    const check = await checkTensorDap(
-      python === interpreter.path ? interpreter : { path: python, source: "setting" },
-    );
-    if (!check.ok) {
-      return undefined; // checkTensorDap showed the message
-    }
     return resolved.config as vscode.DebugConfiguration;
+  }
+
+  /** After `${...}` substitution: is tensor_dap usable in the interpreter that will run? */
+  async resolveDebugConfigurationWithSubstitutedVariables(
+    folder: vscode.WorkspaceFolder | undefined,
+    config: vscode.DebugConfiguration,
+  ): Promise<vscode.DebugConfiguration | undefined> {
+    const interpreter = await resolveInterpreter(folder?.uri ?? activeEditorInfo().uri);
+    const python = typeof config.python === "string" && config.python ? config.python : interpreter.path;
+    const check = await checkTensorDap(
+      python === interpreter.path ? interpreter : { path: python, source: "configuration" },
+    );
+    return check.ok ? config : undefined; // checkTensorDap showed the one message
   }
 }
 
