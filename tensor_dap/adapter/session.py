@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, Optional
 
 import tensor_dap
 from tensor_dap.adapter.agent_channel import AgentChannel
+from tensor_dap.adapter.interpreter import interpreter_command, missing_agent, split_args
 from tensor_dap.adapter.messaging import MalformedMessage, Writer, read_message
 from tensor_dap.agent.channel import find_agent
 from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, all_rules, parse_rules
@@ -229,10 +230,13 @@ class ProxySession:
             # the debuggee starts in the program's folder: name the program absolutely
             program = os.path.abspath(program)
             arguments["cwd"] = os.path.dirname(program)
+        python = interpreter_command(arguments.get("python"))
+        problem = missing_agent(python) if python is not None else None
+        if problem is not None:
+            self._refuse(message, problem)
+            return False
         target = ["--program", program] if program else ["--module", module]
-        user_args = arguments.get("args") or []
-        if isinstance(user_args, str):
-            user_args = user_args.split()
+        user_args = split_args(arguments.get("args"))
         arguments["module"] = "tensor_dap.agent.debuggee"
         arguments["args"] = [*target, "--rules", ",".join(self.rules), "--", *user_args]
         env = dict(arguments.get("env") or {})

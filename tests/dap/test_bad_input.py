@@ -153,3 +153,28 @@ def test_relative_program_without_cwd(tmp_path: Path) -> None:
         assert "relative ok" in outputs
     finally:
         client.close()
+
+
+def test_interpreter_without_tensor_dap_is_refused_with_the_fix(
+    dap: DapClient, tmp_path: Path
+) -> None:
+    script = write(tmp_path, "ok.py", "print('hi')\n")
+    dap.request("initialize", {"adapterID": "tensor-dap"})
+    # -I -S: no site-packages, no current folder on sys.path — an interpreter without tensor_dap
+    python = [sys.executable, "-I", "-S"]
+    refused = dap.request("launch", {"program": script, "python": python})
+    assert refused["success"] is False
+    assert "tensor-dap is not installed" in refused["message"]
+    assert "-m pip install tensor-dap" in refused["message"]
+    missing = dap.request("launch", {"program": script, "python": str(tmp_path / "no-python")})
+    assert missing["success"] is False and "not found" in missing["message"]
+
+
+def test_string_args_are_split_like_a_shell_would(dap: DapClient, tmp_path: Path) -> None:
+    script = write(tmp_path, "argv.py", "import sys\nprint('ARGV', sys.argv[1:])\n")
+    dap.start(script, [], args='--name "my run" -v', python=sys.executable)
+    printed = ""
+    while "\n" not in printed.partition("ARGV")[2]:  # stdout may come in several events
+        printed += dap.next(lambda m: m.get("event") == "output")["body"].get("output", "")
+    assert "ARGV ['--name', 'my run', '-v']" in printed
+    dap.event("terminated")
