@@ -59,3 +59,24 @@ describe("settings", () => {
     assert.strictEqual(styleHintLabel("3 x int", "shape"), "3 x int");
   });
 });
+
+describe("View Tensor page", () => {
+  it("allows only nonce'd scripts and styles (no inline code, no other sources)", () => {
+    // eslint-disable-next-line @typescript-eslint/no-var-requires
+    const { panelHtml } = require("../src/views/html");
+    const page: string = panelHtml("vscode-resource:", "vscode-resource:/dist/webview.js", "N0NCE");
+    const csp = /Content-Security-Policy" content="([^"]*)"/.exec(page)![1];
+    assert.deepStrictEqual(csp.split("; "), [
+      "default-src 'none'",
+      "img-src vscode-resource: data:",
+      "style-src vscode-resource: 'nonce-N0NCE'",
+      "script-src 'nonce-N0NCE'",
+    ]);
+    assert.ok(!page.includes("unsafe"));
+    assert.deepStrictEqual(page.match(/<script[^>]*>/g), ['<script nonce="N0NCE" src="vscode-resource:/dist/webview.js">']);
+    assert.ok(!/ style="/.test(page), "inline style attributes are blocked by the CSP");
+    for (const id of ["picture", "colourbar", "histogram", "counts", "error", "status"]) {
+      assert.ok(page.includes(`id="${id}"`), id);
+    }
+  });
+});
