@@ -1,12 +1,16 @@
 # The two commands of the README: `make demo` (install, then check the sample project) and
-# `make test` (install, then lint and run the whole test suite). Everything goes into .venv.
+# `make test` (install, then lint and run the whole test suite: Python, the VS Code extension's
+# unit tests, its end-to-end test in code-server). Python goes into .venv; Node packages into
+# vscode-extension/node_modules and tests/vscode/node_modules.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # torch is pinned here (and only here): a CPU wheel of 2.13.0 lies on these machines' disk,
 # while the package itself asks for torch>=2.1.
 TORCH ?= torch==2.13.0
 
-.PHONY: install demo test lint bench
+EXT := vscode-extension
+
+.PHONY: install demo test test-py lint bench ext-test e2e
 
 install: $(VENV)/.installed
 
@@ -26,8 +30,26 @@ lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-test: lint
+test: test-py ext-test e2e
+
+test-py: lint
 	$(PY) -m pytest -q
+
+# npm ci only when the lockfile changed (npm's hidden lockfile, touched, is the stamp;
+# tests/vscode/run-e2e.sh uses the same rule)
+$(EXT)/node_modules/.package-lock.json: $(EXT)/package-lock.json
+	cd $(EXT) && npm ci --no-audit --no-fund
+	touch $@
+
+# the extension's unit tests (mocha)
+ext-test: $(EXT)/node_modules/.package-lock.json
+	cd $(EXT) && npm test
+
+# the extension's end-to-end test in code-server + headless Chromium (tests/vscode/run-e2e.sh:
+# apt-get installs chromium and libkrb5-dev when missing, npm ci in tests/vscode, builds the .vsix
+# when its sources changed); screenshots and logs in tests/vscode/artifacts/
+e2e: install
+	tests/vscode/run-e2e.sh
 
 bench: install
 	$(PY) -m pip install --quiet "$(TORCH)" -e ".[bench]"

@@ -239,6 +239,7 @@ function prepare(tmp) {
         "update.mode": "none",
         "editor.inlayHints.enabled": "on",
         "editor.minimap.enabled": false,
+        "workbench.tree.expandMode": "doubleClick",
         "workbench.secondarySideBar.defaultVisibility": "hidden",
         "workbench.auxiliaryBar.enabled": false,
         "debug.inlineValues": "on",
