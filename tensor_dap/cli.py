@@ -99,6 +99,8 @@ def _split_command(
         options = parser.parse_args(argv[:cut])
         if options.script is None:
             return options, argv[cut + 1 :]
+        options.args = [*options.args, *argv[cut:]]
+        return options, None
     return parser.parse_args(argv), None
 
 
