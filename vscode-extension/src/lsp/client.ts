@@ -4,7 +4,7 @@
 // and the hint settings are also applied client-side in the middleware.
 
 import * as vscode from "vscode";
-import { LanguageClient, LanguageClientOptions, ServerOptions, TransportKind } from "vscode-languageclient/node";
+import { LanguageClient, LanguageClientOptions, ServerOptions } from "vscode-languageclient/node";
 import { logError, logInfo, log } from "../common/log";
 import { checkTensorDap, resolveInterpreter } from "../common/python";
 import { serverOptions } from "../common/settings";
@@ -55,8 +55,7 @@ export class LanguageServer implements vscode.Disposable {
     }
     const server: ServerOptions = {
       command: interpreter.path,
-      args: LSP_ARGS,
-      transport: TransportKind.stdio,
+      args: LSP_ARGS, // no `transport`: TransportKind.stdio would append `--stdio` to the args
       options: { cwd: folder?.uri.fsPath, env },
     };
     const client: LanguageClientOptions = {
