@@ -108,7 +108,7 @@ class TensorPanel {
 }
 
 function html(webview: vscode.Webview, script: vscode.Uri): string {
-  return panelHtml(webview.cspSource, script.toString(), nonce());
+  return panelHtml(webview.cspSource, webview.asWebviewUri(script).toString(), nonce());
 }
 
 export function registerTensorView(context: vscode.ExtensionContext): void {
