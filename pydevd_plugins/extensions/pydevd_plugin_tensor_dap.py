@@ -10,6 +10,12 @@ the debuggee itself has imported torch, so a program without torch pays nothing.
 Contexts (DAP ``variables``/``evaluate``): "variables", "watch" and "hover" get the metadata
 line; "repl" and "clipboard" get torch's own repr (what the user asked to see), falling back to
 the line when that raises.
+
+Containers: a dict, list or tuple holding tensors (``{"x": tensor, ...}``, a batch tuple) gets
+pydevd's own one-line repr with each tensor written as its metadata line instead of torch's
+repr — formatting the values of 15 tensors for a line nobody reads was two thirds of the time of
+a ``variables`` request on a frame with a dict of 1,000 tensors. Containers without a tensor
+among their first items are left to pydevd.
 """
 
 from __future__ import annotations
@@ -79,6 +85,66 @@ class TensorStrProvider:
         return line if line is not None else "<no renderer>"
 
 
+CONTAINER_TYPES = (dict, list, tuple)
+SCANNED_ITEMS = 16
+"""Items of a container looked at for a tensor (pydevd's repr shows at most 15)."""
+
+
+def _holds_tensor(container: Any) -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    items = container.values() if isinstance(container, dict) else container
+    for index, item in enumerate(items):
+        if index >= SCANNED_ITEMS:
+            return False
+        if isinstance(item, torch.Tensor):
+            return True
+    return False
+
+
+_summary_repr: Any = None
+
+
+def _container_repr() -> Any:
+    """pydevd's ``SafeRepr`` with tensors written as their metadata line (made on first use)."""
+    global _summary_repr
+    if _summary_repr is None:
+        from _pydevd_bundle.pydevd_safe_repr import SafeRepr
+
+        class SummaryRepr(SafeRepr):
+            def _repr_obj(self, obj: Any, level: int, limit_inner: int, limit_outer: int) -> Any:
+                torch = sys.modules.get("torch")
+                if torch is not None and isinstance(obj, torch.Tensor):
+                    line = _render().value_line(obj)
+                    if line is not None:
+                        yield line
+                        return
+                yield from super()._repr_obj(obj, level, limit_inner, limit_outer)
+
+        _summary_repr = SummaryRepr()
+    return _summary_repr
+
+
+class ContainerStrProvider:
+    """The value line of a dict/list/tuple holding tensors (see the module docstring)."""
+
+    def can_provide(self, type_object: Any, type_name: str) -> bool:
+        return type_object in CONTAINER_TYPES
+
+    def get_str(self, val: Any) -> Any:
+        return self.get_str_in_context(val, "variables")
+
+    def get_str_in_context(self, val: Any, context: str) -> Any:
+        """The line, or None: pydevd then writes the container as it always does."""
+        try:
+            if context in _REPR_CONTEXTS or not _holds_tensor(val):
+                return None
+            return _container_repr()(val)
+        except Exception:
+            return None
+
+
 class TensorResolveProvider:
     """The children: shape, dtype, device, grad state, statistics (computed when expanded)."""
 
@@ -102,4 +168,5 @@ class TensorResolveProvider:
 
 if _api is not None:
     _api.StrPresentationProvider.register(TensorStrProvider)
+    _api.StrPresentationProvider.register(ContainerStrProvider)
     _api.TypeResolveProvider.register(TensorResolveProvider)

@@ -20,6 +20,8 @@ big = torch.zeros(2000, 3000)
 model = torch.nn.Linear(3, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 plain = [1, 2, 3]
+batch = {"x": a, "y": torch.ones(2, dtype=torch.long), "n": 2}
+pair = (b, "label")
 print("paused")  # @stop
 """
 
@@ -61,6 +63,11 @@ def test_variables_view_renders_tensors(dap: DapClient, tmp_path: Path) -> None:
     assert local["model"]["value"] == "Linear(4 params, cpu, float32, train)"
     assert local["opt"]["value"] == "SGD(1 group, 2 params, lr=0.1)"
     assert local["plain"]["value"] == "[1, 2, 3]"  # everything else as debugpy shows it
+    # containers of tensors: debugpy's one-line repr, each tensor as its metadata line
+    assert local["batch"]["value"] == (
+        "{'x': tensor<(4, 3) float32 cpu grad>, 'y': tensor<(2,) int64 cpu>, 'n': 2}"
+    )
+    assert local["pair"]["value"] == "(tensor<(4, 1) float32 cpu grad MmBackward0>, 'label')"
 
     children = _variables(dap, local["b"]["variablesReference"])
     assert list(children) == [
