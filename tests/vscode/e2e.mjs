@@ -11,6 +11,7 @@
 //   E2E_ARTIFACTS  where screenshots and logs go (default: tests/vscode/artifacts)
 //   E2E_ATTEMPTS   whole-run attempts (default 2: one retry)
 //   E2E_KEEP_TMP=1 keep the temp folder (workspace, profiles, logs)
+//   E2E_SCREENSHOTS_TO  on a pass, copy the README's screenshots there (docs/screenshots)
 //   CHROMIUM       browser binary (default /usr/bin/chromium)
 //
 // What one attempt checks, each step bounded (STEP_MS):
@@ -580,29 +581,44 @@ async function attempt(number, titles) {
       return tabs.find((t) => !t.includes(".py"))?.trim();
     });
     log(`webview tab: ${results.webviewTab}`);
-    results.canvas = await waitFor("a drawn canvas in the webview", async () => {
-      for (const frame of page.frames().filter((f) => f !== page.mainFrame())) {
+    // The panel's page lives two iframes down (VS Code's webview host, then the page itself);
+    // playwright reaches both. Its canvases must get pixels: the picture of the tensor.
+    const webviewFrames = () => page.frames().filter((f) => f !== page.mainFrame());
+    const canvases = async () => {
+      const all = [];
+      for (const frame of webviewFrames()) {
         const drawn = await frame
-          .evaluate(() => {
-            const canvases = [...document.querySelectorAll("canvas")];
-            if (!canvases.length) return null;
-            return canvases.map((c) => {
-              const g = c.getContext("2d");
-              if (!g || !c.width || !c.height) return { w: c.width, h: c.height, painted: 0 };
-              const d = g.getImageData(0, 0, c.width, c.height).data;
+          .evaluate(() =>
+            [...document.querySelectorAll("canvas")].map((c) => {
               let painted = 0;
-              for (let i = 3; i < d.length; i += 4) if (d[i]) painted++;
-              return { w: c.width, h: c.height, painted };
-            });
-          })
-          .catch(() => null);
-        if (drawn && drawn.some((c) => c.painted > 0)) return drawn;
+              const g = c.width && c.height ? c.getContext("2d") : null;
+              if (g) {
+                const d = g.getImageData(0, 0, c.width, c.height).data;
+                for (let i = 3; i < d.length; i += 4) if (d[i]) painted++;
+              }
+              return { id: c.id, w: c.width, h: c.height, painted };
+            }),
+          )
+          .catch(() => []);
+        all.push(...drawn);
       }
-      return null;
-    }, 30_000).catch((error) => {
-      log(`canvas not checked: ${error.message}`);
-      return null;
-    });
+      return all;
+    };
+    try {
+      results.canvas = await waitFor("a canvas with pixels drawn in the View Tensor panel", async () => {
+        const all = await canvases();
+        return all.some((c) => c.painted > 0) ? all : null;
+      }, 30_000);
+    } catch (error) {
+      const pages = [];
+      for (const frame of webviewFrames()) {
+        pages.push(`${frame.url()}\n${await frame.evaluate(() => document.body?.innerText ?? "").catch((e) => `(${e.message})`)}`);
+      }
+      results.webviewFrames = pages;
+      results.canvas = await canvases();
+      await wb.shot("view-tensor-not-drawn");
+      throw new Error(`${error.message}; canvases: ${JSON.stringify(results.canvas)}; webview pages: ${pages.join(" | ")}`);
+    }
     log(`canvas: ${JSON.stringify(results.canvas)}`);
     await sleep(1000);
     await wb.shot("view-tensor");
@@ -610,6 +626,18 @@ async function attempt(number, titles) {
     await wb.command("Debug: Stop").catch(() => {});
     results.seconds = Math.round((Date.now() - started) / 1000);
     fs.writeFileSync(path.join(shots, "results.json"), JSON.stringify(results, null, 2));
+    if (process.env.E2E_SCREENSHOTS_TO) {
+      const docs = path.resolve(process.env.E2E_SCREENSHOTS_TO);
+      fs.mkdirSync(docs, { recursive: true });
+      for (const [from, to] of [
+        ["01-inlay-hint", "vscode-inlay-hints"],
+        ["03-paused-on-rule", "vscode-paused-on-rule"],
+        ["05-view-tensor", "vscode-view-tensor"],
+      ]) {
+        fs.copyFileSync(path.join(shots, `${from}.png`), path.join(docs, `${to}.png`));
+      }
+      log(`screenshots copied to ${docs}`);
+    }
     log(`attempt ${number} passed in ${results.seconds}s`);
     return true;
   } catch (error) {
