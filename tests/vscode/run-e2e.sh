@@ -30,8 +30,9 @@ if ((${#missing[@]})); then
     sudo=()
     [ "$(id -u)" = 0 ] || sudo=(sudo)
     say "apt-get install ${missing[*]}"
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # wait for the dpkg lock rather than fail when another apt-get runs
+    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
 fi
 say "Debian packages ready ($(($(date +%s) - t0)) s)"
 
@@ -87,5 +88,19 @@ export E2E_PYTHON="${E2E_PYTHON:-$VENV/bin/python}"
 status=0
 # each attempt bounds itself (6 min); this is the backstop for the whole run
 timeout -k 10 900 "$NODE24_BIN/node" "$HERE/e2e.mjs" || status=$?
+if [ "$status" != 0 ]; then
+    # what CI's log should show: each attempt's failure, the extension's log, code-server's log
+    artifacts="${E2E_ARTIFACTS:-$HERE/artifacts}"
+    for attempt in "$artifacts"/attempt-*; do
+        [ -f "$attempt/failure.txt" ] || continue
+        echo "==== $attempt/failure.txt"
+        head -c 4000 "$attempt/failure.txt"
+        for log in "$attempt"/vscode-logs/*/exthost*/tensor-dap.tensor-dap/*.log "$attempt/code-server.log"; do
+            [ -f "$log" ] || continue
+            echo "==== tail of $log"
+            tail -n 40 "$log"
+        done
+    done
+fi
 say "e2e finished with status $status ($(($(date +%s) - t0)) s in all); artifacts in ${E2E_ARTIFACTS:-$HERE/artifacts}"
 exit $status
