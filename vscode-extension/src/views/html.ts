@@ -32,6 +32,7 @@ export function panelHtml(cspSource: string, scriptUri: string, nonce: string): 
 <body>
 <h1 id="title">View Tensor</h1>
 <div class="meta" id="meta"></div>
+<div class="note" id="fetched"></div>
 <div class="status" id="status"></div>
 <div class="error hidden" id="error"></div>
 <div id="content" class="hidden">

@@ -28,7 +28,7 @@ const vscode = acquireVsCodeApi();
 const byId = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
 
 const MAX_WIDTH = 800;
-const MAX_HEIGHT = 600;
+const MAX_HEIGHT = 360; // leaves room for the histogram below
 const STRIP_HEIGHT = 48;
 
 let current: { data: PictureData; values: Float32Array; scale: number; rowScale: number } | undefined;
@@ -42,13 +42,14 @@ function drawPicture(data: PictureData, values: Float32Array): void {
   const height = data.height ?? 1;
   const width = data.width ?? 1;
   const canvas = byId<HTMLCanvasElement>("picture");
-  let scale = Math.max(1, Math.floor(Math.min(MAX_WIDTH / width, MAX_HEIGHT / height)));
+  const maxWidth = Math.max(200, Math.min(MAX_WIDTH, document.body.clientWidth - 8));
+  let scale = Math.max(1, Math.floor(Math.min(maxWidth / width, MAX_HEIGHT / height)));
   let rowScale = scale;
   if (height === 1) {
     rowScale = Math.max(scale, STRIP_HEIGHT); // a vector: a strip tall enough to see
   }
-  if (width * scale > MAX_WIDTH) {
-    scale = MAX_WIDTH / width;
+  if (width * scale > maxWidth) {
+    scale = maxWidth / width;
   }
   canvas.width = Math.round(width * scale);
   canvas.height = Math.round(height * rowScale);
@@ -163,6 +164,7 @@ function render(message: Message): void {
   show("error", false);
   show("content", true);
   byId("drawn").textContent = drawnNote(data);
+  byId("fetched").textContent = `fetched ${new Date().toLocaleTimeString()}`;
   drawPicture(data, decodeValues(data.values ?? ""));
   countsLine(data);
   drawHistogram(data);
