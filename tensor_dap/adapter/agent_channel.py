@@ -15,7 +15,9 @@ import logging
 import secrets
 import socket
 import threading
-from typing import Any
+from typing import Any, Optional
+
+from tensor_dap.agent.ranks import scoped
 
 log = logging.getLogger("tensor_dap.adapter")
 
@@ -28,6 +30,8 @@ class AgentChannel:
         self._agents: list[socket.socket] = []
         self._lock = threading.Lock()
         self._rules: list[str] = []
+        #: the launch's ``tensorRanks`` ("1+3"): every rule sent is limited to these ranks
+        self.ranks: Optional[str] = None
         self._closed = False
         threading.Thread(target=self._accept, name="tensor-dap-channel", daemon=True).start()
 
@@ -41,10 +45,11 @@ class AgentChannel:
 
     def set_rules(self, rules: list[str]) -> None:
         with self._lock:
-            self._rules = list(rules)
+            self._rules = scoped(rules, self.ranks)
             agents = list(self._agents)
+            message = {"rules": list(self._rules)}
         for agent in agents:
-            self._send(agent, {"rules": self._rules})
+            self._send(agent, message)
 
     def connect(self, config: dict[str, Any]) -> None:
         """Attach: connect to the listening agent of a ``tensor-dap run`` process."""

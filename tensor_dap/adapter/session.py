@@ -24,6 +24,7 @@ from tensor_dap.adapter.agent_channel import AgentChannel
 from tensor_dap.adapter.interpreter import interpreter_command, missing_agent, split_args
 from tensor_dap.adapter.messaging import MalformedMessage, Writer, read_message
 from tensor_dap.agent.channel import find_agent
+from tensor_dap.agent.ranks import BadRanksError, ranks_spec
 from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, all_rules, parse_rules
 
 log = logging.getLogger("tensor_dap.adapter")
@@ -264,7 +265,9 @@ class ProxySession:
             except (OSError, ValueError, TypeError) as error:
                 self._refuse(message, f"cannot reach the program to attach to: {error}")
                 return False
-        self._attaching = True
+        # a subprocess the launched program started (debugpyAttach): its agent reaches this
+        # session's channel by itself, there is no `tensor-dap run` agent to look for
+        self._attaching = "subProcessId" not in arguments
         arguments["rules"] = [
             *(arguments.get("rules") or []),
             {"path": _PACKAGE_DIR, "include": False},
@@ -305,12 +308,16 @@ class ProxySession:
         """Apply ``tensorBreakpoints`` of a launch/attach; refuse the request if one is unknown."""
         try:
             self._rules_from_launch(message["arguments"])
-        except UnknownRuleError as error:
+        except (UnknownRuleError, BadRanksError) as error:
             self._refuse(message, str(error))
             return False
         return True
 
     def _rules_from_launch(self, arguments: dict[str, Any]) -> None:
+        ranks = arguments.pop("tensorRanks", None)
+        if ranks is not None:  # every tensor breakpoint only in these ranks of the job
+            self.channel.ranks = ranks_spec(ranks)
+            self.channel.set_rules(self.rules)
         wanted = arguments.pop("tensorBreakpoints", None)
         if wanted is None:
             return

@@ -117,9 +117,8 @@ class ProcessAgent:
             from tensor_dap import report
 
             sinks.append(lambda finding, _frame: report.print_finding(finding))
-        if config.run_dir:
-            self.findings_log = FindingsLog(config.run_dir)
-            self.findings_log.start()
+        if config.run_dir:  # written on the first finding and at exit: a fork that execs
+            self.findings_log = FindingsLog(config.run_dir)  # at once leaves no trace
             sinks.append(self.findings_log)
         if config.suspend:
             from tensor_dap.agent.suspend import suspend_on_finding

@@ -109,16 +109,31 @@ def _run(watch: Watch, program: Optional[str], module: Optional[str], args: list
 
 def main(argv: Optional[list[str]] = None) -> int:
     options = _parse(sys.argv[1:] if argv is None else argv)
-    watch, starter = _watch([r for r in options.rules.split(",") if r])
+    rules = [r for r in options.rules.split(",") if r]
+    watch, starter = _watch(rules)
     config = agent_config()
     if config is not None:
         try:
             client = ChannelClient(config, starter.rules_changed)
             if client.first_rules is not None:
-                watch.set_enabled(client.first_rules)
+                rules = client.first_rules
+                watch.set_enabled(rules)
         except OSError as error:
             print(f"tensor-dap: cannot reach the debug adapter: {error}", file=sys.stderr)
+    _follow_children(watch, rules)
     return _run(watch, options.program, options.module, options.args)
+
+
+def _follow_children(watch: Watch, rules: list[str]) -> None:
+    """Tensor breakpoints in the program's child processes too (``"subProcess": true``):
+    Python children get the agent through the bootstrap and reach the adapter's channel
+    themselves; forked ones (DataLoader workers) keep this watch and reconnect."""
+    from tensor_dap.agent.child import ProcessAgent, follow_forks
+    from tensor_dap.agent.spread import ChildConfig, Exported
+
+    config = ChildConfig(rules=list(rules), suspend=True)
+    follow_forks(ProcessAgent(config, watch, own_process=True))
+    Exported(config)
 
 
 def run_listening(

@@ -61,3 +61,26 @@ def rules_for_rank(entries: Iterable[str], rank: Optional[int]) -> list[str]:
         if rule not in chosen:
             chosen.append(rule)
     return chosen
+
+
+def ranks_spec(value: object) -> str:
+    """A launch's ``tensorRanks`` (``[1, 3]``, ``1`` or ``"0+2-3"``) as a checked LIST string."""
+    if isinstance(value, bool):
+        raise BadRanksError(f"bad tensorRanks {value!r}: give a list of ranks such as [1]")
+    if isinstance(value, int):
+        value = [value]
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise BadRanksError(f"bad tensorRanks {value!r}: give a list of ranks such as [1]")
+        text = "+".join(str(v) for v in value)
+    else:
+        text = str(value)
+    parse_ranks(text)
+    return text
+
+
+def scoped(rules: Iterable[str], ranks: Optional[str]) -> list[str]:
+    """``rules`` limited to ``ranks`` (a LIST string), unless an entry names its own ranks."""
+    if not ranks:
+        return list(rules)
+    return [rule if SCOPE in rule else f"{rule}{SCOPE}{ranks}" for rule in rules]

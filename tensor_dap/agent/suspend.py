@@ -20,7 +20,16 @@ class TensorBreakpoint(Exception):
 
 
 def stop_message(finding: Finding) -> str:
-    return f"[{finding.rule}] {finding.message}"
+    """``[rule] message``; in a rank or worker process ``[rule] [rank 1] message``, so the
+    editor shows which process stopped."""
+    from tensor_dap.agent.process import process_tag
+
+    tag = process_tag(finding.process)
+    return (
+        f"[{finding.rule}] [{tag}] {finding.message}"
+        if tag
+        else f"[{finding.rule}] {finding.message}"
+    )
 
 
 def suspend_on_finding(finding: Finding, frame: Optional[types.FrameType]) -> None:
