@@ -1,0 +1,159 @@
+"""Emacs dap-mode, a real editor DAP client, starts and drives ``tensor-dap adapter``.
+
+``emacs --batch -Q`` loads the user-facing ``tensor-dap-dap-mode.el`` through
+``dap-mode-driver.el``, runs ``dap-debug`` on the "tensor-dap: current file" template for a copy
+of a sample script, and prints one ``TENSOR-DAP-EMACS {json}`` line per finding. Needs Debian's
+``emacs-nox`` and ``elpa-dap-mode`` (``tests/editors/install-emacs.sh``); skipped only when
+there is no ``emacs`` at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SAMPLES, expected_findings
+
+HERE = Path(__file__).resolve().parent
+DRIVER = HERE / "dap-mode-driver.el"
+DAP_MODE = Path("/usr/share/emacs/site-lisp/elpa/dap-mode-0.7")
+MARKER = "TENSOR_DAP_EMACS_TEST"
+EMACS_TIMEOUT = 180  # the driver itself gives up after 60 s per wait
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("emacs") is None,
+    reason="emacs is not installed (tests/editors/install-emacs.sh installs emacs-nox and "
+    "elpa-dap-mode)",
+)
+
+
+def _marked_processes(tag: str) -> dict[int, str]:
+    """Processes (any descendant of the Emacs run) whose environment carries ``tag``."""
+    needle = f"{MARKER}={tag}".encode()
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as env:
+                if needle not in env.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                found[int(entry)] = cmd.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or a zombie
+            continue
+    return found
+
+
+def _kill_all(tag: str, group: int) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(group, signal.SIGKILL)
+    for pid in _marked_processes(tag):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _run_dap_mode(script: Path, home: Path) -> tuple[list[dict[str, Any]], str]:
+    """Run the driver on ``script``; its TENSOR-DAP-EMACS lines and the whole output."""
+    tag = uuid.uuid4().hex
+    env = dict(os.environ)
+    env.update(
+        HOME=str(home),  # Emacs and lsp-mode keep their state files under it
+        TENSOR_DAP_PYTHON=sys.executable,
+        TENSOR_DAP_SCRIPT=str(script),
+        TENSOR_DAP_VARIABLE="y",
+        TENSOR_DAP_DEADLINE="60",
+        **{MARKER: tag},
+    )
+    emacs = subprocess.Popen(
+        ["emacs", "--batch", "-Q", "-l", str(DRIVER)],
+        cwd=script.parent,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, killed whole on failure
+        text=True,
+    )
+    try:
+        output, _ = emacs.communicate(timeout=EMACS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        _kill_all(tag, emacs.pid)
+        output, _ = emacs.communicate()
+        pytest.fail(f"emacs ran past {EMACS_TIMEOUT} s; its output:\n{output}")
+    finally:
+        if emacs.poll() is None:
+            _kill_all(tag, emacs.pid)
+            emacs.wait()
+    # nothing Emacs started (adapter, debugpy, launcher, debuggee) may outlive the session
+    until = time.monotonic() + 15
+    while (left := _marked_processes(tag)) and time.monotonic() < until:
+        time.sleep(0.2)
+    _kill_all(tag, emacs.pid)
+    assert not left, f"processes left behind: {left}\n{output}"
+    assert emacs.returncode == 0, f"emacs exited {emacs.returncode}:\n{output}"
+    lines = [
+        json.loads(line.split(" ", 1)[1])
+        for line in output.splitlines()
+        if line.startswith("TENSOR-DAP-EMACS ")
+    ]
+    return lines, output
+
+
+def _event(lines: list[dict[str, Any]], name: str, output: str) -> dict[str, Any]:
+    for line in lines:
+        if line.get("event") == name:
+            return line
+    raise AssertionError(f"no {name!r} line from the driver:\n{output}")
+
+
+@pytest.mark.timeout(EMACS_TIMEOUT + 60)
+def test_dap_mode_stops_on_the_user_line_with_rule_message_and_tensor_variables(
+    tmp_path: Path,
+) -> None:
+    assert DAP_MODE.is_dir(), "dap-mode is missing: run tests/editors/install-emacs.sh"
+    sample = SAMPLES / "masked_scatter_on_cpu.py"
+    (rule, line), *_ = sorted(expected_findings(sample), key=lambda pair: pair[1])
+    work = tmp_path / "project"
+    work.mkdir()
+    script = work / sample.name
+    shutil.copyfile(sample, script)
+    (tmp_path / "home").mkdir()
+
+    lines, output = _run_dap_mode(script, tmp_path / "home")
+
+    created = _event(lines, "session-created", output)
+    assert created["adapter"] == [sys.executable, "-m", "tensor_dap", "adapter"]
+    assert _event(lines, "stopped", output)["reason"] == "exception"
+    frame = _event(lines, "frame", output)
+    assert (os.path.realpath(frame["path"]), frame["line"]) == (os.path.realpath(script), line)
+    assert frame["name"] == "myfunc"
+    info = _event(lines, "exceptionInfo", output)
+    assert info["exceptionId"] == rule
+    description = info["description"]
+    for tensor in ("y is on cpu", "mask is on", "x is on"):
+        assert tensor in description, description
+    zeros = next(
+        n for n, text in enumerate(script.read_text().splitlines(), 1) if "= torch.zeros(" in text
+    )
+    assert f"y is on cpu (created at {script.name}:{zeros} by zeros)" in description
+    # what dap-mode itself showed for the stop (its own exceptionInfo request)
+    shown = _event(lines, "shown", output)["text"]
+    assert shown.startswith(f"Exception has occurred: {rule}\n"), shown
+    assert "y is on cpu" in shown
+    variable = _event(lines, "variable", output)
+    assert re.match(r"tensor<\(6,\) float32 cpu", variable["value"] or ""), variable
+    terminated = _event(lines, "terminated", output)
+    assert terminated["state"] == "terminated"
