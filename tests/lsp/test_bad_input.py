@@ -5,6 +5,7 @@ wrong at most once."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sqlite3
 import time
@@ -129,6 +130,42 @@ async def test_locked_store(
         writer.close()
 
     assert_said_at_most_once(client)
+
+
+@pytest.mark.asyncio
+async def test_store_locked_out_answers_the_last_read(
+    client: LanguageClient, script: Path, store: Path, checked_store: Path
+) -> None:
+    copy_store(checked_store, store)
+    uri = open_document(client, script)
+    assert await hints(client, uri) == EXPECTED
+
+    # the store replaced by a file that another process holds exclusively (SQLite's
+    # locking_mode EXCLUSIVE): no reader gets in at all. The server answers from its last read,
+    # promptly, and says so once.
+    locked = store.with_name("replacement.db")
+    shutil.copy(store, locked)
+    holder = sqlite3.connect(locked, isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("UPDATE observations SET dtype = 'float64'")
+        os.replace(locked, store)
+        await asyncio.sleep(1.5)  # a poll finds the new file and waits for its lock
+        found, took = await timed(hints(client, uri))
+        assert found == EXPECTED and took < 3.0
+        answer, took = await timed(hover(client, uri))
+        assert answer is not None and took < 3.0
+        await eventually(lambda: any("busy" in w for w in warnings(client)))
+        found, took = await timed(hints(client, uri))
+        assert found == EXPECTED and took < 3.0
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+    assert [w for w in warnings(client) if "busy" in w][1:] == []
+    # the store answers again: hints from a fresh read
+    assert await hints(client, uri) == EXPECTED
 
 
 @pytest.mark.asyncio
