@@ -5,6 +5,7 @@
 
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions } from "vscode-languageclient/node";
+import { DEBUG_TYPE } from "../common/constants";
 import { logError, logInfo, log } from "../common/log";
 import { checkTensorDap, resolveInterpreter } from "../common/python";
 import { serverOptions } from "../common/settings";
@@ -63,6 +64,10 @@ export class LanguageServer implements vscode.Disposable {
       outputChannel: log(),
       initializationOptions: serverOptions(settings),
       middleware: {
+        // While a tensor-dap session is paused, debug/inlineValues.ts shows the live values; the
+        // server's (what the last run saw, same text as the inlay hints) would repeat them.
+        provideInlineValues: (document, viewPort, context, token, next) =>
+          vscode.debug.activeDebugSession?.type === DEBUG_TYPE ? [] : next(document, viewPort, context, token),
         provideInlayHints: async (document, range, token, next) => {
           const current = getSettings(document.uri);
           if (!current.hintsEnabled) {
