@@ -30,6 +30,11 @@ def _rank_lines(text: str) -> list[str]:
     return sorted(line for line in text.splitlines() if line.startswith("rank "))
 
 
+def _line_of(script: Path, text: str) -> int:
+    lines = script.read_text().splitlines()
+    return next(number for number, line in enumerate(lines, start=1) if text in line)
+
+
 def _assert_store_sound(db: Path) -> None:
     assert store_rows(db, "PRAGMA integrity_check") == [("ok",)]
     assert len(store_rows(db, "SELECT run_id FROM runs")) == 1  # one begin_run, in the parent
@@ -61,6 +66,12 @@ def test_torchrun_ddp_reports_the_rank_that_hit_it(tmp_path: Path) -> None:
     rows = store_rows(db, "SELECT DISTINCT last_run_id FROM observations")
     assert rows == [(run_id,)]
     assert store_rows(db, "SELECT process, rule, line FROM findings") == [("rank 1", rule, line)]
+    # each rank's rows add up: 4 steps, 4 batches seen by each, none lost to the other writer
+    hits = dict(store_rows(db, "SELECT process, hits FROM observations WHERE name = 'x'"))
+    assert hits == {"rank 0": 4, "rank 1": 4}
+    moved = _line_of(DDP, "batch_loss = batch_loss.to(device)")
+    rows = store_rows(db, f"SELECT process, device FROM observations WHERE line = {moved}")
+    assert rows == [("rank 1", "accel:0")]  # what differs between ranks, for the editor
 
 
 def test_python_m_torch_distributed_run_leaves_results_unchanged(tmp_path: Path) -> None:
