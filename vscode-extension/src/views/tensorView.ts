@@ -1,5 +1,5 @@
-// The "View Tensor" command and panels: right-click a tensor in VARIABLES (tensor-dap sessions)
-// -> a webview with a heatmap or RGB image and a histogram, fetched from the paused debuggee
+// The "View Tensor" command and panels: right-click a tensor in VARIABLES (tensor-dap sessions),
+// or run the command and type an expression -> a webview with a heatmap or RGB image and a histogram, fetched from the paused debuggee
 // (fetch.ts) and redrawn whenever the session stops again or another frame is selected.
 
 import * as vscode from "vscode";
@@ -117,7 +117,19 @@ export function registerTensorView(context: vscode.ExtensionContext): void {
   const pendingStops = new Map<string, NodeJS.Timeout>();
 
   const open = async (argument: unknown): Promise<void> => {
-    const target = targetFromMenu(argument);
+    let target = targetFromMenu(argument);
+    if ("error" in target && argument === undefined) {
+      // from the command palette: ask for an expression
+      const expression = await vscode.window.showInputBox({
+        title: "View Tensor",
+        prompt: "A tensor expression, evaluated in the selected frame",
+        placeHolder: "model.fc.weight",
+      });
+      if (!expression?.trim()) {
+        return;
+      }
+      target = { name: expression.trim(), evaluateName: expression.trim() };
+    }
     if ("error" in target) {
       void vscode.window.showErrorMessage(target.error);
       return;
