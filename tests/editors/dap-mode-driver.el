@@ -3,8 +3,10 @@
 ;; Run by tests/editors/test_emacs_dap_mode.py:
 ;;   emacs --batch -Q -l dap-mode-driver.el
 ;; Environment: TENSOR_DAP_SCRIPT (the Python file to debug), TENSOR_DAP_PYTHON (the interpreter
-;; with tensor-dap; `tensor-dap-python'), TENSOR_DAP_VARIABLE (a local to read when stopped),
-;; TENSOR_DAP_DEADLINE (seconds per wait, default 60).
+;; with tensor-dap; `tensor-dap-python'), TENSOR_DAP_DEADLINE (seconds per wait, default 60),
+;; TENSOR_DAP_BREAK_LINE (a line breakpoint set with `dap-breakpoint-add'; the driver steps
+;; over it with `dap-next'), TENSOR_DAP_TICK (rule ids, comma-separated: the launch enables no
+;; rule, these boxes are ticked in `dap-exception-breakpoints', as in dap-ui's breakpoints view).
 ;; It loads the user-facing tensor-dap-dap-mode.el, opens the script, runs
 ;; `dap-debug' on the "tensor-dap: current file" template exactly as M-x dap-debug would, pumps
 ;; process output until `dap-stopped-hook' fires, reads the stop through dap-mode's own
@@ -29,22 +31,25 @@
 
 (setq tensor-dap-python (or (getenv "TENSOR_DAP_PYTHON") tensor-dap-python))
 (setq dap-print-io t)        ; every DAP message into *Messages* (not echoed: `dap-inhibit-io')
-(setq dap-breakpoints-file (make-temp-file "tensor-dap-emacs-breakpoints"))
+(setq dap-breakpoints-file (make-temp-file "tensor-dap-emacs-breakpoints" nil nil "#s(hash-table)"))
+(add-hook 'kill-emacs-hook (lambda () (ignore-errors (delete-file dap-breakpoints-file))))
 (setq make-backup-files nil)
 
 (defvar tensor-dap-driver--deadline
   (string-to-number (or (getenv "TENSOR_DAP_DEADLINE") "60")))
 (defvar tensor-dap-driver--created nil)
-(defvar tensor-dap-driver--stopped nil "(SESSION . THREAD-ID) once `dap-stopped-hook' ran.")
+(defvar tensor-dap-driver--stops nil
+  "(SESSION . THREAD-ID) for each run of `dap-stopped-hook' not handled yet, oldest first.")
 (defvar tensor-dap-driver--terminated nil)
+(defvar tensor-dap-driver--shown 0 "How many of dap-mode's exception messages were reported.")
 
 (add-hook 'dap-session-created-hook
           (lambda (session) (setq tensor-dap-driver--created session)))
 (add-hook 'dap-stopped-hook
           (lambda (session)
-            (unless tensor-dap-driver--stopped
-              (setq tensor-dap-driver--stopped
-                    (cons session (dap--debug-session-thread-id session))))))
+            (setq tensor-dap-driver--stops
+                  (append tensor-dap-driver--stops
+                          (list (cons session (dap--debug-session-thread-id session)))))))
 (add-hook 'dap-terminated-hook
           (lambda (session) (setq tensor-dap-driver--terminated session)))
 
@@ -74,63 +79,85 @@
         (tensor-dap-driver--fail (format "no %s within %s s" what tensor-dap-driver--deadline)))
       (accept-process-output nil 0.1))))
 
+(defun tensor-dap-driver--report (session thread-id)
+  "Report the stop of THREAD-ID in SESSION through dap-mode's `dap-request'; its reason."
+  (let* ((reason (gethash thread-id (dap--debug-session-thread-states session)))
+         (frames (gethash "stackFrames" (dap-request session "stackTrace" :threadId thread-id)))
+         (top (car frames))
+         (scopes (gethash "scopes" (dap-request session "scopes" :frameId (gethash "id" top))))
+         (variables (gethash "variables"
+                             (dap-request session "variables" :variablesReference
+                                          (gethash "variablesReference" (car scopes))))))
+    (tensor-dap-driver--emit :event "stopped" :reason reason :threadId thread-id
+                             :path (gethash "path" (gethash "source" top))
+                             :line (gethash "line" top)
+                             :name (gethash "name" top))
+    ;; the first scope's variables as VARIABLES shows them: name -> value
+    (tensor-dap-driver--emit :event "variables"
+                             :values (mapcar (lambda (v) (cons (gethash "name" v)
+                                                               (gethash "value" v)))
+                                             (seq-take variables 40)))
+    (when (equal reason "exception")
+      (let ((info (dap-request session "exceptionInfo" :threadId thread-id)))
+        (tensor-dap-driver--emit :event "exceptionInfo"
+                                 :exceptionId (gethash "exceptionId" info)
+                                 :description (gethash "description" info)
+                                 :breakMode (gethash "breakMode" info)))
+      ;; what dap-mode itself showed the user for this stop (from its own exceptionInfo)
+      (let ((shown (lambda ()
+                     (with-current-buffer "*Messages*"
+                       (goto-char (point-min))
+                       (when (search-forward "Exception has occurred:" nil t
+                                             (1+ tensor-dap-driver--shown))
+                         (buffer-substring-no-properties (match-beginning 0)
+                                                         (line-end-position 2)))))))
+        (tensor-dap-driver--wait "dap-mode's exception message" shown)
+        (tensor-dap-driver--emit :event "shown" :text (funcall shown))
+        (setq tensor-dap-driver--shown (1+ tensor-dap-driver--shown))))
+    reason))
+
 (defun tensor-dap-driver--run ()
   (let* ((script (or (getenv "TENSOR_DAP_SCRIPT") (error "TENSOR_DAP_SCRIPT is not set")))
-         (wanted (or (getenv "TENSOR_DAP_VARIABLE") "y"))
-         (template (cdr (assoc "tensor-dap: current file" dap-debug-template-configurations))))
+         (break-line (getenv "TENSOR_DAP_BREAK_LINE"))
+         (ticks (getenv "TENSOR_DAP_TICK"))
+         (template (copy-tree (cdr (assoc "tensor-dap: current file"
+                                          dap-debug-template-configurations)))))
     (find-file script)                  ; "${file}" is the current buffer's file
-    (dap-debug (copy-tree template))
+    (when break-line                    ; as M-x dap-breakpoint-add on that line
+      (goto-char (point-min))
+      (forward-line (1- (string-to-number break-line)))
+      (dap-breakpoint-add))
+    (when ticks
+      ;; no rule from the launch: the rules are the boxes ticked in dap-ui's breakpoints view
+      (setq template (plist-put template :tensorBreakpoints []))
+      (setf (alist-get "tensor-dap" dap-exception-breakpoints nil nil #'equal)
+            (mapcar (lambda (rule) (cons rule t)) (split-string ticks ","))))
+    (dap-debug template)
     (tensor-dap-driver--wait "session" (lambda () tensor-dap-driver--created))
     (tensor-dap-driver--emit :event "session-created"
                              :adapter (process-command
                                        (dap--debug-session-proc tensor-dap-driver--created)))
-    (tensor-dap-driver--wait "stop" (lambda () (or tensor-dap-driver--stopped
-                                                   tensor-dap-driver--terminated)))
-    (unless tensor-dap-driver--stopped
-      (tensor-dap-driver--fail "the session terminated without stopping"))
-    (let* ((session (car tensor-dap-driver--stopped))
-           (thread-id (cdr tensor-dap-driver--stopped))
-           (reason (gethash thread-id (dap--debug-session-thread-states session)))
-           (frames (gethash "stackFrames"
-                            (dap-request session "stackTrace" :threadId thread-id)))
-           (top (car frames))
-           (info (dap-request session "exceptionInfo" :threadId thread-id))
-           (scopes (gethash "scopes" (dap-request session "scopes" :frameId (gethash "id" top))))
-           (variables (gethash "variables"
-                               (dap-request session "variables" :variablesReference
-                                            (gethash "variablesReference" (car scopes)))))
-           (variable (seq-find (lambda (v) (equal (gethash "name" v) wanted)) variables)))
-      (tensor-dap-driver--emit :event "stopped" :reason reason :threadId thread-id)
-      (tensor-dap-driver--emit :event "frame"
-                               :path (gethash "path" (gethash "source" top))
-                               :line (gethash "line" top)
-                               :name (gethash "name" top))
-      (tensor-dap-driver--emit :event "exceptionInfo"
-                               :exceptionId (gethash "exceptionId" info)
-                               :description (gethash "description" info)
-                               :breakMode (gethash "breakMode" info))
-      (tensor-dap-driver--emit :event "variable" :name wanted
-                               :value (and variable (gethash "value" variable))
-                               :type (and variable (gethash "type" variable)))
-      ;; what dap-mode itself showed the user for the exception stop (its own exceptionInfo)
-      (tensor-dap-driver--wait "dap-mode's exception message"
-                               (lambda () (with-current-buffer "*Messages*"
-                                            (save-excursion
-                                              (goto-char (point-min))
-                                              (search-forward "Exception has occurred:" nil t)))))
-      (tensor-dap-driver--emit
-       :event "shown"
-       :text (with-current-buffer "*Messages*"
-               (goto-char (point-min))
-               (search-forward "Exception has occurred:")
-               (buffer-substring-no-properties (match-beginning 0) (line-end-position 2))))
-      (dap-continue session thread-id)
-      (tensor-dap-driver--wait "termination" (lambda () tensor-dap-driver--terminated))
+    (let ((session nil) (stops 0))
+      (while (not tensor-dap-driver--terminated)
+        (tensor-dap-driver--wait "stop or termination"
+                                 (lambda () (or tensor-dap-driver--stops
+                                                tensor-dap-driver--terminated)))
+        (when-let ((stop (pop tensor-dap-driver--stops)))
+          (setq session (car stop) stops (1+ stops))
+          (when (> stops 5)
+            (tensor-dap-driver--fail "more than 5 stops"))
+          ;; a line breakpoint: step over it (dap-next); any other stop: dap-continue
+          (if (equal (tensor-dap-driver--report session (cdr stop)) "breakpoint")
+              (dap-next session)
+            (dap-continue session (cdr stop)))))
+      (tensor-dap-driver--emit :event "terminated" :stops stops)
+      (unless session
+        (tensor-dap-driver--fail "the session terminated without stopping"))
       (let ((proc (dap--debug-session-proc session)))
         (tensor-dap-driver--wait "adapter exit" (lambda () (not (process-live-p proc))))
-        (tensor-dap-driver--emit :event "terminated"
+        (tensor-dap-driver--emit :event "adapter-exited"
                                  :state (symbol-name (dap--debug-session-state session))
-                                 :adapterStatus (symbol-name (process-status proc))))))
+                                 :status (symbol-name (process-status proc))))))
   (kill-emacs 0))
 
 (condition-case err

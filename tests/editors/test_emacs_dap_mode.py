@@ -65,7 +65,7 @@ def _kill_all(tag: str, group: int) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _run_dap_mode(script: Path, home: Path) -> tuple[list[dict[str, Any]], str]:
+def _run_dap_mode(script: Path, home: Path, **extra: str) -> tuple[list[dict[str, Any]], str]:
     """Run the driver on ``script``; its TENSOR-DAP-EMACS lines and the whole output."""
     tag = uuid.uuid4().hex
     env = dict(os.environ)
@@ -73,9 +73,9 @@ def _run_dap_mode(script: Path, home: Path) -> tuple[list[dict[str, Any]], str]:
         HOME=str(home),  # Emacs and lsp-mode keep their state files under it
         TENSOR_DAP_PYTHON=sys.executable,
         TENSOR_DAP_SCRIPT=str(script),
-        TENSOR_DAP_VARIABLE="y",
         TENSOR_DAP_DEADLINE="60",
         **{MARKER: tag},
+        **extra,
     )
     emacs = subprocess.Popen(
         ["emacs", "--batch", "-Q", "-l", str(DRIVER)],
@@ -112,48 +112,96 @@ def _run_dap_mode(script: Path, home: Path) -> tuple[list[dict[str, Any]], str]:
     return lines, output
 
 
+def _events(lines: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [line for line in lines if line.get("event") == name]
+
+
 def _event(lines: list[dict[str, Any]], name: str, output: str) -> dict[str, Any]:
-    for line in lines:
-        if line.get("event") == name:
-            return line
-    raise AssertionError(f"no {name!r} line from the driver:\n{output}")
+    found = _events(lines, name)
+    assert found, f"no {name!r} line from the driver:\n{output}"
+    return found[0]
+
+
+def _line_of(script: Path, text: str) -> int:
+    return next(n for n, line in enumerate(script.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.fixture
+def sample_copy(tmp_path: Path) -> Path:
+    """A copy of masked_scatter_on_cpu.py in a project folder of its own (a HOME beside it)."""
+    assert DAP_MODE.is_dir(), "dap-mode is missing: run tests/editors/install-emacs.sh"
+    (tmp_path / "home").mkdir()
+    (tmp_path / "project").mkdir()
+    script = tmp_path / "project" / "masked_scatter_on_cpu.py"
+    shutil.copyfile(SAMPLES / script.name, script)
+    return script
 
 
 @pytest.mark.timeout(EMACS_TIMEOUT + 60)
 def test_dap_mode_stops_on_the_user_line_with_rule_message_and_tensor_variables(
-    tmp_path: Path,
+    sample_copy: Path,
 ) -> None:
-    assert DAP_MODE.is_dir(), "dap-mode is missing: run tests/editors/install-emacs.sh"
-    sample = SAMPLES / "masked_scatter_on_cpu.py"
-    (rule, line), *_ = sorted(expected_findings(sample), key=lambda pair: pair[1])
-    work = tmp_path / "project"
-    work.mkdir()
-    script = work / sample.name
-    shutil.copyfile(sample, script)
-    (tmp_path / "home").mkdir()
+    script = sample_copy
+    (rule, line), *_ = sorted(expected_findings(script), key=lambda pair: pair[1])
 
-    lines, output = _run_dap_mode(script, tmp_path / "home")
+    lines, output = _run_dap_mode(script, script.parent.parent / "home")
 
     created = _event(lines, "session-created", output)
     assert created["adapter"] == [sys.executable, "-m", "tensor_dap", "adapter"]
-    assert _event(lines, "stopped", output)["reason"] == "exception"
-    frame = _event(lines, "frame", output)
-    assert (os.path.realpath(frame["path"]), frame["line"]) == (os.path.realpath(script), line)
-    assert frame["name"] == "myfunc"
+    stopped = _event(lines, "stopped", output)
+    assert stopped["reason"] == "exception"
+    assert (os.path.realpath(stopped["path"]), stopped["line"]) == (os.path.realpath(script), line)
+    assert stopped["name"] == "myfunc"
     info = _event(lines, "exceptionInfo", output)
     assert info["exceptionId"] == rule
     description = info["description"]
     for tensor in ("y is on cpu", "mask is on", "x is on"):
         assert tensor in description, description
-    zeros = next(
-        n for n, text in enumerate(script.read_text().splitlines(), 1) if "= torch.zeros(" in text
-    )
+    zeros = _line_of(script, "= torch.zeros(")
     assert f"y is on cpu (created at {script.name}:{zeros} by zeros)" in description
     # what dap-mode itself showed for the stop (its own exceptionInfo request)
     shown = _event(lines, "shown", output)["text"]
     assert shown.startswith(f"Exception has occurred: {rule}\n"), shown
     assert "y is on cpu" in shown
-    variable = _event(lines, "variable", output)
-    assert re.match(r"tensor<\(6,\) float32 cpu", variable["value"] or ""), variable
-    terminated = _event(lines, "terminated", output)
-    assert terminated["state"] == "terminated"
+    values = _event(lines, "variables", output)["values"]
+    assert re.match(r"tensor<\(6,\) float32 cpu", values.get("y", "")), values
+    assert values.get("mask", "").startswith("tensor<(6,) bool "), values
+    assert _event(lines, "terminated", output)["stops"] == 1
+    assert _event(lines, "adapter-exited", output)["state"] == "terminated"
+
+
+@pytest.mark.timeout(EMACS_TIMEOUT + 60)
+def test_dap_mode_breakpoint_step_and_rule_ticked_as_exception_breakpoint(
+    sample_copy: Path,
+) -> None:
+    """No rule in the launch; the rule's box ticked in ``dap-exception-breakpoints`` (dap-ui's
+    breakpoints view) turns it on; a line breakpoint (``dap-breakpoint-add``) and ``dap-next``
+    work as under debugpy, and so does debugpy's own "Uncaught Exceptions" box."""
+    script = sample_copy
+    (rule, line), *_ = sorted(expected_findings(script), key=lambda pair: pair[1])
+    mask_line = _line_of(script, "mask = torch.tensor(")
+
+    lines, output = _run_dap_mode(
+        script,
+        script.parent.parent / "home",
+        TENSOR_DAP_BREAK_LINE=str(mask_line),
+        TENSOR_DAP_TICK=rule,
+    )
+
+    stops = [(s["reason"], s["line"]) for s in _events(lines, "stopped")]
+    assert stops == [
+        ("breakpoint", mask_line),
+        ("step", _line_of(script, "source = torch.tensor(")),
+        ("exception", line),  # the ticked tensor rule, before the op runs
+        ("exception", line),  # the op then raises: debugpy's "Uncaught Exceptions", on by default
+    ], output
+    after_step = _events(lines, "variables")[1]["values"]
+    assert after_step.get("mask", "").startswith("tensor<(6,) bool "), after_step
+    rule_info, raised_info = _events(lines, "exceptionInfo")
+    assert rule_info["exceptionId"] == rule
+    assert "y is on cpu" in rule_info["description"]
+    assert raised_info["exceptionId"] == "RuntimeError"
+    shown = [s["text"] for s in _events(lines, "shown")]
+    assert shown[0].startswith(f"Exception has occurred: {rule}\n"), shown
+    assert shown[1].startswith("Exception has occurred: RuntimeError\n"), shown
+    assert _event(lines, "adapter-exited", output)["state"] == "terminated"
