@@ -14,7 +14,7 @@ import { registerTensorView } from "./views/tensorView";
 
 let server: LanguageServer | undefined;
 
-export async function activate(context: vscode.ExtensionContext): Promise<void> {
+export function activate(context: vscode.ExtensionContext): void {
   const log = createLog();
   context.subscriptions.push(log);
   logInfo(`tensor-dap ${String(context.extension.packageJSON.version)} activated`);
@@ -41,14 +41,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }),
   );
-  const interpreterChanges = await onDidChangePythonInterpreter(() => {
+  server.restartSoon();
+  // not awaited: activating the Python extension must not hold up ours
+  void onDidChangePythonInterpreter(() => {
     forgetChecks();
     server?.restartSoon();
-  });
-  if (interpreterChanges) {
-    context.subscriptions.push(interpreterChanges);
-  }
-  server.restartSoon();
+  }).then((listener) => listener && context.subscriptions.push(listener));
 }
 
 export async function deactivate(): Promise<void> {
