@@ -515,7 +515,8 @@ async function attempt(number, titles) {
     await wb.expandPane("Breakpoints");
     const box = page.locator(`.debug-breakpoints .monaco-list-row[role="checkbox"][aria-label*="${title}"]`).first();
     await box.waitFor({ timeout: STEP_MS });
-    if ((await box.getAttribute("aria-checked")) !== "true") {
+    results.checkboxTickedByTest = (await box.getAttribute("aria-checked")) !== "true";
+    if (results.checkboxTickedByTest) {
       await box.scrollIntoViewIfNeeded();
       const toggle = box.locator('input[type="checkbox"], .monaco-custom-toggle, .codicon').first();
       await ((await toggle.count()) ? toggle : box).click();

@@ -52,7 +52,7 @@ fi
 say "tests/vscode/node_modules ready ($(($(date +%s) - t0)) s): node $("$NODE24_BIN/node" --version)"
 
 # -- the .vsix ---------------------------------------------------------------------------------
-newest_vsix() { ls -t "$EXT"/tensor-dap-*.vsix 2>/dev/null | head -n1; }
+newest_vsix() { ls -t "$EXT"/tensor-dap-*.vsix 2>/dev/null | head -n1 || true; }
 if [ -z "${E2E_VSIX:-}" ]; then
     [ -f "$EXT/package.json" ] || {
         echo "no vscode-extension/package.json: nothing to test" >&2
