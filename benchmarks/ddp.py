@@ -5,6 +5,7 @@ Two processes (``gloo``, CPU, one thread each) train an MLP 784-256-10 at batch 
 plain and under the watch the agent installs in every rank under ``tensor-dap check --
 torchrun ...`` (default rules; default rules + the trace recorder), interleaved round after
 round (:mod:`timing`) — both ranks run the same sequence, so the all-reduces stay in lockstep.
+``watch, no rules`` installs nothing: its distance from 1.00× is the noise of the machine.
 Rank 0 prints the median ratios to plain, side by side; rank 1's are printed too, since a rank
 waits for the slower one at every all-reduce.
 """
@@ -53,10 +54,10 @@ def make_ddp_step(batch: int = 64) -> Callable[[int], None]:
     return ddp_steps
 
 
-def _watched(fn: Callable[[int], None], trace: bool) -> Callable[[int], None]:
+def _watched(fn: Callable[[int], None], rules: str, trace: bool) -> Callable[[int], None]:
     def run(n: int) -> None:
         recorder = TraceRecorder() if trace else None
-        with tensor_dap.watch(rules="default", recorder=recorder):
+        with tensor_dap.watch(rules=rules or [], recorder=recorder):
             fn(n)
 
     return run
@@ -70,8 +71,9 @@ def _rank(rank: int, port: int, steps: int, rounds: int, results: Any) -> None:
     try:
         step = make_ddp_step()
         modes = {
-            "watch, default rules": _watched(step, trace=False),
-            "watch, default rules + trace": _watched(step, trace=True),
+            "watch, no rules (noise floor)": _watched(step, "", trace=False),
+            "watch, default rules": _watched(step, "default", trace=False),
+            "watch, default rules + trace": _watched(step, "default", trace=True),
         }
         plain, ratios = interleaved_ratios(step, modes, steps, rounds)
         results.put((rank, plain, ratios))
