@@ -2,12 +2,13 @@
 
 ;; Run by tests/editors/test_emacs_dap_mode.py:
 ;;   emacs --batch -Q -l dap-mode-driver.el
-;; Environment: TENSOR_DAP_SCRIPT (the Python file to debug), TENSOR_DAP_PYTHON (the interpreter
+;; Environment: TENSOR_DAP_CONFIG (the user configuration to load; default
+;; tensor-dap-dap-mode.el next to this file), TENSOR_DAP_SCRIPT (the Python file to debug), TENSOR_DAP_PYTHON (the interpreter
 ;; with tensor-dap; `tensor-dap-python'), TENSOR_DAP_DEADLINE (seconds per wait, default 60),
 ;; TENSOR_DAP_BREAK_LINE (a line breakpoint set with `dap-breakpoint-add'; the driver steps
 ;; over it with `dap-next'), TENSOR_DAP_TICK (rule ids, comma-separated: the launch enables no
 ;; rule, these boxes are ticked in `dap-exception-breakpoints', as in dap-ui's breakpoints view).
-;; It loads the user-facing tensor-dap-dap-mode.el, opens the script, runs
+;; It loads that configuration, opens the script, runs
 ;; `dap-debug' on the "tensor-dap: current file" template exactly as M-x dap-debug would, pumps
 ;; process output until `dap-stopped-hook' fires, reads the stop through dap-mode's own
 ;; `dap-request' (stackTrace, exceptionInfo, scopes, variables), continues with `dap-continue'
@@ -27,7 +28,11 @@
 (package-initialize)
 
 (defvar tensor-dap-driver--dir (file-name-directory (or load-file-name buffer-file-name)))
-(load (expand-file-name "tensor-dap-dap-mode.el" tensor-dap-driver--dir) nil t)
+(load (or (getenv "TENSOR_DAP_CONFIG")
+          (expand-file-name "tensor-dap-dap-mode.el" tensor-dap-driver--dir))
+      nil t)
+;; dap-ui's variable (its breakpoints view's checkboxes), read by dap-mode itself
+(defvar dap-exception-breakpoints nil)
 
 (setq tensor-dap-python (or (getenv "TENSOR_DAP_PYTHON") tensor-dap-python))
 (setq dap-print-io t)        ; every DAP message into *Messages* (not echoed: `dap-inhibit-io')

@@ -1,6 +1,6 @@
 ;;; tensor-dap-dap-mode.el --- tensor-dap for Emacs dap-mode  -*- lexical-binding: t -*-
 
-;; Put this in your init file (or `load' it) after dap-mode.  It registers the debug type
+;; Put this in your init file (or `load' it); it loads dap-mode.  It registers the debug type
 ;; "tensor-dap" with dap-mode, started as `python -m tensor_dap adapter' (DAP on stdio, in
 ;; front of debugpy), and a template "tensor-dap: current file".  Then, in a Python buffer:
 ;;   M-x dap-debug RET tensor-dap: current file RET
@@ -29,7 +29,7 @@ The debuggee runs under the same interpreter unless a template sets :python."
                              "missing-zero-grad"]
   "Tensor rules the templates enable (the adapter's `tensorBreakpoints').
 A vector of rule ids, or [\"default\"] / [\"all\"]."
-  :type '(vector (repeat :inline t string))
+  :type 'sexp
   :group 'tensor-dap)
 
 (defun tensor-dap--populate (conf)

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SAMPLES, expected_findings
+from tests.conftest import ROOT, SAMPLES, expected_findings
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "dap-mode-driver.el"
@@ -170,14 +170,27 @@ def test_dap_mode_stops_on_the_user_line_with_rule_message_and_tensor_variables(
     assert _event(lines, "adapter-exited", output)["state"] == "terminated"
 
 
+def _readme_elisp(into: Path) -> Path:
+    """The elisp block users copy: README.md's once it has one, else README-snippet.md's."""
+    for source in (ROOT / "README.md", HERE / "README-snippet.md"):
+        blocks = re.findall(r"```elisp\n(.*?)```", source.read_text(), re.DOTALL)
+        blocks = [b for b in blocks if "dap-register-debug-provider" in b]
+        if blocks:
+            into.write_text(blocks[0])
+            return into
+    raise AssertionError("no elisp block with dap-register-debug-provider in README(-snippet)")
+
+
 @pytest.mark.timeout(EMACS_TIMEOUT + 60)
 def test_dap_mode_breakpoint_step_and_rule_ticked_as_exception_breakpoint(
     sample_copy: Path,
 ) -> None:
-    """No rule in the launch; the rule's box ticked in ``dap-exception-breakpoints`` (dap-ui's
-    breakpoints view) turns it on; a line breakpoint (``dap-breakpoint-add``) and ``dap-next``
-    work as under debugpy, and so does debugpy's own "Uncaught Exceptions" box."""
+    """The README's elisp, as a user copies it. No rule in the launch; the rule's box ticked in
+    ``dap-exception-breakpoints`` (dap-ui's breakpoints view) turns it on; a line breakpoint
+    (``dap-breakpoint-add``) and ``dap-next`` work as under debugpy, and so does debugpy's own
+    "Uncaught Exceptions" box."""
     script = sample_copy
+    config = _readme_elisp(script.parent.parent / "readme.el")
     (rule, line), *_ = sorted(expected_findings(script), key=lambda pair: pair[1])
     mask_line = _line_of(script, "mask = torch.tensor(")
 
@@ -186,6 +199,7 @@ def test_dap_mode_breakpoint_step_and_rule_ticked_as_exception_breakpoint(
         script.parent.parent / "home",
         TENSOR_DAP_BREAK_LINE=str(mask_line),
         TENSOR_DAP_TICK=rule,
+        TENSOR_DAP_CONFIG=str(config),
     )
 
     stops = [(s["reason"], s["line"]) for s in _events(lines, "stopped")]
