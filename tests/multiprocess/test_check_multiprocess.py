@@ -180,3 +180,12 @@ def test_command_usage_errors(tmp_path: Path) -> None:
     script.write_text("import sys\nprint(sys.argv[1:])\n")
     done = run_group([*cli, str(script), "--", "x"], tmp_path)
     assert done.returncode == 0 and "['--', 'x']" in done.stdout
+
+
+def test_the_commands_exit_status_is_reported(tmp_path: Path) -> None:
+    script = tmp_path / "fails.py"
+    script.write_text("import sys\nprint('out')\nsys.exit(3)\n")
+    run = check(tmp_path, command=[PYTHON, str(script)])
+    assert run.returncode == 1 and run.stdout == "out\n"
+    assert run.report["exit"] == {"status": "exit", "code": 3, "exception": None}
+    assert run.findings == [] and "tensor-dap: no findings" in run.stderr
