@@ -71,6 +71,19 @@ describe("resolveConfiguration", () => {
     assert.ok(!request.ok);
   });
 
+  it("tensorDap.trace.path goes to the run's environment unless the configuration sets it", () => {
+    const base = { type: "tensor-dap", request: "launch", name: "x", program: "a.py", env: { A: "1" } };
+    const resolved = resolveConfiguration(base, { ...context, tracePath: "/t/trace.db" });
+    assert.ok(resolved.ok);
+    assert.deepStrictEqual(resolved.config.env, { A: "1", TENSOR_DAP_TRACE: "/t/trace.db" });
+    const own = resolveConfiguration({ ...base, env: { TENSOR_DAP_TRACE: "/mine.db" } }, { ...context, tracePath: "/t/trace.db" });
+    assert.ok(own.ok);
+    assert.deepStrictEqual(own.config.env, { TENSOR_DAP_TRACE: "/mine.db" });
+    const none = resolveConfiguration(base, context);
+    assert.ok(none.ok);
+    assert.deepStrictEqual(none.config.env, { A: "1" });
+  });
+
   it("attach gets rules but no python", () => {
     const resolved = resolveConfiguration(
       { type: "tensor-dap", request: "attach", name: "a", connect: { host: "127.0.0.1", port: 5678 } },

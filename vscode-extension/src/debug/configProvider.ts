@@ -21,11 +21,13 @@ export class TensorDapConfigurationProvider implements vscode.DebugConfiguration
     const editor = activeEditorInfo();
     const resource = folder?.uri ?? editor.uri;
     const interpreter = await resolveInterpreter(resource);
+    const settings = getSettings(resource);
     const resolved = resolveConfiguration(raw, {
       activeLanguage: editor.language,
       activeFile: editor.file,
       python: interpreter.path,
-      defaultRules: getSettings(resource).defaultRules,
+      defaultRules: settings.defaultRules,
+      tracePath: settings.tracePath,
     });
     if (!resolved.ok) {
       void vscode.window.showErrorMessage(resolved.message);

@@ -13,6 +13,8 @@ export interface ResolveContext {
   python: string;
   /** `tensorDap.defaultRules`. */
   defaultRules: string[];
+  /** `tensorDap.trace.path`: where the run writes its trace store (empty: its default). */
+  tracePath?: string;
 }
 
 export type Resolved =
@@ -65,6 +67,11 @@ export function resolveConfiguration(
     }
     if (!config.python) {
       config.python = context.python;
+    }
+    const env = (config.env ?? {}) as Record<string, string | null>;
+    if (context.tracePath && env.TENSOR_DAP_TRACE === undefined) {
+      // the run writes the store the language server reads
+      config.env = { ...env, TENSOR_DAP_TRACE: context.tracePath };
     }
   } else if (config.request === "attach") {
     const connect = config.connect as { port?: unknown } | undefined;

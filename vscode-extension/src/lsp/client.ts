@@ -3,9 +3,11 @@
 // settings or interpreter changes) are debounced; the settings travel as initializationOptions
 // and the hint settings are also applied client-side in the middleware.
 
+import * as os from "os";
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions } from "vscode-languageclient/node";
 import { DEBUG_TYPE } from "../common/constants";
+import { expandPath } from "../common/interpreter";
 import { logError, logInfo, log } from "../common/log";
 import { checkTensorDap, resolveInterpreter } from "../common/python";
 import { serverOptions } from "../common/settings";
@@ -52,7 +54,7 @@ export class LanguageServer implements vscode.Disposable {
     }
     const env: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: "1" };
     if (settings.tracePath) {
-      env.TENSOR_DAP_TRACE = settings.tracePath;
+      env.TENSOR_DAP_TRACE = expandPath(settings.tracePath, { workspaceFolder: folder?.uri.fsPath, home: os.homedir(), env: process.env });
     }
     const server: ServerOptions = {
       command: interpreter.path,
