@@ -501,7 +501,7 @@ async function attempt(number, titles) {
     await waitFor("an inlay hint in the editor", async () => (await hint.count()) > 0);
     await sleep(500);
     results.inlayHints = await hint.evaluateAll((els) =>
-      els.map((e) => (e.textContent || getComputedStyle(e, "::before").content || getComputedStyle(e, "::after").content).trim()).filter(Boolean),
+      els.map((e) => (e.textContent || getComputedStyle(e, "::before").content || getComputedStyle(e, "::after").content).trim()).filter((t) => t && t !== "none"),
     );
     log(`inlay hints: ${JSON.stringify(results.inlayHints.slice(0, 6))}`);
     await wb.shot("inlay-hint");
