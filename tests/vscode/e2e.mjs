@@ -667,6 +667,9 @@ async function attempt(number, titles) {
 async function main() {
   if (!VSIX || !fs.existsSync(VSIX)) throw new Error(`E2E_VSIX=${VSIX}: no such .vsix`);
   fs.mkdirSync(ARTIFACTS, { recursive: true });
+  for (const old of fs.readdirSync(ARTIFACTS).filter((n) => /^attempt-\d+$|^passed$/.test(n))) {
+    fs.rmSync(path.join(ARTIFACTS, old), { recursive: true, force: true });
+  }
   const titles = ruleTitles();
   for (let n = 1; n <= ATTEMPTS; n++) {
     const timer = setTimeout(() => {
