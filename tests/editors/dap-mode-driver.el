@@ -5,6 +5,7 @@
 ;; Environment: TENSOR_DAP_CONFIG (the user configuration to load; default
 ;; tensor-dap-dap-mode.el next to this file), TENSOR_DAP_SCRIPT (the Python file to debug), TENSOR_DAP_PYTHON (the interpreter
 ;; with tensor-dap; `tensor-dap-python'), TENSOR_DAP_DEADLINE (seconds per wait, default 60),
+;; TENSOR_DAP_TOTAL_DEADLINE (seconds for the whole run, default 150),
 ;; TENSOR_DAP_BREAK_LINE (a line breakpoint set with `dap-breakpoint-add'; the driver steps
 ;; over it with `dap-next'), TENSOR_DAP_TICK (rule ids, comma-separated: the launch enables no
 ;; rule, these boxes are ticked in `dap-exception-breakpoints', as in dap-ui's breakpoints view).
@@ -42,6 +43,9 @@
 
 (defvar tensor-dap-driver--deadline
   (string-to-number (or (getenv "TENSOR_DAP_DEADLINE") "60")))
+(defvar tensor-dap-driver--give-up
+  (+ (float-time) (string-to-number (or (getenv "TENSOR_DAP_TOTAL_DEADLINE") "150")))
+  "When the whole run gives up (and prints its logs), whatever it waits for.")
 (defvar tensor-dap-driver--created nil)
 (defvar tensor-dap-driver--stops nil
   "(SESSION . THREAD-ID) for each run of `dap-stopped-hook' not handled yet, oldest first.")
@@ -78,10 +82,13 @@
 
 (defun tensor-dap-driver--wait (what predicate)
   "Pump process output until PREDICATE holds; fail naming WHAT after the deadline."
-  (let ((until (+ (float-time) tensor-dap-driver--deadline)))
+  (let ((until (min (+ (float-time) tensor-dap-driver--deadline) tensor-dap-driver--give-up)))
     (while (not (funcall predicate))
       (when (> (float-time) until)
-        (tensor-dap-driver--fail (format "no %s within %s s" what tensor-dap-driver--deadline)))
+        (tensor-dap-driver--fail
+         (if (>= (float-time) tensor-dap-driver--give-up)
+             (format "no %s before the run's deadline (TENSOR_DAP_TOTAL_DEADLINE)" what)
+           (format "no %s within %s s" what tensor-dap-driver--deadline))))
       (accept-process-output nil 0.1))))
 
 (defun tensor-dap-driver--report (session thread-id)
