@@ -24,6 +24,7 @@ RULE = Rule(
 )
 
 _Tensor = torch.Tensor
+_NUMBERS = (float, int, bool)
 _EXPLICIT = ("None]", "unsqueeze", "None,", "[None", "expand", "outer", "einsum")
 
 
@@ -32,11 +33,15 @@ def applies(op: OpInfo) -> bool:
 
 
 def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+    # the hot path: a Python number or a 0-dim tensor never broadcasts anything, and equal
+    # ranks are not this rule's business; only then are shapes looked at
     first_rank = 0
     differ = False
     for arg in args:
+        if arg.__class__ in _NUMBERS:
+            continue
         if isinstance(arg, _Tensor):
-            rank = arg.dim()
+            rank = arg.ndim
             if rank:
                 if not first_rank:
                     first_rank = rank

@@ -39,7 +39,9 @@ _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 
 
 def applies(op: OpInfo) -> bool:
-    return not op.passthrough
+    """Only in-place ops (``add_``, ``__setitem__``, ``copy_``...) are checked: every other op
+    leaves the plan without a call."""
+    return op.inplace and not op.passthrough
 
 
 def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
