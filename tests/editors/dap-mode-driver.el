@@ -5,7 +5,9 @@
 ;; Environment: TENSOR_DAP_CONFIG (the user configuration to load; default
 ;; tensor-dap-dap-mode.el next to this file), TENSOR_DAP_SCRIPT (the Python file to debug), TENSOR_DAP_PYTHON (the interpreter
 ;; with tensor-dap; `tensor-dap-python'), TENSOR_DAP_DEADLINE (seconds per wait, default 60),
-;; TENSOR_DAP_TOTAL_DEADLINE (seconds for the whole run, default 150),
+;; TENSOR_DAP_TOTAL_DEADLINE (seconds for the whole run, default 150), TENSOR_DAP_TEMPLATE (the
+;; template to `dap-debug', default "tensor-dap: current file"), TENSOR_DAP_PORT (the port in
+;; the attach template's :connect),
 ;; TENSOR_DAP_BREAK_LINE (a line breakpoint set with `dap-breakpoint-add'; the driver steps
 ;; over it with `dap-next'), TENSOR_DAP_TICK (rule ids, comma-separated: the launch enables no
 ;; rule, these boxes are ticked in `dap-exception-breakpoints', as in dap-ui's breakpoints view).
@@ -132,9 +134,13 @@
   (let* ((script (or (getenv "TENSOR_DAP_SCRIPT") (error "TENSOR_DAP_SCRIPT is not set")))
          (break-line (getenv "TENSOR_DAP_BREAK_LINE"))
          (ticks (getenv "TENSOR_DAP_TICK"))
-         (template (copy-tree (cdr (assoc "tensor-dap: current file"
+         (template (copy-tree (cdr (assoc (or (getenv "TENSOR_DAP_TEMPLATE")
+                                              "tensor-dap: current file")
                                           dap-debug-template-configurations)))))
     (find-file script)                  ; "${file}" is the current buffer's file
+    (when-let ((port (getenv "TENSOR_DAP_PORT")))  ; the attach template, on another port
+      (setq template (plist-put template :connect
+                                (list :host "127.0.0.1" :port (string-to-number port)))))
     (when break-line                    ; as M-x dap-breakpoint-add on that line
       (goto-char (point-min))
       (forward-line (1- (string-to-number break-line)))
