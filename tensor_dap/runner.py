@@ -11,6 +11,7 @@ import builtins
 import io
 import os
 import sys
+import threading
 import traceback
 import types
 from dataclasses import asdict, dataclass
@@ -50,6 +51,8 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
     else:
         sys.path.insert(0, folder)
     saved_main = sys.modules.get("__main__")
+    if threading.excepthook is threading.__excepthook__:
+        threading.excepthook = _thread_excepthook
     main = types.ModuleType("__main__")
     main.__file__ = path
     main.__builtins__ = builtins  # type: ignore[attr-defined]
@@ -84,6 +87,19 @@ def _exit_info(stop: SystemExit) -> ExitInfo:
         return ExitInfo("exit", code)
     print(code, file=sys.stderr)  # sys.exit("message") prints the message, exits 1
     return ExitInfo("exit", 1, str(code))
+
+
+def _thread_excepthook(args: Any) -> None:
+    """What Python prints for an exception that ends a thread, without tensor-dap's frames
+    (the engine watches threads too, so its hook sits between the user's line and torch)."""
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else threading.get_ident()
+    sys.stderr.write(f"Exception in thread {name}:\n")
+    if args.exc_value is None:
+        threading.__excepthook__(args)
+        return
+    print_user_traceback(args.exc_value)
 
 
 def print_user_traceback(error: BaseException) -> None:

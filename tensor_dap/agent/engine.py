@@ -110,6 +110,37 @@ class _Mode(TorchFunctionMode):
         return out
 
 
+class _ThreadMode(_Mode):
+    """The hook in a thread started while the watch runs (TorchFunctionMode is per thread).
+
+    Such a thread may outlive the watch; its mode then lets every op through untouched.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        if self.watch._mode is None:
+            return func(*args, **kwargs) if kwargs else func(*args)
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+_TOOL_MODULES = ("debugpy", "_pydevd", "pydevd", "_pydev", "tensor_dap")
+
+
+def _is_tool_thread(thread: threading.Thread) -> bool:
+    """A debugger's or tensor-dap's own thread: never watched (its tensor reads are ours)."""
+    target = getattr(thread, "_target", None)
+    for owner in (type(thread), target):
+        module = getattr(owner, "__module__", None) or ""
+        if module.startswith(_TOOL_MODULES):
+            return True
+    return thread.name.startswith(("pydevd.", "tensor-dap"))
+
+
+def _thread_profile() -> Any:
+    """The profile function ``threading`` gives new threads (``getprofile`` is 3.10+)."""
+    getprofile = getattr(threading, "getprofile", None)
+    return getprofile() if getprofile is not None else getattr(threading, "_profile_hook", None)
+
+
 class Watch:
     """Watch the tensor operations of a block of code::
 
@@ -188,9 +219,14 @@ class Watch:
         self._mode = _Mode(self)
         self._mode.__enter__()
         self._handles.extend(self._unwatch_optimizer_steps())
+        self._follow_new_threads()
 
     def stop(self) -> None:
         self._resume()
+        if self._thread_hook is not None:
+            if _thread_profile() is self._thread_hook:
+                threading.setprofile(self._previous_profile)
+            self._thread_hook = None
         if self._mode is not None:
             mode, self._mode = self._mode, None
             try:
@@ -201,6 +237,32 @@ class Watch:
             with contextlib.suppress(Exception):
                 handle.remove()
         self._handles.clear()
+
+    _thread_hook: Optional[Callable[..., Any]] = None
+    _previous_profile: Optional[Callable[..., Any]] = None
+
+    def _follow_new_threads(self) -> None:
+        """Watch the threads the program starts from now on, too.
+
+        ``threading.setprofile`` hands a function to each new thread, called at its first
+        Python call: it puts the thread's previous profile function back and pushes a
+        :class:`_ThreadMode` there — once per thread, nothing per op. The debugger's and
+        tensor-dap's own threads are left alone; threads started before the watch are not
+        reached (a mode can only be pushed by its own thread).
+        """
+        previous = _thread_profile()
+
+        def enter_thread(frame: FrameType, event: str, arg: Any) -> None:
+            sys.setprofile(previous)
+            try:
+                if self._mode is not None and not _is_tool_thread(threading.current_thread()):
+                    _ThreadMode(self).__enter__()
+            except Exception:
+                log.exception("tensor-dap: could not watch a new thread")
+
+        self._previous_profile = previous
+        self._thread_hook = enter_thread
+        threading.setprofile(enter_thread)
 
     def _unwatch_optimizer_steps(self) -> list[Any]:
         """Step aside while ``optimizer.step()`` runs its own tensor code.
