@@ -403,14 +403,13 @@ class ProxySession:
         if body.get("reason") != "exception":
             return
         match = _STOP_PREFIX.match(body.get("description") or "")
-        ours = str(body.get("text") or "").split(" ", 1)[0].endswith(_BREAKPOINT_CLASS)
-        if match and ours and match.group(1) in RULE_IDS:
+        if match and _names_breakpoint(body.get("text")) and match.group(1) in RULE_IDS:
             body["description"] = f"Paused on {match.group(1)}: {match.group(2)}"
             body["text"] = match.group(1)
 
     def exceptionInfo_response(self, message: dict[str, Any]) -> None:  # noqa: N802
         body = message.get("body") or {}
-        if not str(body.get("exceptionId", "")).endswith(_BREAKPOINT_CLASS):
+        if not _names_breakpoint(body.get("exceptionId")):
             return
         match = _STOP_PREFIX.match(body.get("description") or "")
         if not match or match.group(1) not in RULE_IDS:
@@ -422,6 +421,13 @@ class ProxySession:
         details = body.get("details") or {}
         details.update({"message": text, "typeName": rule, "fullTypeName": f"tensor-dap.{rule}"})
         body["details"] = details
+
+
+def _names_breakpoint(text: Any) -> bool:
+    """Whether debugpy's exception name is our TensorBreakpoint. Its first word: attached to a
+    program started by a console script (``tensor-dap run``), debugpy appends "(note: full
+    exception trace is shown but execution is paused at: <module>)"."""
+    return str(text or "").split(" ", 1)[0].endswith(_BREAKPOINT_CLASS)
 
 
 def _retire(process: subprocess.Popen) -> None:

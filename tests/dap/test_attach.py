@@ -61,13 +61,22 @@ def _agent_of(process: subprocess.Popen, timeout: float = 60) -> dict[str, Any]:
     raise AssertionError("the agent never published its address")
 
 
-@pytest.fixture
-def program(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, int, Path]]:
+LAUNCHERS = {
+    "python -m tensor_dap": [sys.executable, "-m", "tensor_dap"],
+    # the console script: debugpy then appends a note to the exception's name
+    "tensor-dap": [str(Path(sys.executable).with_name("tensor-dap"))],
+}
+
+
+@pytest.fixture(params=["python -m tensor_dap"])
+def program(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[subprocess.Popen, int, Path]]:
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "tensor_dap", "run", "--listen", f"127.0.0.1:{port}", "--wait"]
+        [*LAUNCHERS[request.param], "run", "--listen", f"127.0.0.1:{port}", "--wait"]
         + [str(script)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -91,7 +100,15 @@ def _attach(dap: DapClient, port: int, filters: list[str], **attach: Any) -> Non
     dap.request("configurationDone")
 
 
-@pytest.mark.parametrize("how", ["checkbox", "tensorBreakpoints"])
+@pytest.mark.parametrize(
+    ("program", "how"),
+    [
+        ("python -m tensor_dap", "checkbox"),
+        ("python -m tensor_dap", "tensorBreakpoints"),
+        ("tensor-dap", "tensorBreakpoints"),
+    ],
+    indirect=["program"],
+)
 def test_attach_stops_on_a_tensor_breakpoint(program, how: str) -> None:
     process, port, script = program
     config = _agent_of(process)
@@ -114,6 +131,7 @@ def test_attach_stops_on_a_tensor_breakpoint(program, how: str) -> None:
         )
         info = dap.request("exceptionInfo", {"threadId": stopped["threadId"]})["body"]
         assert info["exceptionId"] == "device-mismatch"
+        assert info["description"].startswith("`")  # the rule's message, no debugpy note
         dap.send("continue", {"threadId": stopped["threadId"]})
         dap.event("terminated")
     finally:
