@@ -247,8 +247,8 @@ def test_dap_mode_attaches_to_tensor_dap_run(sample_copy: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     tag = uuid.uuid4().hex
-    # the console script, as the README says (under `python -m tensor_dap run` the
-    # exceptionInfo below comes out right)
+    # the console script, as the README says (debugpy then appends a note to the exceptionId
+    # the adapter rewrites: fixed in 1b0efd7)
     console = Path(sys.executable).parent / "tensor-dap"
     command = [str(console)] if console.exists() else [sys.executable, "-m", "tensor_dap"]
     run = subprocess.Popen(
@@ -283,11 +283,5 @@ def test_dap_mode_attaches_to_tensor_dap_run(sample_copy: Path) -> None:
     assert values.get("y", "").startswith("tensor<(6,) float32 cpu"), values
     info = _event(lines, "exceptionInfo", output)
     assert "y is on cpu" in info["description"]
-    if info["exceptionId"].startswith("TensorBreakpoint"):
-        # the adapter rewrites exceptionInfo only when debugpy's exceptionId ends with
-        # "TensorBreakpoint"; attached to `tensor-dap run` (the console script), debugpy appends
-        # "(note: full exception trace is shown but execution is paused at: <module>)" to it
-        # (the same with tests/dap/client.py, so not dap-mode's doing)
-        pytest.xfail(f"adapter: exceptionInfo not rewritten on attach: {info['exceptionId']!r}")
     assert info["exceptionId"] == rule
     assert _event(lines, "shown", output)["text"].startswith(f"Exception has occurred: {rule}\n")
