@@ -247,24 +247,25 @@ def test_dap_mode_attaches_to_tensor_dap_run(sample_copy: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     tag = uuid.uuid4().hex
+    log = script.parent.parent / "tensor-dap-run.log"
     # the console script, as the README says (debugpy then appends a note to the exceptionId
     # the adapter rewrites: fixed in 1b0efd7)
     console = Path(sys.executable).parent / "tensor-dap"
     command = [str(console)] if console.exists() else [sys.executable, "-m", "tensor_dap"]
-    run = subprocess.Popen(
-        [*command, "run", "--listen", f"127.0.0.1:{port}", "--wait", script.name],
-        cwd=script.parent,
-        env={**os.environ, MARKER: tag},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        text=True,
-    )
+    with log.open("w") as out:  # the child keeps its own copy of the descriptor
+        run = subprocess.Popen(
+            [*command, "run", "--listen", f"127.0.0.1:{port}", "--wait", script.name],
+            cwd=script.parent,
+            env={**os.environ, MARKER: tag},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         until = time.monotonic() + 60
         while not _listening(port):
-            assert run.poll() is None, f"tensor-dap run exited:\n{run.communicate()[0]}"
+            assert run.poll() is None, f"tensor-dap run exited:\n{log.read_text()}"
             assert time.monotonic() < until, "tensor-dap run never listened"
             time.sleep(0.2)
         lines, output = _run_dap_mode(
