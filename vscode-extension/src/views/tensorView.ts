@@ -1,7 +1,9 @@
 // The "View Tensor" command and panels: right-click a tensor in VARIABLES (tensor-dap sessions),
-// or run the command and type an expression -> a webview with a heatmap or RGB image and a histogram, fetched from the paused debuggee
-// (fetch.ts) and redrawn whenever the session stops again or another frame is selected.
+// or run the command and type an expression -> a webview with a heatmap or RGB image and a
+// histogram, fetched from the paused debuggee (fetch.ts) and redrawn whenever the session stops
+// again or another frame is selected.
 
+import { randomBytes } from "crypto";
 import * as vscode from "vscode";
 import { DEBUG_TYPE } from "../common/constants";
 import { logDebug } from "../common/log";
@@ -15,12 +17,7 @@ type ToWebview =
   | { type: "status"; title: string; message: string };
 
 function nonce(): string {
-  const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  let out = "";
-  for (let i = 0; i < 32; i++) {
-    out += chars.charAt(Math.floor(Math.random() * chars.length));
-  }
-  return out;
+  return randomBytes(18).toString("base64").replace(/[+/=]/g, "x");
 }
 
 async function currentFrameId(session: vscode.DebugSession): Promise<number | undefined> {
