@@ -82,6 +82,20 @@ def test_big_slices_are_averaged_down_to_the_limit(shape: tuple[int, ...]) -> No
         assert data["width"] == math.ceil(shape[-1] / fw)
 
 
+@pytest.mark.parametrize("limit", [16, 100, 1000])
+def test_any_slice_fits_any_limit(limit: int) -> None:
+    for height in (1, 7, 257, 4099):
+        for width in (1, 17, 999, 5003):
+            for channels in (1, 3):
+                x = (
+                    torch.zeros(channels, height, width)
+                    if channels == 3
+                    else torch.zeros(height, width)
+                )
+                data = picture(x, max_values=limit)
+                assert data["height"] * data["width"] * data["channels"] <= max(limit, channels)
+
+
 def test_downsampling_averages_blocks() -> None:
     rows = torch.arange(1024.0).repeat_interleave(1024).reshape(1024, 1024)  # value = row index
     data = picture(rows)
