@@ -84,8 +84,8 @@ def test_big_slices_are_averaged_down_to_the_limit(shape: tuple[int, ...]) -> No
 
 @pytest.mark.parametrize("limit", [16, 100, 1000])
 def test_any_slice_fits_any_limit(limit: int) -> None:
-    for height in (1, 7, 257, 4099):
-        for width in (1, 17, 999, 5003):
+    for height in (1, 7, 257, 1031):
+        for width in (1, 17, 999, 2003):
             for channels in (1, 3):
                 x = (
                     torch.zeros(channels, height, width)
