@@ -12,6 +12,9 @@ path at every step. tensor-dap reports the line, labelled `rank 1`. (DDP itself 
 the stand-in accelerator `accel:0`, whose tensors gloo does not know: hence CPU training.)
 """
 
+import os
+import sys
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -21,6 +24,8 @@ from tensor_dap.testing import pick_device
 
 
 def main() -> None:
+    if "RANK" not in os.environ:
+        sys.exit(f"run with torchrun: torchrun --standalone --nproc_per_node 2 {sys.argv[0]}")
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     device = pick_device()
