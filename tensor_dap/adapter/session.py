@@ -32,6 +32,8 @@ log = logging.getLogger("tensor_dap.adapter")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(tensor_dap.__file__))
 _STOP_PREFIX = re.compile(r"^\[([a-z-]+)\] (.*)$", re.DOTALL)
 _BREAKPOINT_CLASS = "TensorBreakpoint"
+_TENSOR_VALUE = "tensor<"
+"""How the renderers begin a tensor's value line (tensor_dap.render.tensor.value_line)."""
 
 
 class ProxySession:
@@ -406,6 +408,15 @@ class ProxySession:
         if match and _names_breakpoint(body.get("text")) and match.group(1) in RULE_IDS:
             body["description"] = f"Paused on {match.group(1)}: {match.group(2)}"
             body["text"] = match.group(1)
+
+    def variables_response(self, message: dict[str, Any]) -> None:
+        """Mark tensors for VS Code's VARIABLES context menu ("View Tensor" shows on them only:
+        ``debugProtocolVariableMenuContext == 'tensor'``)."""
+        for variable in (message.get("body") or {}).get("variables") or []:
+            if isinstance(variable, dict) and str(variable.get("value", "")).startswith(
+                _TENSOR_VALUE
+            ):
+                variable["__vscodeVariableMenuContext"] = "tensor"
 
     def exceptionInfo_response(self, message: dict[str, Any]) -> None:  # noqa: N802
         body = message.get("body") or {}

@@ -68,6 +68,9 @@ def test_variables_view_renders_tensors(dap: DapClient, tmp_path: Path) -> None:
         "{'x': tensor<(4, 3) float32 cpu grad>, 'y': tensor<(2,) int64 cpu>, 'n': 2}"
     )
     assert local["pair"]["value"] == "(tensor<(4, 1) float32 cpu grad MmBackward0>, 'label')"
+    if "tensor_dap" in dap.process.args:  # our adapter: tensors carry VS Code's menu context
+        assert local["b"]["__vscodeVariableMenuContext"] == "tensor"
+        assert "__vscodeVariableMenuContext" not in local["plain"]
 
     children = _variables(dap, local["b"]["variablesReference"])
     assert list(children) == [

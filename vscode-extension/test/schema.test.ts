@@ -53,7 +53,13 @@ describe("package.json", () => {
 
   it("View Tensor is offered in VARIABLES for tensor-dap sessions only", () => {
     const menu = manifest.contributes.menus["debug/variables/context"];
-    assert.deepStrictEqual(menu, [{ command: "tensorDap.viewTensor", when: "debugType == 'tensor-dap'", group: "navigation" }]);
+    assert.deepStrictEqual(menu, [
+      {
+        command: "tensorDap.viewTensor",
+        when: "debugType == 'tensor-dap' && debugProtocolVariableMenuContext == 'tensor'",
+        group: "navigation",
+      },
+    ]);
     const commands = manifest.contributes.commands.map((c: { command: string }) => c.command).sort();
     assert.deepStrictEqual(commands, ["tensorDap.restartLanguageServer", "tensorDap.showOutput", "tensorDap.viewTensor"]);
   });
