@@ -55,7 +55,7 @@ def run_check(
         recorder=recorder,
         options=options,
     )
-    db_path = str(trace_path or default_trace_path(cwd))
+    db_path = os.path.abspath(trace_path or default_trace_path(cwd))
     session = TraceSession(db_path, recorder, watch.line_hits, "check", [script, *args], cwd)
     session.start(watch.findings)
     run_dir = tempfile.mkdtemp(prefix="tensor-dap-run-")
@@ -104,7 +104,7 @@ def run_check_command(
 ) -> int:
     """``check -- COMMAND ARGS``: the command as a child, every Python process in it watched."""
     cwd = os.getcwd()
-    db_path = str(trace_path or default_trace_path(cwd))
+    db_path = os.path.abspath(trace_path or default_trace_path(cwd))
     writer, run_id, trace_error = _begin_run(db_path, command, cwd)
     run_dir = tempfile.mkdtemp(prefix="tensor-dap-run-")
     config = ChildConfig(
