@@ -2,9 +2,10 @@
 
 Armed at start-up by the bootstrap ``sitecustomize`` (see :mod:`tensor_dap.agent.spread`), it
 waits for the program to import torch: an import hook runs torch's own import, then installs a
-:class:`~tensor_dap.agent.engine.Watch` on the importing thread, so a process that never uses
-torch pays nothing. A forked child (a DataLoader worker with the ``fork`` start method) inherits
-its parent's watch, already active; :func:`follow_forks` makes such a child report as itself.
+:class:`~tensor_dap.agent.engine.Watch` (on the main thread, where programs import torch; the
+watch follows the threads started after it), so a process that never uses torch pays nothing.
+A forked child (a DataLoader worker with the ``fork`` start method) inherits its parent's
+watch, already active; :func:`follow_forks` makes such a child report as itself.
 
 Where findings go follows the :class:`~tensor_dap.agent.spread.ChildConfig`: printed on stderr
 and appended to the run folder's findings log (``tensor-dap check``), and/or a debugger stop

@@ -81,9 +81,6 @@ class Exported:
         self._saved = {key: os.environ.get(key) for key in keys}
         os.environ.update(child_environment(config, os.environ, os.getpid()))
 
-    def update(self, config: ChildConfig) -> None:
-        os.environ[CONFIG_ENV] = config.to_json()
-
     def restore(self) -> None:
         for key, value in self._saved.items():
             if value is None:
