@@ -75,19 +75,26 @@ def is_stale(data: FileData, digest: str) -> bool:
     return data.digest is not None and data.digest != digest
 
 
+STYLES = ("full", "shape")
+"""Hint labels: ``full`` ``(64, 10) f32 cuda:0 grad``; ``shape`` ``(64, 10)`` (the editor
+setting ``tensorDap.hints.style``, sent as ``initializationOptions.hints.style``)."""
+
+
 def inlay_hints(
-    data: FileData, lines: list[str], digest: str, visible: types.Range
+    data: FileData, lines: list[str], digest: str, visible: types.Range, style: str = "full"
 ) -> list[dict[str, Any]]:
     """The hints for lines ``visible.start.line`` .. ``visible.end.line`` of a document, as the
     JSON objects LSP sends."""
-    return json.loads(inlay_hints_json(data, lines, digest, visible))
+    return json.loads(inlay_hints_json(data, lines, digest, visible, style))
 
 
 MEMO_RANGES = 8
 """How many serialized responses are kept per file and store version."""
 
 
-def inlay_hints_json(data: FileData, lines: list[str], digest: str, visible: types.Range) -> str:
+def inlay_hints_json(
+    data: FileData, lines: list[str], digest: str, visible: types.Range, style: str = "full"
+) -> str:
     """The JSON text of the response for lines ``visible.start.line`` .. ``visible.end.line``.
 
     Built from the store's rows without making :class:`Observation` objects or ``lsprotocol``
@@ -98,35 +105,37 @@ def inlay_hints_json(data: FileData, lines: list[str], digest: str, visible: typ
     """
     if not data.by_line or is_stale(data, digest):
         return "[]"
-    memo = data.memo.setdefault(("inlay_hints_json", digest), {})
+    memo = data.memo.setdefault(("inlay_hints_json", digest, style), {})
     key = (visible.start.line, visible.end.line)
     text = memo.get(key)
     if text is None:
-        text = "[" + ",".join(_fragments(data, lines, digest, visible)) + "]"
+        text = "[" + ",".join(_fragments(data, lines, digest, visible, style)) + "]"
         if len(memo) >= MEMO_RANGES:
             memo.pop(next(iter(memo)))
         memo[key] = text
     return text
 
 
-def _fragments(data: FileData, lines: list[str], digest: str, visible: types.Range) -> list[str]:
+def _fragments(
+    data: FileData, lines: list[str], digest: str, visible: types.Range, style: str
+) -> list[str]:
     observed = data.memo.get(("observed_lines",))
     if observed is None:
         observed = data.memo[("observed_lines",)] = list(data.by_line.spans)
-    built: dict[int, str] = data.memo.setdefault(("line_hints", digest), {})
+    built: dict[int, str] = data.memo.setdefault(("line_hints", digest, style), {})
     first = bisect.bisect_left(observed, visible.start.line + 1)
     last = bisect.bisect_right(observed, min(visible.end.line + 1, len(lines)))
     found = []
     for number in observed[first:last]:
         text = built.get(number)
         if text is None:
-            text = built[number] = _line_json(data, lines, number)
+            text = built[number] = _line_json(data, lines, number, style)
         if text:
             found.append(text)
     return found
 
 
-def _line_json(data: FileData, lines: list[str], number: int) -> str:
+def _line_json(data: FileData, lines: list[str], number: int, style: str = "full") -> str:
     """The hints of line ``number`` (1-based) as JSON objects joined by commas."""
     text = lines[number - 1].rstrip("\r\n")
     target = assignment_target(text)
@@ -140,7 +149,11 @@ def _line_json(data: FileData, lines: list[str], number: int) -> str:
         col = row[COL]
         character = end if col is None else byte_col_to_utf16(text, int(col))
         grad = bool(row[REQUIRES_GRAD] or row[GRAD_FN])
-        hint = _summary(row[SHAPE_JSON], row[DTYPE], row[DEVICE], grad) + _disagreements(row, rows)
+        if style == "shape":
+            hint = _shape(row[SHAPE_JSON])
+        else:
+            hint = _summary(row[SHAPE_JSON], row[DTYPE], row[DEVICE], grad)
+        hint += _disagreements(row, rows)
         name = row[NAME]
         if name != target and name:
             short = name if len(name) <= _MAX_NAME else name[: _MAX_NAME - 1] + "…"

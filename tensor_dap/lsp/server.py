@@ -96,6 +96,20 @@ class TensorDapServer(LanguageServer):
         self._lint_pool: Optional[ProcessPoolExecutor] = None
         self._lint_pool_failed = False
         self._poller: Optional[asyncio.Task[None]] = None
+        self.hints_enabled = True
+        self.hint_style = "full"
+
+    def configure(self, options: Any) -> None:
+        """Take the editor's settings from ``initializationOptions``: ``{"hints": {"enabled":
+        bool, "style": "full" | "shape"}}`` (what the VS Code extension sends; it restarts the
+        server when they change). Anything missing or malformed keeps the default."""
+        hints = options.get("hints") if isinstance(options, dict) else None
+        if not isinstance(hints, dict):
+            return
+        if isinstance(hints.get("enabled"), bool):
+            self.hints_enabled = hints["enabled"]
+        if hints.get("style") in inlay_hints_feature.STYLES:
+            self.hint_style = hints["style"]
 
     # -- the store ----------------------------------------------------------------------------
 
@@ -279,6 +293,10 @@ def create_server() -> TensorDapServer:
     """A server with every feature registered."""
     server = TensorDapServer()
 
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: TensorDapServer, params: types.InitializeParams) -> None:
+        ls.configure(params.initialization_options)
+
     @server.feature(types.INITIALIZED)
     async def initialized(ls: TensorDapServer, params: types.InitializedParams) -> None:
         ls.configure_store()
@@ -309,11 +327,13 @@ def create_server() -> TensorDapServer:
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
     async def inlay_hint(ls: TensorDapServer, params: types.InlayHintParams) -> RawJson:
+        if not ls.hints_enabled:
+            return RawJson("[]")
         document = ls.workspace.get_text_document(params.text_document.uri)
         data = await ls.file_data(document)
         return RawJson(
             inlay_hints_feature.inlay_hints_json(
-                data, document.lines, ls.digest(document), params.range
+                data, document.lines, ls.digest(document), params.range, ls.hint_style
             )
         )
 

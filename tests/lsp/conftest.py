@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
@@ -55,9 +55,10 @@ def vscode_capabilities() -> types.ClientCapabilities:
     return capabilities
 
 
-async def start(client: LanguageClient, root: Path) -> list[int]:
-    """Initialize ``client`` with VS Code's capabilities on ``root``; returns a list that grows
-    by one per ``workspace/inlayHint/refresh`` request the server sends."""
+async def start(client: LanguageClient, root: Path, options: Any = None) -> list[int]:
+    """Initialize ``client`` with VS Code's capabilities on ``root`` (and ``options`` as the
+    ``initializationOptions``, as the VS Code extension sends its settings); returns a list
+    that grows by one per ``workspace/inlayHint/refresh`` request the server sends."""
     refreshes: list[int] = []
 
     @client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)
@@ -69,6 +70,7 @@ async def start(client: LanguageClient, root: Path) -> list[int]:
             capabilities=vscode_capabilities(),
             root_uri=root.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
+            initialization_options=options,
         )
     )
     return refreshes
