@@ -90,7 +90,9 @@ SCANNED_ITEMS = 16
 """Items of a container looked at for a tensor (pydevd's repr shows at most 15)."""
 
 
-def _holds_tensor(container: Any) -> bool:
+def _holds_tensor(container: Any, depth: int = 2) -> bool:
+    """A tensor among the first items, or among the first items of those (a list of
+    ``(x, y)`` batches)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return False
@@ -99,6 +101,8 @@ def _holds_tensor(container: Any) -> bool:
         if index >= SCANNED_ITEMS:
             return False
         if isinstance(item, torch.Tensor):
+            return True
+        if depth > 1 and type(item) in CONTAINER_TYPES and _holds_tensor(item, depth - 1):
             return True
     return False
 

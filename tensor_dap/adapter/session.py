@@ -32,6 +32,7 @@ log = logging.getLogger("tensor_dap.adapter")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(tensor_dap.__file__))
 _STOP_PREFIX = re.compile(r"^\[([a-z-]+)\] (.*)$", re.DOTALL)
 _BREAKPOINT_CLASS = "TensorBreakpoint"
+_BREAKPOINT_MODULE = "tensor_dap.agent.suspend"
 _TENSOR_VALUE = "tensor<"
 """How the renderers begin a tensor's value line (tensor_dap.render.tensor.value_line)."""
 
@@ -431,6 +432,13 @@ class ProxySession:
         body["breakMode"] = "always"
         details = body.get("details") or {}
         details.update({"message": text, "typeName": rule, "fullTypeName": f"tensor-dap.{rule}"})
+        stack = details.get("stackTrace")
+        if isinstance(stack, str):
+            # debugpy ends the trace with "tensor_dap.agent.suspend.TensorBreakpoint: [rule]
+            # message": the message again, under an internal name; the widget shows it above
+            cut = stack.find(f"{_BREAKPOINT_MODULE}.{_BREAKPOINT_CLASS}")
+            if cut > 0:
+                details["stackTrace"] = stack[:cut]
         body["details"] = details
 
 

@@ -57,6 +57,10 @@ def test_masked_scatter_stop_names_tensors(dap: DapClient) -> None:
     stopped = dap.event("stopped")["body"]
     info = dap.request("exceptionInfo", {"threadId": stopped["threadId"]})["body"]
     assert "y is on cpu (created at masked_scatter_on_cpu.py:16 by zeros)" in info["description"]
+    # the exception widget's trace: the user's frame, not the message again under our class
+    trace = info["details"]["stackTrace"]
+    assert "masked_scatter_on_cpu.py" in trace and "y.masked_scatter_(mask, x)" in trace
+    assert "TensorBreakpoint" not in trace
     # the user's variables are there to inspect, before the op ran
     frame = dap.top_frame(stopped["threadId"])
     scopes = dap.request("scopes", {"frameId": frame["id"]})["body"]["scopes"]

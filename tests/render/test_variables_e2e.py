@@ -22,6 +22,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 plain = [1, 2, 3]
 batch = {"x": a, "y": torch.ones(2, dtype=torch.long), "n": 2}
 pair = (b, "label")
+batches = [(torch.ones(2, 3), torch.zeros(2, dtype=torch.long))]
 print("paused")  # @stop
 """
 
@@ -68,6 +69,7 @@ def test_variables_view_renders_tensors(dap: DapClient, tmp_path: Path) -> None:
         "{'x': tensor<(4, 3) float32 cpu grad>, 'y': tensor<(2,) int64 cpu>, 'n': 2}"
     )
     assert local["pair"]["value"] == "(tensor<(4, 1) float32 cpu grad MmBackward0>, 'label')"
+    assert local["batches"]["value"] == "[(tensor<(2, 3) float32 cpu>, tensor<(2,) int64 cpu>)]"
     if "tensor_dap" in dap.process.args:  # our adapter: tensors carry VS Code's menu context
         assert local["b"]["__vscodeVariableMenuContext"] == "tensor"
         assert "__vscodeVariableMenuContext" not in local["plain"]

@@ -13,6 +13,8 @@ interface CommonAttributes {
   justMyCode?: boolean;
   /** Rules that stop the debugger; default: the `tensorDap.defaultRules` setting. */
   tensorBreakpoints?: TensorBreakpoint[];
+  /** Ranks (torchrun `RANK`) where tensor breakpoints stop; absent: every rank. */
+  tensorRanks?: number[];
   [key: string]: unknown;
 }
 
@@ -22,7 +24,7 @@ export interface LaunchAttributes extends CommonAttributes {
   program?: string;
   /** `python -m MODULE` (one of program / module). */
   module?: string;
-  /** The program's arguments: an array, or one string the adapter splits on blanks. */
+  /** The program's arguments: an array, or one string the adapter splits as a POSIX shell would. */
   args?: string[] | string;
   cwd?: string;
   env?: Record<string, string | null>;
@@ -54,7 +56,8 @@ export const LAUNCH_ATTRIBUTES = [
   "stopOnEntry",
   "subProcess",
   "tensorBreakpoints",
+  "tensorRanks",
 ] as const satisfies readonly (keyof LaunchAttributes)[];
 
 /** Every attach attribute the schema declares. */
-export const ATTACH_ATTRIBUTES = ["connect", "justMyCode", "tensorBreakpoints"] as const satisfies readonly (keyof AttachAttributes)[];
+export const ATTACH_ATTRIBUTES = ["connect", "justMyCode", "tensorBreakpoints", "tensorRanks"] as const satisfies readonly (keyof AttachAttributes)[];
