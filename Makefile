@@ -32,7 +32,10 @@ lint: install
 
 test: test-py ext-test e2e
 
+# tests/editors drives the adapter from Emacs dap-mode: Debian's emacs-nox and elpa-dap-mode,
+# installed when missing (apt-get, as root)
 test-py: lint
+	tests/editors/install-emacs.sh
 	$(PY) -m pytest -q
 
 # npm ci only when the lockfile changed (npm's hidden lockfile, touched, is the stamp;
