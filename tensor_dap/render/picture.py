@@ -97,23 +97,22 @@ def _metadata(tensor: torch.Tensor) -> dict[str, Any]:
     }
 
 
-def _cannot_draw(tensor: torch.Tensor) -> Optional[str]:
-    from tensor_dap.render.tensor import is_fake
+_CANNOT_DRAW = {
+    "fake": "fake tensor: no data to draw",
+    "meta": "meta tensor: no data to draw",
+    "nested": "nested tensor: not drawn",
+    "quantized": "quantized tensor: not drawn (convert with .dequantize())",
+    "empty": "empty tensor: nothing to draw",
+}
 
-    if is_fake(tensor):
-        return "fake tensor: no data to draw"
-    if safe(lambda: bool(tensor.is_meta), False):
-        return "meta tensor: no data to draw"
-    if safe(lambda: bool(tensor.is_nested), False):
-        return "nested tensor: not drawn"
-    layout = safe(lambda: tensor.layout, None)
-    if layout is not torch.strided:
-        return f"{str(layout).replace('torch.', '')} layout: not drawn (convert with .to_dense())"
-    if safe(lambda: bool(tensor.is_quantized), False):
-        return "quantized tensor: not drawn (convert with .dequantize())"
-    if safe(lambda: tensor.numel(), 0) == 0:
-        return "empty tensor: nothing to draw"
-    return None
+
+def _cannot_draw(tensor: torch.Tensor) -> Optional[str]:
+    from tensor_dap.render.tensor import without_values
+
+    kind = without_values(tensor)
+    if kind is None:
+        return None
+    return _CANNOT_DRAW.get(kind, f"{kind} layout: not drawn (convert with .to_dense())")
 
 
 # -- the slice -------------------------------------------------------------------------------

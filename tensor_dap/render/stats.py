@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.render.base import Entry, Text, safe
+from tensor_dap.render.base import Entry, Text
 
 FULL_LIMIT = 10_000_000
 SAMPLE_LIMIT = 1_000_000
@@ -47,24 +47,23 @@ class Statistics:
         return [Entry(name, Text(text)) for name, text in compute_statistics(tensor).items()]
 
 
+_NO_DATA = {
+    "fake": "fake tensor: no data",
+    "meta": "meta tensor: no data",
+    "nested": "nested tensor: not computed",
+    "quantized": "quantized tensor: not computed",
+    "empty": "empty",
+}
+
+
 def _no_data(tensor: Any) -> Optional[str]:
     """Why ``tensor`` has no values to measure, or ``None``."""
-    from tensor_dap.render.tensor import is_fake
+    from tensor_dap.render.tensor import without_values
 
-    if is_fake(tensor):
-        return "fake tensor: no data"
-    if safe(lambda: bool(tensor.is_meta), False):
-        return "meta tensor: no data"
-    if safe(lambda: bool(tensor.is_nested), False):
-        return "nested tensor: not computed"
-    layout = safe(lambda: tensor.layout, None)
-    if layout is not torch.strided:
-        return f"{str(layout).replace('torch.', '')} layout: not computed"
-    if safe(lambda: bool(tensor.is_quantized), False):
-        return "quantized tensor: not computed"
-    if safe(lambda: tensor.numel(), 0) == 0:
-        return "empty"
-    return None
+    kind = without_values(tensor)
+    if kind is None:
+        return None
+    return _NO_DATA.get(kind, f"{kind} layout: not computed")
 
 
 def sample(tensor: torch.Tensor, limit: int = SAMPLE_LIMIT) -> torch.Tensor:

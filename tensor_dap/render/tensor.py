@@ -48,6 +48,26 @@ def is_fake(tensor: Any) -> bool:
     return fake is not None and isinstance(tensor, fake)
 
 
+def without_values(tensor: Any) -> Optional[str]:
+    """Why ``tensor``'s values cannot be read as a dense array: ``"fake"``, ``"meta"``,
+    ``"nested"``, ``"quantized"``, ``"empty"``, or its layout's name (``"sparse_coo"``...);
+    None when they can. The statistics and View Tensor each say it in their own words."""
+    if is_fake(tensor):
+        return "fake"
+    if safe(lambda: bool(tensor.is_meta), False):
+        return "meta"
+    if safe(lambda: bool(tensor.is_nested), False):
+        return "nested"
+    layout = safe(lambda: tensor.layout, None)
+    if layout is not torch.strided:
+        return str(layout).replace("torch.", "")
+    if safe(lambda: bool(tensor.is_quantized), False):
+        return "quantized"
+    if safe(lambda: tensor.numel(), 0) == 0:
+        return "empty"
+    return None
+
+
 def grad_fn_name(tensor: Any) -> Optional[str]:
     fn = safe(lambda: tensor.grad_fn, None)
     return type(fn).__name__ if fn is not None else None

@@ -13,9 +13,10 @@ import socket
 import sqlite3
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
+
+from tests.conftest import CheckRun
 
 PYTHON = sys.executable
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -36,18 +37,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-    report: dict[str, Any]
-
-    @property
-    def findings(self) -> list[dict[str, Any]]:
-        return self.report.get("findings", [])
 
 
 def run_group(
@@ -82,7 +71,7 @@ def check(
     command: Optional[list[str]] = None,
     rules: Optional[str] = None,
     env: Optional[dict[str, str]] = None,
-) -> Run:
+) -> CheckRun:
     """``tensor-dap check [--rules] --report --trace (SCRIPT ARGS | -- COMMAND)``."""
     report = tmp_path / "report.json"
     cli = [PYTHON, "-m", "tensor_dap", "check", "--report", str(report)]
@@ -92,7 +81,7 @@ def check(
     cli += ["--", *command] if command else list(args)
     done = run_group(cli, tmp_path, env=env)
     data = json.loads(report.read_text()) if report.exists() else {}
-    return Run(done.returncode, done.stdout, done.stderr, data)
+    return CheckRun(done.returncode, done.stdout, done.stderr, data)
 
 
 def store_rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
