@@ -22,7 +22,8 @@
 //      for the test (type tensor-dap, stopOnEntry, tensorBreakpoints: [RULE]); paused on entry, the
 //      rule's checkbox in BREAKPOINTS is ticked with a mouse click and reads aria-checked=true;
 //   3. after Continue the editor pauses on the marker's line (top frame of CALL STACK) with the
-//      rule's message in the exception widget;
+//      rule's message in the exception widget (the rule id and the names of the tensors that
+//      `tensor-dap check --report` gives for the marker's finding);
 //   4. VARIABLES shows a tensor summary `tensor<(...`;
 //   5. right-click on a tensor in VARIABLES -> "View Tensor" opens a webview panel; its canvas,
 //      when one is reachable through the webview's iframes, has pixels drawn.
@@ -207,7 +208,8 @@ function prepare(tmp) {
   // The trace the language server shows: one headless run, as a user would do.
   const tensorDap = path.join(path.dirname(PYTHON), "tensor-dap");
   const trace = path.join(ws, ".tensor-dap/trace.db");
-  const check = spawnSync(tensorDap, ["check", "--trace", trace, script], {
+  const report = path.join(tmp, "check-report.json");
+  const check = spawnSync(tensorDap, ["check", "--trace", trace, "--report", report, script], {
     cwd: ws,
     encoding: "utf8",
     timeout: STEP_MS * 2,
@@ -216,9 +218,13 @@ function prepare(tmp) {
   if (!fs.existsSync(trace)) {
     throw new Error(`tensor-dap check wrote no ${trace} (status ${check.status}): ${check.stderr}`);
   }
-  if (!check.stderr.includes(marker.rule)) {
-    throw new Error(`tensor-dap check did not report ${marker.rule}: ${check.stderr}`);
+  // the finding at the marker: its tensors' names are what the exception widget must name too
+  const findings = fs.existsSync(report) ? JSON.parse(fs.readFileSync(report, "utf8")).findings || [] : [];
+  const finding = findings.find((f) => f.rule === marker.rule && f.line === marker.line && path.basename(f.path) === SCRIPT);
+  if (!finding) {
+    throw new Error(`tensor-dap check did not report ${marker.rule} at ${SCRIPT}:${marker.line}: ${check.stderr}`);
   }
+  marker.tensors = (finding.tensors || []).map((t) => t.name).filter(Boolean);
 
   const user = path.join(tmp, "user-data/User");
   fs.mkdirSync(user, { recursive: true });
@@ -462,7 +468,7 @@ async function attempt(number, titles) {
     const { ws, marker } = prepare(tmp);
     const title = titles[marker.rule];
     if (!title) throw new Error(`unknown rule ${marker.rule} in ${SCRIPT}`);
-    log(`${SCRIPT}: expect ${marker.rule} ("${title}") at line ${marker.line}: ${marker.text}`);
+    log(`${SCRIPT}: expect ${marker.rule} ("${title}") at line ${marker.line}: ${marker.text}; tensors ${JSON.stringify(marker.tensors)}`);
 
     installExtension(tmp);
     server = await startCodeServer(tmp, ws);
@@ -533,8 +539,10 @@ async function attempt(number, titles) {
     await widget.waitFor({ timeout: STEP_MS });
     results.exceptionWidget = (await widget.innerText()).trim();
     log(`exception widget: ${results.exceptionWidget.slice(0, 300)}`);
-    if (!results.exceptionWidget.includes(marker.rule)) {
-      throw new Error(`the exception widget does not name ${marker.rule}: ${results.exceptionWidget}`);
+    for (const name of [marker.rule, ...marker.tensors]) {
+      if (!results.exceptionWidget.includes(name)) {
+        throw new Error(`the exception widget does not name ${name}: ${results.exceptionWidget}`);
+      }
     }
     results.stoppedLine = await wb.topFrameLine();
     await wb.shot("paused-on-rule");
@@ -548,7 +556,8 @@ async function attempt(number, titles) {
       const n = await rows.count();
       for (let i = 0; i < n; i++) {
         const text = (await rows.nth(i).innerText()).replace(/\s+/g, " ").trim();
-        if (text.includes("tensor<(")) found.push({ index: i, text, twoD: /tensor<\(\d+, \d+\)/.test(text) });
+        // a tensor itself (`x = tensor<(16, 8) ...`), not a list or dict of them
+        if (/^[\w.\[\]'"]+ = tensor<\(/.test(text)) found.push({ index: i, text, twoD: /^\S+ = tensor<\(\d+, \d+\)/.test(text) });
       }
       return found;
     };
@@ -571,12 +580,26 @@ async function attempt(number, titles) {
     await wb.shot("variables");
 
     // 5. View Tensor from the context menu of that row
-    await rows.nth(tensorRow.index).click({ button: "right" });
-    const item = page.locator(".context-view .monaco-menu .action-item", { hasText: /^View Tensor$/ }).first();
-    await item.waitFor({ timeout: STEP_MS });
-    await item.click();
+    // (a click on the menu item was once lost with the menu left open: tried again, by keyboard
+    // on the item when the menu is still open, until STEP_MS)
     const webview = page.locator("iframe.webview, .webview.ready, iframe[class*=webview]").first();
-    await webview.waitFor({ state: "attached", timeout: STEP_MS });
+    const item = page.locator(".context-view .monaco-menu .action-item", { hasText: /^View Tensor$/ }).first();
+    results.viewTensorTries = 0;
+    await waitFor("the View Tensor panel to open", async () => {
+      if (await webview.count()) return true;
+      results.viewTensorTries++;
+      if (!(await item.isVisible())) {
+        await rows.nth(tensorRow.index).click({ button: "right", timeout: 10_000 });
+        await item.waitFor({ timeout: 10_000 });
+        await sleep(300); // the menu positions itself and takes focus
+        await item.click({ timeout: 10_000 });
+      } else {
+        await item.hover({ timeout: 10_000 });
+        await item.locator(".action-menu-item, a").first().focus({ timeout: 10_000 });
+        await page.keyboard.press("Enter");
+      }
+      return waitFor("a webview", async () => (await webview.count()) > 0, 8000).catch(() => false);
+    }, STEP_MS, 100);
     results.webviewTab = await waitFor("the View Tensor panel's tab", async () => {
       const tabs = await page.locator(".tabs-container .tab").allInnerTexts();
       return tabs.find((t) => !t.includes(".py"))?.trim();
