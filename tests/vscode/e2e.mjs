@@ -545,9 +545,9 @@ async function attempt(number, titles) {
       }
     }
     results.stoppedLine = await wb.topFrameLine();
-    await wb.shot("paused-on-rule");
 
     // 4. a tensor summary in VARIABLES (room for it: WATCH collapsed); a 2-D one preferred
+    await page.mouse.move(700, 3); // no tooltip or hover in the screenshots
     await wb.collapsePane("Watch");
     await wb.expandPane("Variables");
     const rows = wb.pane("Variables").locator(".monaco-list-row");
@@ -561,7 +561,14 @@ async function attempt(number, titles) {
       }
       return found;
     };
-    let tensorRow = (await waitFor("a tensor summary in VARIABLES", async () => (await tensorRows())[0]));
+    let tensorRow = await waitFor("a tensor summary in VARIABLES", async () => (await tensorRows())[0]);
+    // the extension's inline values at the ends of lines (logged, not required)
+    results.inlineValues = await waitFor("inline values", async () => {
+      const values = await page.locator(".debug-inline-value").allInnerTexts();
+      return values.length ? values : null;
+    }, 10_000).catch(() => []);
+    log(`inline values: ${JSON.stringify(results.inlineValues.slice(0, 4))}`);
+    await wb.shot("paused-on-rule");
     if (!tensorRow.twoD) {
       // type-to-navigate in the tree to a 2-D tensor the list has not rendered yet (best effort)
       await rows.nth(tensorRow.index).click();
@@ -577,6 +584,7 @@ async function attempt(number, titles) {
     }
     results.variable = tensorRow.text;
     log(`VARIABLES: ${tensorRow.text}`);
+    await page.mouse.move(700, 3);
     await wb.shot("variables");
 
     // 5. View Tensor from the context menu of that row
@@ -644,6 +652,7 @@ async function attempt(number, titles) {
       throw new Error(`${error.message}; canvases: ${JSON.stringify(results.canvas)}; webview pages: ${pages.join(" | ")}`);
     }
     log(`canvas: ${JSON.stringify(results.canvas)}`);
+    await page.mouse.move(700, 3);
     await sleep(1000);
     await wb.shot("view-tensor");
 
