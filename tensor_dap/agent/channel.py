@@ -26,6 +26,8 @@ import tempfile
 import threading
 from typing import IO, Any, Callable, Optional
 
+from tensor_dap.agent.threads import start_tool_thread
+
 ENV = "TENSOR_DAP_AGENT"
 RulesCallback = Callable[[list[str]], None]
 
@@ -72,9 +74,7 @@ class ChannelClient:
         self._stream = self._socket.makefile("rb")
         self.first_rules = read_rules(self._stream)
         self._socket.settimeout(None)
-        threading.Thread(
-            target=_deliver, args=(self._stream, on_rules), name="tensor-dap-agent", daemon=True
-        ).start()
+        start_tool_thread(_deliver, "tensor-dap-agent", (self._stream, on_rules))
 
 
 # -- attach: the agent listens --------------------------------------------------------------
@@ -134,7 +134,7 @@ class ChannelListener:
         self.first_rules = threading.Event()
         self.path = self._publish()
         atexit.register(self.close)
-        threading.Thread(target=self._accept, name="tensor-dap-agent", daemon=True).start()
+        start_tool_thread(self._accept, "tensor-dap-agent")
 
     def _publish(self) -> str:
         pid = os.getpid()
@@ -159,7 +159,7 @@ class ChannelListener:
                 connection, _ = self._server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+            start_tool_thread(self._serve, "tensor-dap-agent-client", (connection,))
 
     def _serve(self, connection: socket.socket) -> None:
         with connection:

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any, Optional
 
 from tensor_dap.agent.spread import ChildConfig
+from tensor_dap.agent.threads import start_tool_thread
 
 log = logging.getLogger("tensor_dap.agent")
 
@@ -169,7 +170,7 @@ class ProcessAgent:
         if wait:
             connect()
         else:
-            threading.Thread(target=connect, name="tensor-dap-agent", daemon=True).start()
+            start_tool_thread(connect, "tensor-dap-agent")
 
     def finish(self) -> None:
         """At exit: the last rows to the trace store, the end record to the findings log."""

@@ -36,6 +36,7 @@ from tensor_dap.agent.process import current_rank, process_info
 from tensor_dap.agent.provenance import MAX_DEPTH, NODE_PROV_KEY, Prov, ProvenanceRegistry
 from tensor_dap.agent.ranks import rules_for_rank
 from tensor_dap.agent.rules import Report, parse_rules, rule_modules
+from tensor_dap.agent.threads import is_tool_thread
 
 log = logging.getLogger("tensor_dap.engine")
 
@@ -127,6 +128,8 @@ _TOOL_MODULES = ("debugpy", "_pydevd", "pydevd", "_pydev", "tensor_dap")
 
 def _is_tool_thread(thread: threading.Thread) -> bool:
     """A debugger's or tensor-dap's own thread: never watched (its tensor reads are ours)."""
+    if is_tool_thread(thread):
+        return True
     target = getattr(thread, "_target", None)
     for owner in (type(thread), target):
         module = getattr(owner, "__module__", None) or ""

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.recorder import TraceRecorder
+from tensor_dap.agent.threads import start_tool_thread
 from tensor_dap.trace import TraceStoreError, TraceWriter, source_text, text_digest
 
 log = logging.getLogger("tensor_dap.trace")
@@ -60,8 +61,7 @@ class TraceSession:
         except (TraceStoreError, sqlite3.Error, OSError) as error:
             self._fail(error)
             return
-        self._thread = threading.Thread(target=self._loop, name="tensor-dap-trace", daemon=True)
-        self._thread.start()
+        self._thread = start_tool_thread(self._loop, "tensor-dap-trace")
 
     def finish(self, exit_info: dict[str, Any]) -> None:
         self._stop.set()

@@ -61,6 +61,9 @@ def test_masked_scatter_stop_names_tensors(dap: DapClient) -> None:
     trace = info["details"]["stackTrace"]
     assert "masked_scatter_on_cpu.py" in trace and "y.masked_scatter_(mask, x)" in trace
     assert "TensorBreakpoint" not in trace
+    # CALL STACK lists the program's threads, not tensor-dap's own
+    names = [t["name"] for t in dap.request("threads")["body"]["threads"]]
+    assert names and not [n for n in names if "tensor-dap" in n], names
     # the user's variables are there to inspect, before the op ran
     frame = dap.top_frame(stopped["threadId"])
     scopes = dap.request("scopes", {"frameId": frame["id"]})["body"]["scopes"]
