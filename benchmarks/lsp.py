@@ -137,6 +137,14 @@ class RawClient:
                 return message.get("result")
 
 
+def lines_params(uri: str, first: int, last: int) -> dict[str, Any]:
+    """``textDocument/inlayHint`` params for lines ``first`` .. ``last`` of ``uri``."""
+    return {
+        "textDocument": {"uri": uri},
+        "range": {"start": {"line": first, "character": 0}, "end": {"line": last, "character": 0}},
+    }
+
+
 def percentile(ordered: list[float], fraction: float = 0.95) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
@@ -183,9 +191,7 @@ async def measure(root: Path, source: Path, lines: int, requests: int, visible: 
     times, count = [], 0
     for i in range(requests):
         first = (i * 97) % max(1, lines - visible)
-        ranged = {**params, "range": {**params["range"]}}
-        ranged["range"]["start"] = {"line": first, "character": 0}
-        ranged["range"]["end"] = {"line": first + visible, "character": 0}
+        ranged = lines_params(uri, first, first + visible)
         start = time.perf_counter()
         hints = await client.request("textDocument/inlayHint", ranged)
         times.append((time.perf_counter() - start) * 1000)
@@ -208,9 +214,7 @@ async def measure(root: Path, source: Path, lines: int, requests: int, visible: 
             "contentChanges": [{"text": "".join(edited)}],
         }
         client.send("textDocument/didChange", change, request=False)
-        ranged = {**params, "range": {**params["range"]}}
-        ranged["range"]["start"] = {"line": max(0, at - visible // 2), "character": 0}
-        ranged["range"]["end"] = {"line": at + visible // 2, "character": 0}
+        ranged = lines_params(uri, max(0, at - visible // 2), at + visible // 2)
         start = time.perf_counter()
         hints = await client.request("textDocument/inlayHint", ranged)
         times.append((time.perf_counter() - start) * 1000)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Sequence
+from typing import Optional
 
 from .store import FileData, Lines
 
@@ -50,6 +51,15 @@ def line_map(old: Sequence[str], new: Sequence[str]) -> dict[int, int]:
     return mapping
 
 
+def already_aligned(data: FileData, digest: str) -> Optional[FileData]:
+    """``data`` for a document with text digest ``digest`` when no matching is needed (same
+    text, no digest recorded, or matched for this text before); None when it is."""
+    if data.digest is None or data.digest == digest:
+        return data
+    memo = data.memo.get(MEMO_KEY)
+    return memo[1] if memo is not None and memo[0] == digest else None
+
+
 def aligned(data: FileData, lines: Sequence[str], digest: str) -> FileData:
     """``data`` on the line numbers of a document with text ``lines`` and text digest ``digest``.
 
@@ -59,11 +69,9 @@ def aligned(data: FileData, lines: Sequence[str], digest: str) -> FileData:
     one, while a finding stays listed until the next run.
     Kept in ``data.memo`` for the last document text asked.
     """
-    if data.digest is None or data.digest == digest:
-        return data
-    memo = data.memo.get(MEMO_KEY)
-    if memo is not None and memo[0] == digest:
-        return memo[1]
+    ready = already_aligned(data, digest)
+    if ready is not None:
+        return ready
     result = _realign(data, lines, digest)
     data.memo[MEMO_KEY] = (digest, result)
     return result

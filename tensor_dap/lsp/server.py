@@ -131,11 +131,9 @@ class TensorDapServer(LanguageServer):
         :mod:`tensor_dap.lsp.alignment`; matched in a worker thread when the text changed)."""
         data = await self.stored_data(document)
         digest = self.digest(document)
-        if data.digest is None or data.digest == digest:
-            return data
-        memo = data.memo.get(alignment.MEMO_KEY)
-        if memo is not None and memo[0] == digest:
-            return memo[1]
+        ready = alignment.already_aligned(data, digest)
+        if ready is not None:
+            return ready
         return await asyncio.to_thread(alignment.aligned, data, document.lines, digest)
 
     async def stored_data(self, document: TextDocument) -> FileData:
