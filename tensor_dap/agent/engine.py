@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tensor_dap.agent import frames, naming
+from tensor_dap.agent import frames, naming, operators
 from tensor_dap.agent.describe import describe
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.ops import OpInfo
@@ -46,9 +46,6 @@ _Tensor = torch.Tensor
 _getframe = sys._getframe
 _SEQUENCES = (list, tuple)
 _PASS = object()
-#: a call site records provenance for its first _ALWAYS hits, then for one in 64
-_ALWAYS = 8
-_EVERY = 63
 
 
 def _accelerator_in_use() -> bool:
@@ -69,45 +66,40 @@ class _Mode(TorchFunctionMode):
         self.watch = watch
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        return self.handle(func, func, args, kwargs, _getframe(1))
+
+    def handle(
+        self, op: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
+    ) -> Any:
+        """Run ``func`` for the user's frame ``caller`` with the rules for ``op`` around it
+        (the mode is off the stack here: torch popped it, or :mod:`operators` did).
+
+        Every line here runs for every op: each is paid for in benchmarks/overhead.py.
+        """
         watch = self.watch
-        plan = watch._plans.get(func)
-        if plan is None:
-            plan = watch._plan(func)
+        plan = watch._plans.get(op) or watch._plan(op)
         if plan is _PASS:
             return func(*args, **kwargs) if kwargs else func(*args)
         info, before, after, observers = plan
-        caller = _getframe(1)
-        if before:
-            for rule_id, check in before:
-                try:
-                    report = check(info, args, kwargs, caller, watch)
-                except Exception:
-                    watch._rule_failed(rule_id)
-                    continue
-                if report is not None:
-                    watch._emit(rule_id, report, info, caller)
+        for rule_id, check in before:
+            try:
+                report = check(info, args, kwargs, caller, watch)
+            except Exception:
+                watch._rule_failed(rule_id)
+                continue
+            if report is not None:
+                watch._emit(rule_id, report, info, caller)
         out = func(*args, **kwargs) if kwargs else func(*args)
-        # per call site: the first hits in full, then one in 64 (provenance, trace). A site is
+        # per call site: the first 8 hits in full, then one in 64 (provenance, trace). A site is
         # id(code) + instruction offset: unique among live code objects (the offset lies inside
         # the object), and an int hashes for free where a code object hashes its bytecode.
         site = id(caller.f_code) + caller.f_lasti
         site_hits = watch._site_hits
         hits = site_hits[site] = site_hits.get(site, 0) + 1
-        if hits == 1:
-            watch._new_site(site, caller)
-        try:
-            if hits <= _ALWAYS or not (hits & _EVERY):
-                watch._sample(info, args, out, caller, observers)
-            for rule_id, check in after:
-                try:
-                    report = check(info, args, kwargs, out, caller, watch)
-                except Exception:
-                    watch._rule_failed(rule_id)
-                    continue
-                if report is not None:
-                    watch._emit(rule_id, report, info, caller)
-        except Exception:  # the engine must never break the user's op
-            log.exception("tensor-dap: internal error after %s", info.name)
+        if hits <= 8 or not hits & 63:  # literals: cheaper than globals on this path
+            watch._sample(site, hits, info, args, out, caller, observers)
+        if after:
+            watch._after(after, info, args, kwargs, out, caller)
         return out
 
 
@@ -117,10 +109,12 @@ class _ThreadMode(_Mode):
     Such a thread may outlive the watch; its mode then lets every op through untouched.
     """
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def handle(
+        self, op: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
+    ) -> Any:
         if self.watch._mode is None:
             return func(*args, **kwargs) if kwargs else func(*args)
-        return super().__torch_function__(func, types, args, kwargs)
+        return super().handle(op, func, args, kwargs, caller)
 
 
 _TOOL_MODULES = ("debugpy", "_pydevd", "pydevd", "_pydev", "tensor_dap")
@@ -221,11 +215,18 @@ class Watch:
                     self._rule_failed(rule_id)
         self._mode = _Mode(self)
         self._mode.__enter__()
+        operators.install((_Mode, _ThreadMode))
+        self._operators = True
         self._handles.extend(self._unwatch_optimizer_steps())
         self._follow_new_threads()
 
+    _operators = False
+
     def stop(self) -> None:
         self._resume()
+        if self._operators:
+            self._operators = False
+            operators.uninstall()
         if self._thread_hook is not None:
             if _thread_profile() is self._thread_hook:
                 threading.setprofile(self._previous_profile)
@@ -345,6 +346,8 @@ class Watch:
 
     def _sample(
         self,
+        site: int,
+        hits: int,
         info: OpInfo,
         args: tuple[Any, ...],
         out: Any,
@@ -352,17 +355,41 @@ class Watch:
         observers: tuple[Any, ...] = (),
     ) -> None:
         """Provenance, trace metadata and the rules' ``observe`` hooks (sampled per call site)."""
-        for rule_id, observe in observers:
+        try:
+            if hits == 1:
+                self._new_site(site, caller)
+            for rule_id, observe in observers:
+                try:
+                    observe(info, args, out, caller, self)
+                except Exception:
+                    self._rule_failed(rule_id)
+            if isinstance(out, _Tensor):
+                self._record(info, args, out, caller)
+            elif isinstance(out, tuple) or out.__class__ is list:
+                for item in out:
+                    if isinstance(item, _Tensor):
+                        self._record(info, args, item, caller)
+        except Exception:  # the engine must never break the user's op
+            log.exception("tensor-dap: internal error after %s", info.name)
+
+    def _after(
+        self,
+        after: tuple[Any, ...],
+        info: OpInfo,
+        args: tuple[Any, ...],
+        kwargs: Any,
+        out: Any,
+        caller: FrameType,
+    ) -> None:
+        """The rules that look at an op's result (``nan-inf``)."""
+        for rule_id, check in after:
             try:
-                observe(info, args, out, caller, self)
+                report = check(info, args, kwargs, out, caller, self)
             except Exception:
                 self._rule_failed(rule_id)
-        if isinstance(out, _Tensor):
-            self._record(info, args, out, caller)
-        elif isinstance(out, tuple) or out.__class__ is list:
-            for item in out:
-                if isinstance(item, _Tensor):
-                    self._record(info, args, item, caller)
+                continue
+            if report is not None:
+                self._emit(rule_id, report, info, caller)
 
     def _record(self, info: OpInfo, args: tuple[Any, ...], out: Any, caller: FrameType) -> None:
         """Provenance of one op output, and what the trace recorder wants of it."""

@@ -5,6 +5,7 @@ the program's own output is what it is without tensor-dap."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -27,7 +28,8 @@ LOADER = SAMPLES / "dataloader_worker_collate.py"
 
 
 def _rank_lines(text: str) -> list[str]:
-    return sorted(line for line in text.splitlines() if line.startswith("rank "))
+    """Each rank's result line; ranks share one stdout, so two lines may run together."""
+    return sorted(re.findall(r"rank \d+: running loss [^\]]*\]", text))
 
 
 def _line_of(script: Path, text: str) -> int:

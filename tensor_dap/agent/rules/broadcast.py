@@ -24,7 +24,6 @@ RULE = Rule(
 )
 
 _Tensor = torch.Tensor
-_NUMBERS = (float, int, bool)
 _EXPLICIT = ("None]", "unsqueeze", "None,", "[None", "expand", "outer", "einsum")
 
 
@@ -33,22 +32,21 @@ def applies(op: OpInfo) -> bool:
 
 
 def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
-    # the hot path: a Python number or a 0-dim tensor never broadcasts anything, and equal
-    # ranks are not this rule's business; only then are shapes looked at
+    # the hot path (every elementwise op): numbers and 0-dim tensors never broadcast anything,
+    # and equal ranks are not this rule's business; only then are shapes looked at
     first_rank = 0
-    differ = False
     for arg in args:
-        if arg.__class__ in _NUMBERS:
-            continue
         if isinstance(arg, _Tensor):
             rank = arg.ndim
-            if rank:
-                if not first_rank:
-                    first_rank = rank
-                elif rank != first_rank:
-                    differ = True
-    if not differ:
-        return None
+            if rank and rank != first_rank:
+                if first_rank:
+                    return _check(args)
+                first_rank = rank
+    return None
+
+
+def _check(args: tuple) -> Optional[Report]:
+    """Inputs of different ranks: report when the result has more elements than any input."""
     tensors = [a for a in args if isinstance(a, _Tensor) and a.dim()]
     shapes = [tuple(t.shape) for t in tensors]
     try:

@@ -24,8 +24,12 @@ RULE = Rule(
 _Tensor = torch.Tensor
 
 
+#: factories whose result is uninitialised memory: garbage, NaN included, until written
+_UNINITIALISED = ("empty", "new_empty")
+
+
 def applies(op: OpInfo) -> bool:
-    return not op.backward
+    return not op.backward and not op.name.startswith(_UNINITIALISED)
 
 
 def _finite(tensor: Any) -> bool:

@@ -1,0 +1,183 @@
+"""The operators' fast path: ``a - b`` and friends skip the mode's dispatch while a watch runs,
+yet every rule sees them exactly as through the mode, and ``torch.Tensor`` is given back as it
+was."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+import tensor_dap
+from tensor_dap.agent import operators
+from tensor_dap.testing import accelerator_device
+
+
+def own_operators() -> dict[str, object]:
+    """What ``torch.Tensor`` itself defines under the shadowed names (most are inherited)."""
+    return {name: torch.Tensor.__dict__.get(name) for name in operators.OPERATORS}
+
+
+def test_operators_are_shadowed_only_while_a_watch_runs() -> None:
+    before = own_operators()
+    outer = tensor_dap.watch(rules=["broadcast"])
+    with outer:
+        assert torch.Tensor.__sub__.__module__ == operators.__name__
+        with tensor_dap.watch(rules=["broadcast"]):
+            pass
+        # the inner watch stopping leaves the outer one its fast path
+        assert torch.Tensor.__sub__.__module__ == operators.__name__
+    assert own_operators() == before
+    assert torch.Tensor.__add__ is torch._C.TensorBase.__add__
+
+
+def test_nothing_shadowed_without_rules() -> None:
+    before = own_operators()
+    with tensor_dap.watch(rules=[]):
+        assert own_operators() == before
+
+
+def test_operators_skip_the_modes_dispatch(monkeypatch) -> None:
+    """The point of the fast path: ``a - b`` never reaches ``__torch_function__``."""
+    from tensor_dap.agent import engine
+
+    dispatched = []
+    through_mode = engine._Mode.__torch_function__
+
+    def spy(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        dispatched.append(func.__name__)
+        return through_mode(self, func, types, args, kwargs)
+
+    monkeypatch.setattr(engine._Mode, "__torch_function__", spy)
+    x, y = torch.ones(4), torch.ones(4, 1)
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        x - y
+        x += 2.0
+        torch.sub(x, y)
+    assert dispatched == ["sub"]  # torch.sub only
+    # and the rules ran on the fast path (torch.sub's finding is placed in the spy's frame)
+    assert (
+        watch.findings[0].line
+        == test_operators_skip_the_modes_dispatch.__code__.co_firstlineno + 14
+    )
+
+
+def test_an_operator_and_its_function_give_the_same_finding() -> None:
+    x, y = torch.ones(4), torch.ones(4, 1)
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        by_operator = x - y
+        by_function = torch.sub(x, y)
+    assert torch.equal(by_operator, by_function)
+    first, second = watch.findings
+    assert second.line == first.line + 1
+    assert first.message.startswith("`x - y`: x (4,), y (4, 1) broadcast to (4, 4)")
+    assert second.message.startswith("`torch.sub(x, y)`: x (4,), y (4, 1) broadcast to (4, 4)")
+
+
+def test_provenance_of_an_operator_result_names_the_function() -> None:
+    """``a * 2`` is recorded as ``mul``, as the mode names it."""
+    device = accelerator_device()
+    with tensor_dap.watch(rules=["device-mismatch"]) as watch:
+        part = torch.ones(2, device=device, requires_grad=True) * 2
+        total = torch.zeros(2)
+        with contextlib.suppress(RuntimeError):
+            total += part
+    [finding] = watch.findings
+    assert (
+        finding.line
+        == test_provenance_of_an_operator_result_names_the_function.__code__.co_firstlineno + 7
+    )
+    assert f"part is on {device}" in finding.message
+    assert "by mul)" in finding.message
+
+
+def test_in_place_operators_run_the_rules() -> None:
+    w = torch.ones(3, requires_grad=True)
+    with tensor_dap.watch(rules=["inplace-saved"]) as watch:
+        h = w * 1
+        s = h.sigmoid()  # saves its result for backward
+        s *= 2  # the in-place write under test
+    [finding] = watch.findings
+    assert finding.rule == "inplace-saved"
+    assert "SigmoidBackward0" in finding.message
+
+
+def test_torch_functions_disabled_means_no_rule() -> None:
+    x, y = torch.ones(4), torch.ones(4, 1)
+    with tensor_dap.watch(rules=["broadcast"]) as watch, torch._C.DisableTorchFunction():
+        x - y
+    assert watch.findings == []
+
+
+def test_a_thread_started_before_the_watch_is_not_checked() -> None:
+    x, y = torch.ones(4), torch.ones(4, 1)
+    start, done = threading.Event(), threading.Event()
+    results = []
+
+    def work() -> None:
+        start.wait(30)
+        results.append(x - y)
+        done.set()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        start.set()
+        assert done.wait(30)
+    thread.join()
+    assert watch.findings == []
+    assert results[0].shape == (4, 4)
+
+
+def test_a_users_mode_above_the_watch_sees_operators_first() -> None:
+    seen = []
+
+    class Recording(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            seen.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    x, y = torch.ones(4), torch.ones(4, 1)
+    with tensor_dap.watch(rules=["broadcast"]) as watch, Recording():
+        x - y
+    assert seen == ["sub"]
+    [finding] = watch.findings
+    assert finding.rule == "broadcast"
+
+
+def test_a_subclass_still_gets_its_torch_function() -> None:
+    calls = []
+
+    class Logged(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
+            calls.append(func.__name__)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    t = torch.ones(2).as_subclass(Logged)
+    with tensor_dap.watch(rules=["broadcast"]):
+        out = t * 2
+        smaller = t < 3
+    assert type(out) is Logged and type(smaller) is Logged
+    assert {"mul", "lt"} <= set(calls)
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda: torch.ones(2) @ torch.ones(3),
+        lambda: torch.ones(2) + "text",
+        lambda: torch.ones(2)[5],
+    ],
+    ids=["matmul", "unsupported-operand", "index"],
+)
+def test_errors_come_through_unchanged(operation) -> None:  # noqa: ANN001
+    with pytest.raises(Exception) as plain:
+        operation()
+    with tensor_dap.watch(), pytest.raises(Exception) as watched:
+        operation()
+    assert type(watched.value) is type(plain.value)
+    assert str(watched.value) == str(plain.value)
