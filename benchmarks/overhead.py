@@ -1,14 +1,15 @@
 """Engine overhead, measured side by side in one run: ``python benchmarks/overhead.py``.
 
-Times each workload of :mod:`workloads` plain and under each mode, interleaving the modes
-round after round (so drift on a busy machine hits them all alike) and reporting the median
-ratio to plain execution:
+Times each workload of :mod:`workloads` plain and under each mode, in many short rounds that
+pair a plain run with each mode's (so drift on a busy machine hits both sides of a ratio alike),
+in CPU time, and reports the median ratio to plain execution:
 
+- ``no-op TorchFunctionMode (floor)``: what any engine built on a mode pays at least;
 - ``watch, no rules``: ``tensor_dap.watch(rules=[])`` (installs nothing);
 - ``watch, default rules`` and ``watch, default rules + trace`` (what ``tensor-dap check`` runs);
 - ``anomaly mode``: ``torch.autograd.detect_anomaly()``;
 - ``TorchSnooper``: ``@torchsnooper.snoop()`` on the workload, output to a file (when the
-  ``torchsnooper`` package imports; ``pip install -e .[bench]``).
+  ``torchsnooper`` package imports; ``pip install -e .[bench]``), in a pass of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import time
 import warnings
 from typing import Any, Callable, Optional
 
@@ -63,17 +65,14 @@ def _torchsnooper() -> Optional[Mode]:
 
 
 def modes() -> dict[str, Mode]:
-    table: dict[str, Mode] = {
+    """The cheap modes, timed together (TorchSnooper is timed on its own: see measure)."""
+    return {
         "no-op TorchFunctionMode (floor)": _within(_NoopMode),
         "watch, no rules": _within(lambda: tensor_dap.watch(rules=[])),
         "watch, default rules": _within(lambda: tensor_dap.watch()),
         "watch, default rules + trace": _within(lambda: tensor_dap.watch(recorder=TraceRecorder())),
         "anomaly mode": _within(lambda: _quiet_anomaly()),
     }
-    snooper = _torchsnooper()
-    if snooper is not None:
-        table["TorchSnooper"] = snooper
-    return table
 
 
 class _NoopMode(TorchFunctionMode):
@@ -93,7 +92,16 @@ def _quiet_anomaly() -> Any:
 
 def measure(name: str, fn: Callable[[int], None], n: int, rounds: int) -> None:
     wrapped = {label: wrap(fn) for label, wrap in modes().items()}
-    plain, medians = interleaved_ratios(fn, wrapped, n, rounds)
+    # CPU time: the workloads run in this process and wait on nothing
+    plain, medians = interleaved_ratios(fn, wrapped, n, rounds, time.process_time)
+    # TorchSnooper in a pass of its own, still side by side with plain: its tens of times
+    # slower runs and their output would otherwise weigh on the runs that follow them
+    snooper = _torchsnooper()
+    if snooper is not None:
+        _, snooped = interleaved_ratios(
+            fn, {"TorchSnooper": snooper(fn)}, n, max(3, rounds // 5), time.process_time
+        )
+        medians.update(snooped)
     print(f"\n{name}: plain {plain * 1e6:.1f} µs per iteration")
     for label, ratio in medians.items():
         print(f"  {label:32s} {ratio:6.2f}×")
@@ -101,22 +109,22 @@ def measure(name: str, fn: Callable[[int], None], n: int, rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=9)
+    # many short rounds: on a shared machine whose speed drifts within a second, the median of
+    # many short side-by-side pairs is steadier than that of a few long ones
+    parser.add_argument("--rounds", type=int, default=45)
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
     options = parser.parse_args()
     torch.set_num_threads(1)
     scale = 5 if options.quick else 1
     print(f"torch {torch.__version__}, Python {sys.version.split()[0]}, 1 thread")
     measure(
-        "(a) MLP 784-256-10, batch 64, training step", make_mlp_step(), 60 // scale, options.rounds
+        "(a) MLP 784-256-10, batch 64, training step", make_mlp_step(), 12 // scale, options.rounds
     )
-    measure(
-        "(b) loop of scalar-sized tensor ops", make_scalar_loop(), 3000 // scale, options.rounds
-    )
+    measure("(b) loop of scalar-sized tensor ops", make_scalar_loop(), 600 // scale, options.rounds)
     measure(
         "(c) scalar model fit with autograd (w * x + b, backward, SGD by hand)",
         make_scalar_autograd_loop(),
-        1000 // scale,
+        200 // scale,
         options.rounds,
     )
 

@@ -1,11 +1,14 @@
 """Side-by-side timing shared by the benchmarks: every mode against plain, round after round.
 
 Each round times plain execution right before each mode, so drift on a busy machine hits both
-sides of a ratio alike; the medians of the per-round ratios are what the benchmarks print.
+sides of a ratio alike, and takes the modes in a new order, so no mode always runs after the same
+one; the medians of the per-round ratios are what the benchmarks print.
 """
 
 from __future__ import annotations
 
+import gc
+import random
 import statistics
 import time
 from typing import Callable
@@ -13,25 +16,37 @@ from typing import Callable
 Run = Callable[[int], None]
 
 
-def _time(fn: Run, n: int) -> float:
-    start = time.perf_counter()
+def _time(fn: Run, n: int, clock: Callable[[], float]) -> float:
+    gc.collect()  # no run pays for the garbage of the one before it
+    start = clock()
     fn(n)
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def interleaved_ratios(
-    fn: Run, runs: dict[str, Run], n: int, rounds: int
+    fn: Run,
+    runs: dict[str, Run],
+    n: int,
+    rounds: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[float, dict[str, float]]:
-    """Plain seconds per iteration (median) and each mode's median ratio to plain."""
+    """Plain seconds per iteration (median) and each mode's median ratio to plain.
+
+    ``clock``: wall time by default; ``time.process_time`` for single-process work that waits
+    on nothing, where it leaves out the time the machine gave to other processes.
+    """
     fn(max(1, n // 5))
     for run in runs.values():
         run(max(1, n // 5))  # warm up every path
     ratios: dict[str, list[float]] = {label: [] for label in runs}
     plain_times = []
+    order = list(runs.items())
+    shuffle = random.Random(0).shuffle
     for _ in range(rounds):
-        for label, run in runs.items():
-            plain = _time(fn, n)
+        shuffle(order)  # no mode always follows the same one
+        for label, run in order:
+            plain = _time(fn, n, clock)
             plain_times.append(plain)
-            ratios[label].append(_time(run, n) / plain)
+            ratios[label].append(_time(run, n, clock) / plain)
     medians = {label: statistics.median(values) for label, values in ratios.items()}
     return statistics.median(plain_times) / n, medians
