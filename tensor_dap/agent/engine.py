@@ -215,6 +215,7 @@ class Watch:
                     self._rule_failed(rule_id)
         self._mode = _Mode(self)
         self._mode.__enter__()
+        operators.track(self._mode)
         operators.install((_Mode, _ThreadMode))
         self._operators = True
         self._handles.extend(self._unwatch_optimizer_steps())
@@ -233,8 +234,10 @@ class Watch:
             self._thread_hook = None
         if self._mode is not None:
             mode, self._mode = self._mode, None
+            operators.untrack()
             try:
-                mode.__exit__(None, None, None)
+                # wherever it is: a mode the program pushed after it stays where it is
+                operators.remove_mode(mode)
             except Exception:
                 log.exception("tensor-dap: could not pop the watch mode")
         for handle in self._handles:
@@ -260,7 +263,9 @@ class Watch:
             sys.setprofile(previous)
             try:
                 if self._mode is not None and not _is_tool_thread(threading.current_thread()):
-                    _ThreadMode(self).__enter__()
+                    mode = _ThreadMode(self)
+                    mode.__enter__()
+                    operators.track(mode)
             except Exception:
                 log.exception("tensor-dap: could not watch a new thread")
 

@@ -49,34 +49,82 @@ _Tensor = torch.Tensor
 _MISSING = object()
 _getframe = sys._getframe
 _mode_enabled = torch._C._is_torch_function_mode_enabled
+_stack_length = torch._C._len_torch_function_stack
+_stack_at = torch._C._get_function_stack_at
 _pop = torch._C._pop_torch_function_stack
 _push = torch._C._push_on_torch_function_stack
 
+#: operands the fast path takes (the last argument: ``other``, or ``self`` for ``-a``). Anything
+#: else — a subclass, a custom object with ``__radd__`` — goes the original way, where torch
+#: may answer NotImplemented without any op (and so without any rule) running.
+_PLAIN = frozenset([torch.Tensor, torch.nn.Parameter, int, float, bool, complex])
+
 _lock = threading.Lock()
 _users = 0
-#: operator name -> what ``torch.Tensor.__dict__`` held before (``_MISSING``: inherited)
-_saved: dict[str, Any] = {}
+#: operator name -> (what ``torch.Tensor.__dict__`` held before, ``_MISSING``: inherited; ours)
+_saved: dict[str, tuple[Any, Any]] = {}
+#: thread id -> the watch mode that thread pushed (to put back one an interrupt knocked off)
+_pushed: dict[int, Any] = {}
 
 
 def _shadow(
-    original: Callable[..., Any], op: Callable[..., Any], modes: tuple[type, ...]
+    name: str, original: Callable[..., Any], op: Callable[..., Any], modes: tuple[type, ...]
 ) -> Callable[..., Any]:
     """The stand-in for one operator: ``original`` is called, ``op`` is what the rules see."""
 
-    def operator(*args: Any) -> Any:
+    def operator(*args: Any, **kwargs: Any) -> Any:
         if _mode_enabled():  # a mode is on the stack and torch functions are not disabled
-            mode = _pop()
+            mode = None
             try:
-                if mode.__class__ in modes:
-                    return mode.handle(op, original, args, None, _getframe(1))
+                mode = _pop()
+                if mode.__class__ in modes and args[-1].__class__ in _PLAIN:
+                    return mode.handle(op, original, args, kwargs, _getframe(1))
             finally:
-                _push(mode)
-        return original(*args)
+                if mode is not None:
+                    _push(mode)
+                else:  # an exception (Ctrl-C) landed as the pop returned
+                    _restore_lost_mode()
+        return original(*args, **kwargs)
 
-    operator.__name__ = operator.__qualname__ = original.__name__
+    operator.__name__ = name
+    # pickle finds it again as torch.Tensor.<name> (whatever that is when it loads)
+    operator.__qualname__ = f"Tensor.{name}"
+    operator.__module__ = "torch"
     operator.__doc__ = original.__doc__
-    operator.__module__ = __name__
     return operator
+
+
+def track(mode: Any) -> None:
+    """``mode`` is the watch mode the calling thread just pushed."""
+    _pushed[threading.get_ident()] = mode
+
+
+def untrack() -> None:
+    _pushed.pop(threading.get_ident(), None)
+
+
+def _restore_lost_mode() -> None:
+    """Put this thread's watch mode back if the pop that lost it was the fast path's own."""
+    mode = _pushed.get(threading.get_ident())
+    stack = [_stack_at(i) for i in range(_stack_length())]
+    if mode is not None and mode.watch._mode is not None and mode not in stack:
+        _push(mode)
+
+
+def remove_mode(mode: Any) -> bool:
+    """Take ``mode`` off this thread's stack wherever it is, leaving the modes above it in place
+    (``TorchFunctionMode.__exit__`` pops whatever is on top). False if it is not there."""
+    above = []
+    try:
+        while _stack_length():
+            top = _pop()
+            if top is mode:
+                return True
+            above.append(top)
+        return False
+    finally:
+        for other in reversed(above):
+            _push(other)
 
 
 def install(modes: tuple[type, ...]) -> None:
@@ -86,14 +134,21 @@ def install(modes: tuple[type, ...]) -> None:
         _users += 1
         if _users > 1:
             return
+        # torch caches these tables of Tensor's methods the first time they are asked for;
+        # filled now, they hold the originals, not the shadows
+        torch.overrides._get_overridable_functions()
+        torch.overrides._get_tensor_methods()
         for name, op in OPERATORS.items():
-            _saved[name] = _Tensor.__dict__.get(name, _MISSING)
+            before = _Tensor.__dict__.get(name, _MISSING)
             original = getattr(_Tensor, name)
-            setattr(_Tensor, name, _shadow(original, getattr(torch._C.TensorBase, op), modes))
+            shadow = _shadow(name, original, getattr(torch._C.TensorBase, op), modes)
+            _saved[name] = (before, shadow)
+            setattr(_Tensor, name, shadow)
 
 
 def uninstall() -> None:
-    """Give the operators back once no watch needs them."""
+    """Give the operators back once no watch needs them (a name someone else has set since
+    is left as they set it)."""
     global _users
     with _lock:
         if _users == 0:
@@ -101,7 +156,9 @@ def uninstall() -> None:
         _users -= 1
         if _users:
             return
-        for name, before in _saved.items():
+        for name, (before, shadow) in _saved.items():
+            if _Tensor.__dict__.get(name) is not shadow:
+                continue
             if before is _MISSING:
                 delattr(_Tensor, name)
             else:

@@ -5,6 +5,8 @@ was."""
 from __future__ import annotations
 
 import contextlib
+import pickle
+import sys
 import threading
 
 import pytest
@@ -16,6 +18,11 @@ from tensor_dap.agent import operators
 from tensor_dap.testing import accelerator_device
 
 
+def shadowed(name: str) -> bool:
+    code = getattr(getattr(torch.Tensor, name), "__code__", None)
+    return code is not None and code.co_filename == operators.__file__
+
+
 def own_operators() -> dict[str, object]:
     """What ``torch.Tensor`` itself defines under the shadowed names (most are inherited)."""
     return {name: torch.Tensor.__dict__.get(name) for name in operators.OPERATORS}
@@ -25,11 +32,11 @@ def test_operators_are_shadowed_only_while_a_watch_runs() -> None:
     before = own_operators()
     outer = tensor_dap.watch(rules=["broadcast"])
     with outer:
-        assert torch.Tensor.__sub__.__module__ == operators.__name__
+        assert shadowed("__sub__")
         with tensor_dap.watch(rules=["broadcast"]):
             pass
         # the inner watch stopping leaves the outer one its fast path
-        assert torch.Tensor.__sub__.__module__ == operators.__name__
+        assert shadowed("__sub__")
     assert own_operators() == before
     assert torch.Tensor.__add__ is torch._C.TensorBase.__add__
 
@@ -177,7 +184,102 @@ def test_a_subclass_still_gets_its_torch_function() -> None:
 def test_errors_come_through_unchanged(operation) -> None:  # noqa: ANN001
     with pytest.raises(Exception) as plain:
         operation()
-    with tensor_dap.watch(), pytest.raises(Exception) as watched:
+    with tensor_dap.watch() as watch, pytest.raises(Exception) as watched:
         operation()
+    assert watch.findings == []
+    assert torch._C._len_torch_function_stack() == 0
     assert type(watched.value) is type(plain.value)
     assert str(watched.value) == str(plain.value)
+
+
+class Other:
+    """Not a tensor: ``tensor + Other()`` is answered by ``Other.__radd__``."""
+
+    def __radd__(self, other: object) -> str:
+        return "radd"
+
+
+def test_an_operand_torch_declines_runs_no_rule() -> None:
+    """Torch answers NotImplemented without running any op; no rule may see one."""
+    w = torch.ones(3, requires_grad=True)
+    with tensor_dap.watch(rules="all") as watch:
+        s = (w * 1).sigmoid()  # saves s for backward: an in-place write on s would be reported
+        assert (s + Other()) == "radd"
+        s += Other()
+        assert s == "radd"
+        t = torch.ones(3)
+        with pytest.raises(TypeError):
+            t += "text"
+    assert watch.findings == []
+
+
+def test_keyword_arguments_of_an_operator_pass_through() -> None:
+    t, u = torch.ones(2), torch.ones(2)
+    plain = t.__add__(u, alpha=2)
+    with tensor_dap.watch(rules=["broadcast"]):
+        watched = t.__add__(u, alpha=2)
+    assert torch.equal(plain, watched)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def interrupt_after_pop(frame, event, arg):  # noqa: ANN001
+    """A profile hook raising just as the fast path's pop returns: where Ctrl-C can land."""
+    if event == "c_return" and arg is torch._C._pop_torch_function_stack:
+        sys.setprofile(None)
+        raise Interrupt
+
+
+def test_an_interrupt_between_pop_and_push_keeps_the_watch() -> None:
+    x, y = torch.ones(4), torch.ones(4, 1)
+    with RecordingMode() as users, tensor_dap.watch(rules=["broadcast"]) as watch:
+        sys.setprofile(interrupt_after_pop)
+        with pytest.raises(Interrupt):
+            x + y
+        sys.setprofile(None)
+        stack = [torch._C._get_function_stack_at(i) for i in range(2)]
+        assert stack == [users, watch._mode]
+        x - y  # still watched
+    assert [f.line for f in watch.findings] != []
+    assert torch._C._len_torch_function_stack() == 0
+
+
+class RecordingMode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        return func(*args, **(kwargs or {}))
+
+
+def test_stopping_the_watch_leaves_a_mode_pushed_after_it() -> None:
+    watch = tensor_dap.watch(rules=["broadcast"])
+    watch.start()
+    later = RecordingMode()
+    later.__enter__()
+    watch.stop()
+    assert torch._C._len_torch_function_stack() == 1
+    assert torch._C._get_function_stack_at(0) is later
+    later.__exit__(None, None, None)
+
+
+def test_a_patch_made_during_the_watch_survives_it() -> None:
+    original = torch.Tensor.__mul__
+
+    def patched(self, other):  # noqa: ANN001
+        return original(self, other)
+
+    try:
+        with tensor_dap.watch(rules=["broadcast"]):
+            torch.Tensor.__mul__ = patched
+        assert torch.Tensor.__dict__["__mul__"] is patched
+    finally:
+        del torch.Tensor.__mul__
+    assert torch.Tensor.__mul__ is torch._C.TensorBase.__mul__
+
+
+def test_torch_tables_and_pickle_still_know_the_operators() -> None:
+    with tensor_dap.watch(rules=["broadcast"]):
+        assert pickle.loads(pickle.dumps(torch.Tensor.__add__)) is torch.Tensor.__add__
+        assert torch.Tensor.__neg__.__name__ == "__neg__"
+    assert torch.overrides.resolve_name(torch.Tensor.__add__) == "torch.Tensor.__add__"
+    assert torch.overrides.is_tensor_method_or_property(torch.Tensor.__mul__)
