@@ -6,6 +6,8 @@ whole cost of the engine, so it is lean:
 
 - a per-function *plan* is computed once (:mod:`tensor_dap.agent.ops`): which rule checks apply
   to that function; metadata reads such as ``t.grad`` or ``t.shape`` pass straight through;
+- Tensor's operators (``a * b``, ``t += 1``...) skip the mode's dispatch and come straight to
+  the same per-op path (:mod:`tensor_dap.agent.operators`);
 - no pytree walks: arguments are scanned one level deep;
 - provenance (where each tensor was created) is one dict insert per op;
 - nothing at all is installed when no rule is enabled and no trace is recorded.
@@ -234,7 +236,7 @@ class Watch:
             self._thread_hook = None
         if self._mode is not None:
             mode, self._mode = self._mode, None
-            operators.untrack()
+            operators.untrack(self)
             try:
                 # wherever it is: a mode the program pushed after it stays where it is
                 operators.remove_mode(mode)

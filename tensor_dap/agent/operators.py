@@ -99,8 +99,11 @@ def track(mode: Any) -> None:
     _pushed[threading.get_ident()] = mode
 
 
-def untrack() -> None:
-    _pushed.pop(threading.get_ident(), None)
+def untrack(watch: Any) -> None:
+    """Forget the modes of a watch that stopped (every thread's: they hold on to the watch)."""
+    for ident, mode in list(_pushed.items()):
+        if mode.watch is watch:
+            _pushed.pop(ident, None)
 
 
 def _restore_lost_mode() -> None:
@@ -164,7 +167,3 @@ def uninstall() -> None:
             else:
                 setattr(_Tensor, name, before)
         _saved.clear()
-
-
-def installed() -> bool:
-    return _users > 0

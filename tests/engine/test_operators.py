@@ -5,9 +5,11 @@ was."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import pickle
 import sys
 import threading
+import weakref
 
 import pytest
 import torch
@@ -283,3 +285,18 @@ def test_torch_tables_and_pickle_still_know_the_operators() -> None:
         assert torch.Tensor.__neg__.__name__ == "__neg__"
     assert torch.overrides.resolve_name(torch.Tensor.__add__) == "torch.Tensor.__add__"
     assert torch.overrides.is_tensor_method_or_property(torch.Tensor.__mul__)
+
+
+def test_a_stopped_watch_is_let_go() -> None:
+    """The modes tracked per thread (to recover from an interrupt) do not keep it alive."""
+    watch = tensor_dap.watch(rules=["broadcast"])
+    with watch:
+        thread = threading.Thread(target=lambda: torch.ones(2) + 1)
+        thread.start()
+        thread.join()
+        assert len(operators._pushed) == 2  # this thread's mode and the worker's
+    ref = weakref.ref(watch)
+    del watch
+    gc.collect()
+    assert ref() is None
+    assert operators._pushed == {}
