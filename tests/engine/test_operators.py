@@ -234,29 +234,32 @@ def interrupt_after_pop(frame, event, arg):  # noqa: ANN001
         raise Interrupt
 
 
+class PassThroughMode(TorchFunctionMode):
+    """A user's own mode, doing nothing."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        return func(*args, **(kwargs or {}))
+
+
 def test_an_interrupt_between_pop_and_push_keeps_the_watch() -> None:
     x, y = torch.ones(4), torch.ones(4, 1)
-    with RecordingMode() as users, tensor_dap.watch(rules=["broadcast"]) as watch:
+    with PassThroughMode() as users, tensor_dap.watch(rules=["broadcast"]) as watch:
         sys.setprofile(interrupt_after_pop)
         with pytest.raises(Interrupt):
             x + y
         sys.setprofile(None)
         stack = [torch._C._get_function_stack_at(i) for i in range(2)]
         assert stack == [users, watch._mode]
-        x - y  # still watched
-    assert [f.line for f in watch.findings] != []
+        x - y  # still watched: the one finding
+    here = test_an_interrupt_between_pop_and_push_keeps_the_watch.__code__.co_firstlineno
+    assert [f.line for f in watch.findings] == [here + 9]
     assert torch._C._len_torch_function_stack() == 0
-
-
-class RecordingMode(TorchFunctionMode):
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        return func(*args, **(kwargs or {}))
 
 
 def test_stopping_the_watch_leaves_a_mode_pushed_after_it() -> None:
     watch = tensor_dap.watch(rules=["broadcast"])
     watch.start()
-    later = RecordingMode()
+    later = PassThroughMode()
     later.__enter__()
     watch.stop()
     assert torch._C._len_torch_function_stack() == 1
