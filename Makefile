@@ -14,7 +14,8 @@ EXT := vscode-extension
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# setup.py builds the engine's optional C fast path (tensor_dap/agent/_fastpath.c) in place
+$(VENV)/.installed: pyproject.toml setup.py tensor_dap/agent/_fastpath.c
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)" -e ".[dev]"

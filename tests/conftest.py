@@ -64,15 +64,17 @@ def run_check(
     tmp_path: Path,
     extra: tuple[str, ...] = (),
     cwd: Optional[Path] = None,
+    env: Optional[dict[str, str]] = None,
 ) -> CheckRun:
-    """Run ``tensor-dap check`` as a user would, in a subprocess, with a JSON report."""
+    """Run ``tensor-dap check`` as a user would, in a subprocess, with a JSON report
+    (``env``: variables to add to the environment)."""
     report = tmp_path / f"report-{script.stem}.json"
     command = [sys.executable, "-m", "tensor_dap", "check", "--report", str(report)]
     command += ["--trace", str(tmp_path / "trace.db")]
     if rules:
         command += ["--rules", rules]
     command += [*extra, str(script), *args]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=240, cwd=cwd or tmp_path, env=env
     )
@@ -86,6 +88,29 @@ def check(tmp_path: Path):
         return run_check(script, *args, tmp_path=tmp_path, **kwargs)
 
     return runner
+
+
+@pytest.fixture(params=["c", "python"])
+def engine_path(request: pytest.FixtureRequest):
+    """Run the test with the engine's per-op path in C (``_fastpath``), then in Python.
+
+    Yields the environment a ``tensor-dap`` subprocess needs for the same path; in this process
+    the switch is :func:`tensor_dap.agent.engine.use_native`.
+    """
+    from tensor_dap.agent import engine, native
+
+    if request.param == "c" and native.fastpath is None:
+        if os.environ.get("TENSOR_DAP_REQUIRE_NATIVE"):  # CI: the build must not fail silently
+            pytest.fail(
+                "TENSOR_DAP_REQUIRE_NATIVE is set but tensor_dap.agent._fastpath is not built"
+            )
+        pytest.skip("the C fast path is not built here")
+    was = native.enabled
+    engine.use_native(request.param == "c")
+    try:
+        yield {"TENSOR_DAP_PURE_PYTHON": "1" if request.param == "python" else "0"}
+    finally:
+        engine.use_native(was)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tensor_dap.agent import frames, naming, operators
+from tensor_dap.agent import frames, naming, native, operators
 from tensor_dap.agent.describe import describe
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.ops import OpInfo
@@ -37,7 +37,7 @@ from tensor_dap.agent.ops import describe as describe_op
 from tensor_dap.agent.process import current_rank, process_info
 from tensor_dap.agent.provenance import MAX_DEPTH, NODE_PROV_KEY, Prov, ProvenanceRegistry
 from tensor_dap.agent.ranks import rules_for_rank
-from tensor_dap.agent.rules import Report, parse_rules, rule_modules
+from tensor_dap.agent.rules import RANKS_DIFFER, Report, parse_rules, rule_modules
 from tensor_dap.agent.threads import is_tool_thread
 
 log = logging.getLogger("tensor_dap.engine")
@@ -60,63 +60,84 @@ def _accelerator_in_use() -> bool:
     return torch._C._get_privateuse1_backend_name() != "privateuseone"
 
 
+def handle_op(
+    mode: Any, op: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
+) -> Any:
+    """Run ``func`` for the user's frame ``caller`` with the rules for ``op`` around it (the
+    mode is off the stack here: torch popped it, or :mod:`operators` did).
+
+    Every line here runs for every op: each is paid for in benchmarks/overhead.py. Its C twin
+    in ``_fastpath.c`` runs the very same steps; change both together.
+    """
+    watch = mode.watch
+    if watch._mode is None:  # the watch stopped; a thread's mode may outlive it
+        return func(*args, **kwargs) if kwargs else func(*args)
+    plan = watch._plans.get(op) or watch._plan(op)
+    if plan is _PASS:
+        return func(*args, **kwargs) if kwargs else func(*args)
+    info, before, after, observers = plan
+    for rule_id, check, _screen in before:  # (the C path skips checks their screen rules out)
+        try:
+            report = check(info, args, kwargs, caller, watch)
+        except Exception as error:
+            watch._rule_failed(rule_id, error)
+            continue
+        if report is not None:
+            watch._emit(rule_id, report, info, caller)
+    out = func(*args, **kwargs) if kwargs else func(*args)
+    # per call site: the first 8 hits in full, then one in 64 (provenance, trace). A site is
+    # id(code) + instruction offset: unique among live code objects (the offset lies inside
+    # the object), and an int hashes for free where a code object hashes its bytecode.
+    site = id(caller.f_code) + caller.f_lasti
+    site_hits = watch._site_hits
+    hits = site_hits[site] = site_hits.get(site, 0) + 1
+    if hits <= 8 or not hits & 63:  # literals: cheaper than globals on this path
+        watch._sample(site, hits, info, args, out, caller, observers)
+    if after:
+        watch._after(after, info, args, kwargs, out, caller)
+    return out
+
+
 class _Mode(TorchFunctionMode):
-    """The per-op hook; all state lives on the :class:`Watch`."""
+    """The per-op hook; all state lives on the :class:`Watch`.
+
+    One per thread the watch follows (a TorchFunctionMode is per thread); a thread's may
+    outlive the watch and then lets every op through untouched.
+    """
+
+    #: the per-op path: ``_fastpath.handle`` or :func:`handle_op` (see :func:`use_native`)
+    run: Callable[..., Any] = staticmethod(handle_op)
 
     def __init__(self, watch: Watch) -> None:
         super().__init__()
         self.watch = watch
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        return self.handle(func, func, args, kwargs, _getframe(1))
-
-    def handle(
-        self, op: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
-    ) -> Any:
-        """Run ``func`` for the user's frame ``caller`` with the rules for ``op`` around it
-        (the mode is off the stack here: torch popped it, or :mod:`operators` did).
-
-        Every line here runs for every op: each is paid for in benchmarks/overhead.py.
-        """
-        watch = self.watch
-        plan = watch._plans.get(op) or watch._plan(op)
-        if plan is _PASS:
-            return func(*args, **kwargs) if kwargs else func(*args)
-        info, before, after, observers = plan
-        for rule_id, check in before:
-            try:
-                report = check(info, args, kwargs, caller, watch)
-            except Exception:
-                watch._rule_failed(rule_id)
-                continue
-            if report is not None:
-                watch._emit(rule_id, report, info, caller)
-        out = func(*args, **kwargs) if kwargs else func(*args)
-        # per call site: the first 8 hits in full, then one in 64 (provenance, trace). A site is
-        # id(code) + instruction offset: unique among live code objects (the offset lies inside
-        # the object), and an int hashes for free where a code object hashes its bytecode.
-        site = id(caller.f_code) + caller.f_lasti
-        site_hits = watch._site_hits
-        hits = site_hits[site] = site_hits.get(site, 0) + 1
-        if hits <= 8 or not hits & 63:  # literals: cheaper than globals on this path
-            watch._sample(site, hits, info, args, out, caller, observers)
-        if after:
-            watch._after(after, info, args, kwargs, out, caller)
-        return out
+        return self.run(self, func, func, args, kwargs, _getframe(1))
 
 
-class _ThreadMode(_Mode):
-    """The hook in a thread started while the watch runs (TorchFunctionMode is per thread).
+_python_torch_function = _Mode.__torch_function__
 
-    Such a thread may outlive the watch; its mode then lets every op through untouched.
+
+def use_native(on: bool) -> bool:
+    """Run the per-op path in C when it is built (``on``), else in Python; whether C runs.
+
+    In C, the mode's ``__torch_function__`` itself is C (``_fastpath.TorchFunction``: no
+    Python frame between torch and the rules). The mode switches at once; Tensor's operators
+    at the next watch that installs them.
     """
+    native.enabled = on and native.fastpath is not None
+    if native.enabled:
+        _Mode.run = staticmethod(native.fastpath.handle)
+        _Mode.__torch_function__ = native.fastpath.TorchFunction()
+    else:
+        _Mode.run = staticmethod(handle_op)
+        _Mode.__torch_function__ = _python_torch_function
+    return native.enabled
 
-    def handle(
-        self, op: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
-    ) -> Any:
-        if self.watch._mode is None:
-            return func(*args, **kwargs) if kwargs else func(*args)
-        return super().handle(op, func, args, kwargs, caller)
+
+native.configure(_PASS, operators.PLAIN, RANKS_DIFFER)
+use_native(True)
 
 
 _TOOL_MODULES = ("debugpy", "_pydevd", "pydevd", "_pydev", "tensor_dap")
@@ -218,7 +239,7 @@ class Watch:
         self._mode = _Mode(self)
         self._mode.__enter__()
         operators.track(self._mode)
-        operators.install((_Mode, _ThreadMode))
+        operators.install((_Mode,))
         self._operators = True
         self._handles.extend(self._unwatch_optimizer_steps())
         self._follow_new_threads()
@@ -255,7 +276,7 @@ class Watch:
 
         ``threading.setprofile`` hands a function to each new thread, called at its first
         Python call: it puts the thread's previous profile function back and pushes a
-        :class:`_ThreadMode` there — once per thread, nothing per op. The debugger's and
+        :class:`_Mode` of its own there — once per thread, nothing per op. The debugger's and
         tensor-dap's own threads are left alone; threads started before the watch are not
         reached (a mode can only be pushed by its own thread).
         """
@@ -265,7 +286,7 @@ class Watch:
             sys.setprofile(previous)
             try:
                 if self._mode is not None and not _is_tool_thread(threading.current_thread()):
-                    mode = _ThreadMode(self)
+                    mode = _Mode(self)
                     mode.__enter__()
                     operators.track(mode)
             except Exception:
@@ -344,7 +365,7 @@ class Watch:
                 if applies is not None and not applies(info):
                     continue
                 if hasattr(module, "before"):
-                    before.append((rule_id, module.before))
+                    before.append((rule_id, module.before, getattr(module, "SCREEN", None)))
                 if hasattr(module, "after"):
                     after.append((rule_id, module.after))
             plan = (info, tuple(before), tuple(after), tuple(observers))
@@ -512,12 +533,14 @@ class Watch:
         self.findings.append(finding)
         return finding, user
 
-    def _rule_failed(self, rule_id: str) -> None:
-        """A rule raised: log it once, switch it off, keep the program running."""
+    def _rule_failed(self, rule_id: str, error: Optional[BaseException] = None) -> None:
+        """A rule raised (``error``, or the exception being handled): log it once, switch it
+        off, keep the program running."""
         if rule_id in self.failed:
             return
-        self.failed[rule_id] = repr(sys.exc_info()[1])
-        log.warning("tensor-dap: rule %s failed and was switched off", rule_id, exc_info=True)
+        error = error if error is not None else sys.exc_info()[1]
+        self.failed[rule_id] = repr(error)
+        log.warning("tensor-dap: rule %s failed and was switched off", rule_id, exc_info=error)
         self._plans = {}
 
 

@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import torch
 
+from tensor_dap.agent import native
+
 #: operator -> the function a mode receives for it, which is what the rules see on either path
 #: (same plans, names and findings). Only operators implemented in C, for which torch hands
 #: modes that function, never the operator itself: a mode or subclass comparing ``func`` with
@@ -57,7 +59,7 @@ _push = torch._C._push_on_torch_function_stack
 #: operands the fast path takes (the last argument: ``other``, or ``self`` for ``-a``). Anything
 #: else — a subclass, a custom object with ``__radd__`` — goes the original way, where torch
 #: may answer NotImplemented without any op (and so without any rule) running.
-_PLAIN = frozenset([torch.Tensor, torch.nn.Parameter, int, float, bool, complex])
+PLAIN = frozenset([torch.Tensor, torch.nn.Parameter, int, float, bool, complex])
 
 _lock = threading.Lock()
 _users = 0
@@ -70,15 +72,26 @@ _pushed: dict[int, Any] = {}
 def _shadow(
     name: str, original: Callable[..., Any], op: Callable[..., Any], modes: tuple[type, ...]
 ) -> Callable[..., Any]:
-    """The stand-in for one operator: ``original`` is called, ``op`` is what the rules see."""
+    """The stand-in for one operator: ``original`` is called, ``op`` is what the rules see.
 
+    In C when the engine's C path runs (``_fastpath.Shadow``: the same steps, without the
+    Python frame and the interrupt handling it needs), else :func:`_python_shadow`.
+    """
+    if native.enabled:
+        return native.fastpath.Shadow(name, original, op, modes)
+    return _python_shadow(name, original, op, modes)
+
+
+def _python_shadow(
+    name: str, original: Callable[..., Any], op: Callable[..., Any], modes: tuple[type, ...]
+) -> Callable[..., Any]:
     def operator(*args: Any, **kwargs: Any) -> Any:
         if _mode_enabled():  # a mode is on the stack and torch functions are not disabled
             mode = None
             try:
                 mode = _pop()
-                if mode.__class__ in modes and args[-1].__class__ in _PLAIN:
-                    return mode.handle(op, original, args, kwargs, _getframe(1))
+                if mode.__class__ in modes and args[-1].__class__ in PLAIN:
+                    return mode.run(mode, op, original, args, kwargs, _getframe(1))
             finally:
                 if mode is not None:
                     _push(mode)

@@ -14,8 +14,8 @@ CLEAN = sorted(CLEAN_SCRIPTS.glob("*.py")) + [SAMPLES / "clean_training.py"]
 
 
 @pytest.mark.parametrize("script", BUG_SCRIPTS, ids=lambda p: p.stem)
-def test_bug_script_reports_exactly_its_marked_lines(script: Path, check) -> None:
-    run = check(script, rules=script_rules(script))
+def test_bug_script_reports_exactly_its_marked_lines(script: Path, check, engine_path) -> None:
+    run = check(script, rules=script_rules(script), env=engine_path)
     assert run.pairs() == expected_findings(script), run.stderr[-3000:]
     assert run.returncode == 1
     for finding in run.findings:

@@ -10,7 +10,10 @@ breakpoint filters and the trace store. A rule is one module in this package tha
 - ``observe(op, args, out, caller, state)``: sees a sample of ops (the first runs of each call
   site, then one in 64) to learn about the program cheaply;
 - ``install(state) -> list[handle]``: hooks outside the op stream (optimizer steps...), removed
-  when the watch ends.
+  when the watch ends;
+- ``SCREEN``: a promise about ``before`` that lets the engine's C path skip calling it:
+  :data:`RANKS_DIFFER` says it returns ``None`` unless two tensors among the positional
+  arguments have different non-zero ranks (the Python path calls ``before`` regardless).
 
 Rules read what an op saw and answer with a :class:`Report` or ``None``; they never touch data
 they were not given, and a rule that raises is switched off by the engine.
@@ -50,6 +53,9 @@ class Report:
     operands: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
+
+#: ``SCREEN`` value: ``before`` only reports when positional tensor operands' ranks differ
+RANKS_DIFFER = "ranks-differ"
 
 _MODULES = (
     "leaves_device",

@@ -15,13 +15,16 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap.agent.ops import OpInfo
-from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.rules import RANKS_DIFFER, Report, Rule
 
 RULE = Rule(
     id="broadcast",
     title="Silent broadcast",
     description="An elementwise op broadcasts inputs of different ranks to a larger result.",
 )
+
+#: before() is None unless tensor operands of different non-zero ranks meet (see before)
+SCREEN = RANKS_DIFFER
 
 _Tensor = torch.Tensor
 _EXPLICIT = ("None]", "unsqueeze", "None,", "[None", "expand", "outer", "einsum")
