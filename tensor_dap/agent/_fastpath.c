@@ -35,11 +35,21 @@ static PyObject *PASS_MARKER, *MODE_ENABLED, *POP_MODE, *PUSH_MODE, *PLAIN_TYPES
 static PyObject *s_ndim, *s_watch, *s_mode, *s_plans, *s_plan, *s_site_hits, *s_sample, *s_after,
     *s_emit, *s_rule_failed;
 
-/* func(*args, **kwargs), kwargs None or a dict (empty: no keywords) */
+/* func(*args, **kwargs): args a tuple; kwargs None, a dict (empty: no keywords) or any other
+ * mapping (merged into a dict, as `**` would) */
 static PyObject *call_op(PyObject *func, PyObject *args, PyObject *kwargs) {
-    if (kwargs != NULL && kwargs != Py_None && PyDict_Check(kwargs) && PyDict_GET_SIZE(kwargs))
-        return PyObject_Call(func, args, kwargs);
-    return PyObject_Call(func, args, NULL);
+    if (kwargs == NULL || kwargs == Py_None) return PyObject_Call(func, args, NULL);
+    if (PyDict_Check(kwargs))
+        return PyObject_Call(func, args, PyDict_GET_SIZE(kwargs) ? kwargs : NULL);
+    PyObject *merged = PyDict_New();
+    if (merged == NULL) return NULL;
+    if (PyDict_Merge(merged, kwargs, 1) < 0) {
+        Py_DECREF(merged);
+        return NULL;
+    }
+    PyObject *out = PyObject_Call(func, args, PyDict_GET_SIZE(merged) ? merged : NULL);
+    Py_DECREF(merged);
+    return out;
 }
 
 /* the exception being raised, taken off the thread state (a new reference) */
@@ -283,7 +293,7 @@ static int is_watch_mode(PyObject *modes, PyObject *mode) {
 /* a plain tensor or number: anything else (a subclass, a custom object with __radd__) goes
  * the original way, where torch may answer NotImplemented without running any op */
 static int is_plain(PyObject *operand) {
-    return PySet_Contains(PLAIN_TYPES, (PyObject *)Py_TYPE(operand)) == 1;
+    return PySet_Contains(PLAIN_TYPES, (PyObject *)Py_TYPE(operand)); /* -1: an error */
 }
 
 static PyObject *shadow_run(Shadow *self, PyObject *mode, PyObject *const *args,
@@ -332,13 +342,15 @@ static PyObject *shadow_vectorcall(PyObject *callable, PyObject *const *args, si
     Py_DECREF(enabled);
     if (on < 0) return NULL;
     if (!on) return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    /* no Python code runs between the pop and the push below but the op's own: an interrupt
-     * cannot land while the mode is only held here (the Python twin needs a handler for it) */
+    /* the pop returns to C, not to the interpreter: no interrupt can land before the mode is
+     * held here, and whatever happens after (rules, the op, an interrupt in them) the push
+     * below runs (the Python twin needs a handler for the first) */
     PyObject *mode = PyObject_CallNoArgs(POP_MODE);
     if (mode == NULL) return NULL;
-    int ours = is_watch_mode(self->modes, mode) && is_plain(args[nargs - 1]);
-    PyObject *out = ours ? shadow_run(self, mode, args, nargs, kwnames) : NULL;
-    PyObject *error = ours && out == NULL ? take_exception() : NULL;
+    int ours = is_watch_mode(self->modes, mode);
+    if (ours) ours = is_plain(args[nargs - 1]);
+    PyObject *out = ours > 0 ? shadow_run(self, mode, args, nargs, kwnames) : NULL;
+    PyObject *error = ours != 0 && out == NULL ? take_exception() : NULL;
     PyObject *pushed = PyObject_CallOneArg(PUSH_MODE, mode);
     Py_DECREF(mode);
     if (pushed == NULL) { /* as a `finally:` would: the push's error wins */
@@ -347,7 +359,7 @@ static PyObject *shadow_vectorcall(PyObject *callable, PyObject *const *args, si
         return NULL;
     }
     Py_DECREF(pushed);
-    if (!ours) /* another mode's, or an operand torch may decline: with the stack as it was */
+    if (ours == 0) /* another mode's, or an operand torch may decline: with the stack as it was */
         return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
     if (error != NULL) restore_exception(error);
     return out;
@@ -471,19 +483,16 @@ static PyObject *torch_function_vectorcall(PyObject *callable, PyObject *const *
     func = args[1];
     if (nargs > 3) call_args = args[3];
     if (nargs > 4) kwargs = args[4];
-    PyObject *empty = NULL;
-    if (call_args == NULL) {
-        empty = PyTuple_New(0);
-        if (empty == NULL) return NULL;
-        call_args = empty;
-    }
+    /* torch passes a tuple; a direct call may pass any sequence (as `*args` would take it) */
+    PyObject *call_tuple = call_args == NULL ? PyTuple_New(0) : PySequence_Tuple(call_args);
+    if (call_tuple == NULL) return NULL;
     PyObject *out;
     PyObject *caller = (PyObject *)PyEval_GetFrame();
-    if (!PyTuple_Check(call_args) || caller == NULL) /* not from Python: no user line to check */
-        out = call_op(func, call_args, kwargs);
+    if (caller == NULL) /* not called from Python: no user line to check */
+        out = call_op(func, call_tuple, kwargs);
     else
-        out = run_op(mode, func, func, call_args, kwargs, caller);
-    Py_XDECREF(empty);
+        out = run_op(mode, func, func, call_tuple, kwargs, caller);
+    Py_DECREF(call_tuple);
     return out;
 }
 
@@ -552,6 +561,9 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     s_after = PyUnicode_InternFromString("_after");
     s_emit = PyUnicode_InternFromString("_emit");
     s_rule_failed = PyUnicode_InternFromString("_rule_failed");
+    if (!s_ndim || !s_watch || !s_mode || !s_plans || !s_plan || !s_site_hits || !s_sample ||
+        !s_after || !s_emit || !s_rule_failed)
+        return NULL;
     if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0) return NULL;
     PyObject *module = PyModule_Create(&fastpath_module);
     if (module == NULL) return NULL;

@@ -8,6 +8,8 @@ whole cost of the engine, so it is lean:
   to that function; metadata reads such as ``t.grad`` or ``t.shape`` pass straight through;
 - Tensor's operators (``a * b``, ``t += 1``...) skip the mode's dispatch and come straight to
   the same per-op path (:mod:`tensor_dap.agent.operators`);
+- that path runs in C where it is built (``_fastpath.c``, :mod:`tensor_dap.agent.native`),
+  else in Python (:func:`handle_op`): the same steps, calling the same Python rules;
 - no pytree walks: arguments are scanned one level deep;
 - provenance (where each tensor was created) is one dict insert per op;
 - nothing at all is installed when no rule is enabled and no trace is recorded.
@@ -113,7 +115,12 @@ class _Mode(TorchFunctionMode):
         self.watch = watch
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        return self.run(self, func, func, args, kwargs, _getframe(1))
+        # (the Python path's; in C this is ``_fastpath.TorchFunction``: see use_native. It calls
+        # handle_op itself, not ``self.run``: torch.compile inlines this and guards on it)
+        caller = _getframe(1)
+        if caller.f_code is operators.SHADOW_CODE:  # an operator the shadow handed on
+            caller = caller.f_back
+        return handle_op(self, func, func, args, kwargs, caller)
 
 
 _python_torch_function = _Mode.__torch_function__

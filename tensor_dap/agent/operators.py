@@ -91,7 +91,7 @@ def _python_shadow(
             try:
                 mode = _pop()
                 if mode.__class__ in modes and args[-1].__class__ in PLAIN:
-                    return mode.run(mode, op, original, args, kwargs, _getframe(1))
+                    return mode.run(mode, op, original, args, kwargs or None, _getframe(1))
             finally:
                 if mode is not None:
                     _push(mode)
@@ -105,6 +105,10 @@ def _python_shadow(
     operator.__module__ = "torch"
     operator.__doc__ = original.__doc__
     return operator
+
+
+#: the code of every Python shadow: a frame of it is not the user's (the mode steps over it)
+SHADOW_CODE = _python_shadow("__add__", _Tensor.__add__, _Tensor.add, ()).__code__
 
 
 def track(mode: Any) -> None:

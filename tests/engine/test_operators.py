@@ -246,7 +246,7 @@ class PassThroughMode(TorchFunctionMode):
 
 def test_an_interrupt_between_pop_and_push_keeps_the_watch() -> None:
     if native.enabled:
-        pytest.skip("in C no Python code runs between the pop and the push: nothing can land")
+        pytest.skip("in C the pop returns to C: no interrupt can land before the mode is held")
     x, y = torch.ones(4), torch.ones(4, 1)
     with PassThroughMode() as users, tensor_dap.watch(rules=["broadcast"]) as watch:
         sys.setprofile(interrupt_after_pop)
@@ -308,3 +308,59 @@ def test_a_stopped_watch_is_let_go() -> None:
     gc.collect()
     assert ref() is None
     assert operators._pushed == {}
+
+
+def test_torch_compile_runs_under_the_watch() -> None:
+    """dynamo inlines the mode's ``__torch_function__`` (Python) or calls it (C) and guards on
+    what it reads; either way the compiled function runs and gives the plain result."""
+
+    def fn(x, y):  # noqa: ANN001, ANN202
+        return (x + y) * torch.sin(y) - x
+
+    x, y = torch.ones(3), torch.full((3,), 2.0)
+    with tensor_dap.watch(rules=["broadcast"]):
+        compiled = torch.compile(fn, backend="eager")(x, y)
+    assert torch.equal(compiled, fn(x, y))
+
+
+def test_calling_the_modes_torch_function_directly_takes_any_sequence_and_mapping() -> None:
+    """As ``func(*args, **kwargs)`` would: a list of arguments, a read-only mapping of keywords."""
+    from types import MappingProxyType
+
+    a = torch.ones(3)
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        mode = watch._mode
+        out = mode.__torch_function__(torch.add, (), [a, a], MappingProxyType({"alpha": 3}))
+    assert out.tolist() == [4.0, 4.0, 4.0]
+
+
+class _UnhashableMeta(type):
+    def __hash__(cls) -> int:
+        raise RuntimeError("unhashable class")
+
+
+class _Unhashable(metaclass=_UnhashableMeta):
+    def __radd__(self, other):  # noqa: ANN001, ANN204
+        return "radd"
+
+
+def test_an_operand_whose_type_cannot_be_hashed_raises_its_own_error() -> None:
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        with pytest.raises(RuntimeError, match="unhashable class"):
+            torch.ones(3) + _Unhashable()
+        assert torch._C._get_function_stack_at(0) is watch._mode
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_an_operand_the_fast_path_declines_is_placed_at_the_users_line() -> None:
+    """``a * np.float64(2)`` goes the original way, through the mode: its provenance still names
+    the user's line, not the shadow's frame."""
+    np = pytest.importorskip("numpy")
+    a = torch.ones(3)
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        for _ in range(20):
+            a + np.float64(1.0)
+        y = a * np.float64(2.0)
+        prov = watch.provenance.lookup(y)
+    here = test_an_operand_the_fast_path_declines_is_placed_at_the_users_line.__code__
+    assert prov is not None and (prov.line, prov.op) == (here.co_firstlineno + 8, "mul")
