@@ -78,6 +78,23 @@ static void restore_exception(PyObject *exception) {
 #endif
 }
 
+/* obj.<name> (a new reference) for the engine's own plain instance attributes (Watch._plans,
+ * _Mode.watch...): read from the instance dict, without the type lookup a getattr starts with
+ * (a fifth of this path's cost); anything else takes the full getattr */
+static PyObject *own_attr(PyObject *dict, PyObject *obj, PyObject *name) {
+    PyObject *value = dict != NULL ? PyDict_GetItemWithError(dict, name) : NULL;
+    if (value != NULL) return Py_NewRef(value);
+    if (PyErr_Occurred()) return NULL;
+    return PyObject_GetAttr(obj, name);
+}
+
+/* obj.__dict__ (a new reference), or NULL without an error when it has none */
+static PyObject *instance_dict(PyObject *obj) {
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) PyErr_Clear();
+    return dict;
+}
+
 /* watch.<name>(*args) */
 static PyObject *call_method(PyObject *watch, PyObject *name, PyObject **args, size_t n) {
     /* args[0] is a free slot for `watch` (PY_VECTORCALL_ARGUMENTS_OFFSET convention) */
@@ -153,15 +170,15 @@ static int run_before(PyObject *watch, PyObject *before, PyObject *info, PyObjec
 
 /* After the op: count the call site (id(code) + instruction offset, as engine.handle_op does),
  * sample it (the first 8 hits, then one in 64), run the `after` rules. -1 on an error. */
-static int run_after(PyObject *watch, PyObject *plan, PyObject *args, PyObject *kwargs,
-                     PyObject *out, PyObject *caller) {
+static int run_after(PyObject *watch, PyObject *watch_dict, PyObject *plan, PyObject *args,
+                     PyObject *kwargs, PyObject *out, PyObject *caller) {
     PyObject *info = PyTuple_GET_ITEM(plan, 0);
     PyObject *after = PyTuple_GET_ITEM(plan, 2);
     PyObject *observers = PyTuple_GET_ITEM(plan, 3);
     PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)caller);
     size_t site_value = (size_t)code + (size_t)PyFrame_GetLasti((PyFrameObject *)caller);
     Py_DECREF(code); /* the frame holds it: its address stays valid while we use it */
-    PyObject *site_hits = PyObject_GetAttr(watch, s_site_hits);
+    PyObject *site_hits = own_attr(watch_dict, watch, s_site_hits);
     if (site_hits == NULL) return -1;
     if (!PyDict_Check(site_hits)) {
         Py_DECREF(site_hits);
@@ -206,16 +223,19 @@ done:
 /* engine.handle_op in C (see there for what each step is for) */
 static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *args,
                         PyObject *kwargs, PyObject *caller) {
-    PyObject *watch = PyObject_GetAttr(mode, s_watch);
+    PyObject *mode_dict = instance_dict(mode);
+    PyObject *watch = own_attr(mode_dict, mode, s_watch);
+    Py_XDECREF(mode_dict);
     if (watch == NULL) return NULL;
     PyObject *out = NULL, *active = NULL, *plans = NULL, *plan = NULL;
-    active = PyObject_GetAttr(watch, s_mode);
+    PyObject *watch_dict = instance_dict(watch);
+    active = own_attr(watch_dict, watch, s_mode);
     if (active == NULL) goto done;
     if (active == Py_None) { /* the watch stopped (a thread's mode outlives it) */
         out = call_op(func, args, kwargs);
         goto done;
     }
-    plans = PyObject_GetAttr(watch, s_plans);
+    plans = own_attr(watch_dict, watch, s_plans);
     if (plans == NULL) goto done;
     if (PyDict_Check(plans)) {
         plan = PyDict_GetItemWithError(plans, op);
@@ -242,9 +262,10 @@ static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *
         goto done;
     out = call_op(func, args, kwargs);
     if (out == NULL) goto done;
-    if (run_after(watch, plan, args, kwargs, out, caller) < 0) Py_CLEAR(out);
+    if (run_after(watch, watch_dict, plan, args, kwargs, out, caller) < 0) Py_CLEAR(out);
 done:
     Py_DECREF(watch);
+    Py_XDECREF(watch_dict);
     Py_XDECREF(active);
     Py_XDECREF(plans);
     Py_XDECREF(plan);

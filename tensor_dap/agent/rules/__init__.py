@@ -68,9 +68,15 @@ _MODULES = (
 )
 
 
+_LOADED: list[ModuleType] = []
+
+
 def rule_modules() -> list[ModuleType]:
-    """The rule modules, in the order their checkboxes are shown."""
-    return [importlib.import_module(f"{__name__}.{name}") for name in _MODULES]
+    """The rule modules, in the order their checkboxes are shown (imported once: every watch
+    asks, and seven ``import_module`` calls cost about 50 µs)."""
+    if not _LOADED:
+        _LOADED.extend(importlib.import_module(f"{__name__}.{name}") for name in _MODULES)
+    return list(_LOADED)
 
 
 def all_rules() -> list[Rule]:
