@@ -131,9 +131,10 @@ def use_native(on: bool) -> bool:
 
     In C, the mode's ``__torch_function__`` itself is C (``_fastpath.TorchFunction``: no
     Python frame between torch and the rules). The mode switches at once; Tensor's operators
-    at the next watch that installs them.
+    at the next watch that installs them (for tests and benchmarks, with no watch running).
     """
     native.enabled = on and native.fastpath is not None
+    operators.release()  # the next watch installs the shadows of the path chosen
     if native.enabled:
         _Mode.run = staticmethod(native.fastpath.handle)
         _Mode.__torch_function__ = native.fastpath.TorchFunction()

@@ -11,7 +11,8 @@ mode off the stack, runs the very per-op path the mode runs (same plan, same rul
 provenance; the op itself is called with no mode dispatch at all) and puts the mode back.
 Otherwise — another thread, torch functions disabled (tensor-dap's own reads), an op inside an
 op the mode is already handling, a user's mode on top — it calls the original operator as if
-nothing were there. The originals come back when the last watch stops.
+nothing were there. The originals come back when the last watch stops (Python shadows) or on
+:func:`release` (C shadows stay: see :data:`_kept`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ PLAIN = frozenset([torch.Tensor, torch.nn.Parameter, int, float, bool, complex])
 
 _lock = threading.Lock()
 _users = 0
+#: the shadows are C and stay installed when the last watch stops. Each install and removal
+#: modifies ``torch.Tensor`` (15 attributes), and from Python 3.13 a class modified about a
+#: thousand times stops getting type versions: its attribute lookups are never cached again.
+#: A program starting many watches (``@tensor_dap.snoop`` on a function called in a loop)
+#: would leave every tensor attribute lookup slower for good. With no watch running a C shadow
+#: calls the original at once (~1% of a scalar op); a Python one would cost a Python frame per
+#: operator, so Python shadows are removed with the last watch.
+_kept = False
 #: operator name -> (what ``torch.Tensor.__dict__`` held before, ``_MISSING``: inherited; ours)
 _saved: dict[str, tuple[Any, Any]] = {}
 #: thread id -> the watch mode that thread pushed (to put back one an interrupt knocked off)
@@ -148,39 +157,61 @@ def remove_mode(mode: Any) -> bool:
 
 
 def install(modes: tuple[type, ...]) -> None:
-    """Shadow the operators (counted: nested or concurrent watches install once)."""
-    global _users
+    """Shadow the operators (counted: nested or concurrent watches install once; C shadows
+    installed by an earlier watch are still there)."""
+    global _users, _kept
     with _lock:
         _users += 1
-        if _users > 1:
+        if _saved:
             return
-        # torch caches these tables of Tensor's methods the first time they are asked for;
-        # filled now, they hold the originals, not the shadows
-        torch.overrides._get_overridable_functions()
-        torch.overrides._get_tensor_methods()
+        # torch caches these tables of Tensor's methods the first time they are asked for:
+        # filled now, they hold the originals, and the shadows are added beside them
+        # (``resolve_name(torch.Tensor.__add__)`` still answers while a shadow is there)
+        names = torch.overrides._get_overridable_functions()[1]
+        methods = torch.overrides._get_tensor_methods()
+        _kept = native.enabled
         for name, op in OPERATORS.items():
             before = _Tensor.__dict__.get(name, _MISSING)
             original = getattr(_Tensor, name)
             shadow = _shadow(name, original, getattr(torch._C.TensorBase, op), modes)
             _saved[name] = (before, shadow)
             setattr(_Tensor, name, shadow)
+            names[shadow] = f"torch.Tensor.{name}"
+            methods.add(shadow)
 
 
 def uninstall() -> None:
-    """Give the operators back once no watch needs them (a name someone else has set since
-    is left as they set it)."""
+    """A watch no longer needs the operators: Python shadows go once no watch does; C shadows
+    stay (see :data:`_kept`)."""
     global _users
     with _lock:
         if _users == 0:
             return
         _users -= 1
+        if not _users and not _kept:
+            _restore()
+
+
+def release() -> bool:
+    """Give the operators back now if no watch runs (a name someone else has set since is left
+    as they set it); whether they were given back."""
+    with _lock:
         if _users:
-            return
-        for name, (before, shadow) in _saved.items():
-            if _Tensor.__dict__.get(name) is not shadow:
-                continue
-            if before is _MISSING:
-                delattr(_Tensor, name)
-            else:
-                setattr(_Tensor, name, before)
-        _saved.clear()
+            return False
+        _restore()
+        return True
+
+
+def _restore() -> None:
+    names = torch.overrides._get_overridable_functions()[1]
+    methods = torch.overrides._get_tensor_methods()
+    for name, (before, shadow) in _saved.items():
+        names.pop(shadow, None)
+        methods.discard(shadow)
+        if _Tensor.__dict__.get(name) is not shadow:
+            continue
+        if before is _MISSING:
+            delattr(_Tensor, name)
+        else:
+            setattr(_Tensor, name, before)
+    _saved.clear()

@@ -33,7 +33,8 @@ def own_operators() -> dict[str, object]:
     return {name: torch.Tensor.__dict__.get(name) for name in operators.OPERATORS}
 
 
-def test_operators_are_shadowed_only_while_a_watch_runs() -> None:
+def test_operators_are_shadowed_while_a_watch_runs_and_given_back() -> None:
+    operators.release()
     before = own_operators()
     outer = tensor_dap.watch(rules=["broadcast"])
     with outer:
@@ -42,8 +43,45 @@ def test_operators_are_shadowed_only_while_a_watch_runs() -> None:
             pass
         # the inner watch stopping leaves the outer one its fast path
         assert shadowed("__sub__")
+    # C shadows stay (no type modification per watch), Python ones go with the last watch
+    assert shadowed("__sub__") is native.enabled
+    assert operators.release()
     assert own_operators() == before
     assert torch.Tensor.__add__ is torch._C.TensorBase.__add__
+
+
+def test_shadows_left_after_a_watch_act_as_the_originals() -> None:
+    """No rule runs once the watch stopped, and a user's mode sees the operators as ever."""
+    x, y = torch.ones(4), torch.ones(4, 1)
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        pass
+    seen = []
+
+    class Recording(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Recording():
+        out = x - y
+    assert seen == [torch._C.TensorBase.sub] and out.shape == (4, 4)
+    with torch._C.DisableTorchFunction():
+        assert (x * 2).tolist() == [2.0] * 4
+    assert watch.findings == [] and torch._C._len_torch_function_stack() == 0
+
+
+def test_many_watches_modify_torch_tensor_once() -> None:
+    """Each install modifies ``torch.Tensor``; from Python 3.13 a class modified ~1000 times
+    loses its attribute cache for good, so repeated watches must not reinstall each time."""
+    if not native.enabled:
+        pytest.skip("Python shadows are removed with each last watch (no per-op cost after)")
+    with tensor_dap.watch(rules=["broadcast"]):
+        pass
+    first = torch.Tensor.__dict__["__add__"]
+    for _ in range(5):
+        with tensor_dap.watch(rules=["broadcast"]):
+            assert torch.Tensor.__dict__["__add__"] is first
+    assert torch.Tensor.__dict__["__add__"] is first
 
 
 def test_nothing_shadowed_without_rules() -> None:
@@ -291,8 +329,11 @@ def test_torch_tables_and_pickle_still_know_the_operators() -> None:
     with tensor_dap.watch(rules=["broadcast"]):
         assert pickle.loads(pickle.dumps(torch.Tensor.__add__)) is torch.Tensor.__add__
         assert torch.Tensor.__neg__.__name__ == "__neg__"
+        assert torch.overrides.resolve_name(torch.Tensor.__add__) == "torch.Tensor.__add__"
+        assert torch.overrides.is_tensor_method_or_property(torch.Tensor.__mul__)
     assert torch.overrides.resolve_name(torch.Tensor.__add__) == "torch.Tensor.__add__"
     assert torch.overrides.is_tensor_method_or_property(torch.Tensor.__mul__)
+    assert torch.overrides.resolve_name(torch._C.TensorBase.__add__) == "torch.Tensor.__add__"
 
 
 def test_a_stopped_watch_is_let_go() -> None:
