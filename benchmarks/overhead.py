@@ -32,6 +32,7 @@ from timing import interleaved_ratios  # noqa: E402
 from workloads import make_mlp_step, make_scalar_autograd_loop, make_scalar_loop  # noqa: E402
 
 import tensor_dap  # noqa: E402
+from tensor_dap.agent import operators  # noqa: E402
 from tensor_dap.agent.recorder import TraceRecorder  # noqa: E402
 
 Mode = Callable[[Callable[[int], None]], Callable[[int], None]]
@@ -40,8 +41,14 @@ Mode = Callable[[Callable[[int], None]], Callable[[int], None]]
 def _within(make_context: Callable[[], Any]) -> Mode:
     def wrap(fn: Callable[[int], None]) -> Callable[[int], None]:
         def run(n: int) -> None:
-            with make_context():
-                fn(n)
+            try:
+                with make_context():
+                    fn(n)
+            finally:
+                # the C operator shadows outlive a watch (tensor_dap/agent/operators.py): give
+                # torch.Tensor back so that plain runs are plain (each watched run then pays
+                # the install, as a program's first watch does)
+                operators.release()
 
         return run
 
