@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import interleaved_ratios  # noqa: E402
 
 import tensor_dap  # noqa: E402
-from tensor_dap.agent import operators  # noqa: E402
 from tensor_dap.agent.recorder import TraceRecorder  # noqa: E402
 
 WORLD = 2
@@ -60,7 +59,6 @@ def _watched(fn: Callable[[int], None], rules: str, trace: bool) -> Callable[[in
         recorder = TraceRecorder() if trace else None
         with tensor_dap.watch(rules=rules or [], recorder=recorder):
             fn(n)
-        operators.release()  # plain runs stay plain (C operator shadows outlive a watch)
 
     return run
 

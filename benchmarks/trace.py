@@ -23,7 +23,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import interleaved_ratios  # noqa: E402
 from workloads import make_mlp_step, make_scalar_autograd_loop, make_scalar_loop  # noqa: E402
 
-from tensor_dap.agent import operators  # noqa: E402
 from tensor_dap.agent.engine import Watch  # noqa: E402
 from tensor_dap.tracing.backends import make_backend  # noqa: E402
 from tensor_dap.tracing.output import Sink  # noqa: E402
@@ -47,7 +46,6 @@ def ours(fn: Run, rules: str = "default") -> Run:
             finally:
                 backend.stop()
                 tracer.close()
-        operators.release()  # plain runs stay plain (C operator shadows outlive a watch)
 
     return run
 
