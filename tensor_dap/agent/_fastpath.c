@@ -6,16 +6,18 @@
  * interpreter; the rules themselves (and everything rare: planning, sampling, findings) stay in
  * Python and are called from here exactly as engine.handle_op calls them.
  *
- *   handle(mode, op, func, args, kwargs, caller) -> func's result
- *       The per-op path (engine.handle_op): plan, `before` rules, the op, per-site sampling,
- *       `after` rules. The mode is off the torch-function stack while it runs.
+ *   run_op (internal): the per-op path (engine.handle_op): plan, `before` rules, the op,
+ *       per-site sampling, `after` rules. The mode is off the torch-function stack meanwhile.
+ *   TorchFunction()
+ *       The watch mode's __torch_function__ (engine._Mode's, set by engine.use_native): runs
+ *       run_op for the innermost Python frame.
  *   Shadow(name, original, op, modes)
  *       A stand-in for one of Tensor's operators (operators._python_shadow): when the calling
- *       thread's innermost mode is one of `modes`, pops it, runs handle(mode, op, original,
+ *       thread's innermost mode is one of `modes`, pops it, runs run_op(mode, op, original,
  *       ...) for the calling frame, pushes it back; otherwise calls `original`.
  *   configure(pass_marker, mode_enabled, pop_mode, push_mode, plain_types, tensor_type,
  *             ranks_differ)
- *       What the two need from torch and the engine, given once at import.
+ *       What they need from torch and the engine, given once at import.
  *
  * Built for Python 3.11+ (frame API); elsewhere, or when the build fails, the Python versions
  * run (tensor_dap/agent/native.py decides).
@@ -278,19 +280,6 @@ static int check_configured(void) {
         return -1;
     }
     return 0;
-}
-
-static PyObject *fastpath_handle(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "handle(mode, op, func, args, kwargs, caller)");
-        return NULL;
-    }
-    if (check_configured() < 0) return NULL;
-    if (!PyTuple_Check(args[3]) || !PyFrame_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError, "handle: args must be a tuple and caller a frame");
-        return NULL;
-    }
-    return run_op(args[0], args[1], args[2], args[3], args[4], args[5]);
 }
 
 /* -- Shadow: one operator's stand-in ------------------------------------------------------ */
@@ -557,8 +546,6 @@ static PyObject *fastpath_configure(PyObject *module, PyObject *const *args, Py_
 }
 
 static PyMethodDef fastpath_functions[] = {
-    {"handle", (PyCFunction)(void (*)(void))fastpath_handle, METH_FASTCALL,
-     "handle(mode, op, func, args, kwargs, caller): the per-op path (engine.handle_op)."},
     {"configure", (PyCFunction)(void (*)(void))fastpath_configure, METH_FASTCALL,
      "configure(pass_marker, mode_enabled, pop_mode, push_mode, plain_types, tensor_type, "
      "ranks_differ)."},

@@ -107,7 +107,7 @@ class _Mode(TorchFunctionMode):
     outlive the watch and then lets every op through untouched.
     """
 
-    #: the per-op path: ``_fastpath.handle`` or :func:`handle_op` (see :func:`use_native`)
+    #: the Python per-op path, for the Python operator shadows (which cannot import the engine)
     run: Callable[..., Any] = staticmethod(handle_op)
 
     def __init__(self, watch: Watch) -> None:
@@ -116,7 +116,8 @@ class _Mode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         # (the Python path's; in C this is ``_fastpath.TorchFunction``: see use_native. It calls
-        # handle_op itself, not ``self.run``: torch.compile inlines this and guards on it)
+        # handle_op itself, not ``self.run``: torch.compile inlines this and guards on what
+        # it reads)
         caller = _getframe(1)
         if caller.f_code is operators.SHADOW_CODE:  # an operator the shadow handed on
             caller = caller.f_back
@@ -136,10 +137,8 @@ def use_native(on: bool) -> bool:
     native.enabled = on and native.fastpath is not None
     operators.release()  # the next watch installs the shadows of the path chosen
     if native.enabled:
-        _Mode.run = staticmethod(native.fastpath.handle)
         _Mode.__torch_function__ = native.fastpath.TorchFunction()
     else:
-        _Mode.run = staticmethod(handle_op)
         _Mode.__torch_function__ = _python_torch_function
     return native.enabled
 

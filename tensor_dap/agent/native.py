@@ -8,12 +8,9 @@ operator shadows, calling the same Python rules, planner and sampler. Set
 
 from __future__ import annotations
 
-import logging
 import os
 from types import ModuleType
 from typing import Any, Optional
-
-log = logging.getLogger("tensor_dap.native")
 
 
 def _load() -> Optional[ModuleType]:
