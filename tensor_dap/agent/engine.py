@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tensor_dap.agent import frames, naming, native, operators
+from tensor_dap.agent import frames, naming, native, operators, optimizers
 from tensor_dap.agent.describe import describe
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.ops import OpInfo
@@ -147,6 +147,10 @@ native.configure(_PASS, operators.PLAIN, RANKS_DIFFER)
 use_native(True)
 
 
+#: (rule ids planned for, accelerator seen, their hooks) -> {function: plan}; see
+#: Watch._shared_plans
+_SHARED_PLANS: dict[tuple[Any, ...], dict[Any, Any]] = {}
+
 _TOOL_MODULES = ("debugpy", "_pydevd", "pydevd", "_pydev", "tensor_dap")
 
 
@@ -207,7 +211,6 @@ class Watch:
         #: shared scratch space of rules (e.g. tensors zeroed since the last optimizer step)
         self.rule_state: dict[str, Any] = {}
         self._modules: dict[str, ModuleType] = {m.RULE.id: m for m in rule_modules()}
-        self._plans: dict[Any, Any] = {}
         #: id(code) + instruction offset -> how often that call site ran
         self._site_hits: dict[int, int] = {}
         #: id(code) -> (code, {site key, ...}): keeps code objects alive (ids stay unique)
@@ -215,12 +218,12 @@ class Watch:
         #: an accelerator tensor has been seen: until then device-mismatch cannot fire and is
         #: left out of the per-op plans (a CPU-only program pays nothing for it)
         self.accelerator_seen = _accelerator_in_use()
+        #: function -> plan (see _plan): shared by every watch planning for the same rules
+        self._plans: dict[Any, Any] = self._shared_plans()
         self._mode: Optional[_Mode] = None
         self._handles: list[Any] = []
         self._lock = threading.Lock()
         self._emitting = False
-        #: the mode is popped while an optimizer step runs (see _unwatch_optimizer_steps)
-        self._stepping_aside = False
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -247,16 +250,16 @@ class Watch:
         self._mode.__enter__()
         operators.track(self._mode)
         operators.install((_Mode,))
+        optimizers.install((_Mode,))
         self._operators = True
-        self._handles.extend(self._unwatch_optimizer_steps())
         self._follow_new_threads()
 
     _operators = False
 
     def stop(self) -> None:
-        self._resume()
         if self._operators:
             self._operators = False
+            optimizers.uninstall()  # first: it puts back a mode a failed step took off
             operators.uninstall()
         if self._thread_hook is not None:
             if _thread_profile() is self._thread_hook:
@@ -303,41 +306,6 @@ class Watch:
         self._thread_hook = enter_thread
         threading.setprofile(enter_thread)
 
-    def _unwatch_optimizer_steps(self) -> list[Any]:
-        """Step aside while ``optimizer.step()`` runs its own tensor code.
-
-        An optimizer's internals cannot trip a rule about the user's code (the rules that
-        matter there — missing-zero-grad — hook the step itself), yet each of their ops would
-        pay the mode's dispatch: about 3% of an MLP training step. The mode is popped by a
-        step pre-hook and pushed back by the post-hook; should a step raise, the next step's
-        pre-hook (or ``stop()``) puts it back.
-        """
-        from torch.optim.optimizer import (
-            register_optimizer_step_post_hook,
-            register_optimizer_step_pre_hook,
-        )
-
-        def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-            self._resume()
-            stack = torch._C._len_torch_function_stack()
-            if stack and torch._C._get_function_stack_at(stack - 1) is self._mode:
-                torch._C._pop_torch_function_stack()
-                self._stepping_aside = True
-
-        def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-            self._resume()
-
-        return [
-            register_optimizer_step_pre_hook(pre_hook),
-            register_optimizer_step_post_hook(post_hook),
-        ]
-
-    def _resume(self) -> None:
-        if self._stepping_aside:
-            self._stepping_aside = False
-            if self._mode is not None:
-                torch._C._push_on_torch_function_stack(self._mode)
-
     def forget_parent(self) -> None:
         """In a forked child (a DataLoader worker): findings, counts and per-site hits of its
         own from now on, so that it reports what *it* does, also at lines its parent reported."""
@@ -351,9 +319,26 @@ class Watch:
     def set_enabled(self, rules: Iterable[str]) -> None:
         """Change the enabled rules while running (the debugger's checkboxes)."""
         self.enabled = set(rules_for_rank(rules, current_rank()))
-        self._plans = {}
+        self._plans = self._shared_plans()
 
     # -- per-op ----------------------------------------------------------------------------
+    def _shared_plans(self) -> dict[Any, Any]:
+        """The plans for this watch's rules now. A plan depends on nothing but the function,
+        the rules and whether an accelerator was seen, so watches share them: a watch started
+        per call (``@tensor_dap.snoop`` on a function called in a loop) plans each op once."""
+        active = sorted(self.enabled - self.failed.keys())
+        # (the rules' hooks themselves are part of the key: a test may patch one)
+        hooks = tuple(
+            getattr(self._modules[rule_id], hook, None)
+            for rule_id in active
+            for hook in ("applies", "before", "after", "observe", "SCREEN")
+        )
+        key = (tuple(active), self.accelerator_seen, hooks)
+        plans = _SHARED_PLANS.get(key)
+        if plans is None:
+            plans = _SHARED_PLANS[key] = {}
+        return plans
+
     def _plan(self, func: Any) -> Any:
         info = describe_op(func)
         if info.passthrough:
@@ -484,7 +469,7 @@ class Watch:
         """From now on every op's devices are compared."""
         if not self.accelerator_seen:
             self.accelerator_seen = True
-            self._plans = {}
+            self._plans = self._shared_plans()
 
     # -- findings --------------------------------------------------------------------------
     def _emit(self, rule_id: str, report: Report, info: OpInfo, caller: FrameType) -> None:
@@ -548,7 +533,7 @@ class Watch:
         error = error if error is not None else sys.exc_info()[1]
         self.failed[rule_id] = repr(error)
         log.warning("tensor-dap: rule %s failed and was switched off", rule_id, exc_info=error)
-        self._plans = {}
+        self._plans = self._shared_plans()
 
 
 _LINE_TABLES: dict[int, tuple[Any, list[tuple[int, int, Optional[int]]]]] = {}

@@ -14,14 +14,14 @@ first steps of each loop, which is where such a bug shows.
 
 from __future__ import annotations
 
-import sys
 import weakref
 from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent import frames, naming
+from tensor_dap.agent import frames, naming, optimizers
 from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.provenance import Prov, first_cut, roots
 from tensor_dap.agent.rules import Report, Rule
 
@@ -32,6 +32,7 @@ RULE = Rule(
 )
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 
 
 def applies(op: OpInfo) -> bool:
@@ -66,7 +67,8 @@ def observe(op: OpInfo, args: tuple, out: Any, caller: Any, state: Any) -> None:
     if not torch.is_grad_enabled():
         return
     for arg in args:
-        if isinstance(arg, torch.nn.Parameter) and arg.requires_grad:
+        # (Parameter's isinstance is a Python call: only tensors that could be one get there)
+        if isinstance(arg, _Tensor) and arg.requires_grad and isinstance(arg, _Parameter):
             used = state.rule_state.setdefault(_USED, {})
             if id(arg) not in used:
                 user = frames.user_frame(caller)
@@ -75,21 +77,18 @@ def observe(op: OpInfo, args: tuple, out: Any, caller: Any, state: Any) -> None:
 
 
 def install(state: Any) -> list[Any]:
-    from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-    def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+    def before_step(optimizer: Any, caller: Any) -> None:
         if RULE.id not in state.enabled or RULE.id in state.failed:
             return
         try:
             report = _params_without_grad(optimizer, state)
             if report is not None:
-                caller = sys._getframe(1)
                 report.frame = frames.user_frame(caller)
                 state._emit(RULE.id, report, OpInfo("step"), caller)
         except Exception:
             state._rule_failed(RULE.id)
 
-    return [register_optimizer_step_pre_hook(pre_hook)]
+    return [optimizers.subscribe(Subscriber(before_step=before_step))]
 
 
 def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:

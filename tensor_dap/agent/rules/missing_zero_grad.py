@@ -11,12 +11,12 @@ backward calls, one step, then zero_grad — is not reported.
 
 from __future__ import annotations
 
-import sys
 import weakref
 from typing import Any, Optional
 
-from tensor_dap.agent import frames
+from tensor_dap.agent import frames, optimizers
 from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.rules import Report, Rule
 
 RULE = Rule(
@@ -48,32 +48,32 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
 
 
 def install(state: Any) -> list[Any]:
-    from torch.optim.optimizer import (
-        register_optimizer_step_post_hook,
-        register_optimizer_step_pre_hook,
-    )
-
-    def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+    def before_step(optimizer: Any, caller: Any) -> None:
         if RULE.id not in state.enabled or RULE.id in state.failed:
             return
         try:
             report = _check(optimizer, state)
             if report is not None:
-                report.frame = frames.user_frame(sys._getframe(1))
-                state._emit(RULE.id, report, _STEP, sys._getframe(1))
+                report.frame = frames.user_frame(caller)
+                state._emit(RULE.id, report, _STEP, caller)
         except Exception:
             state._rule_failed(RULE.id)
 
-    def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+    def after_step(optimizer: Any) -> None:
         try:
             _remember(optimizer, state)
         except Exception:
             state._rule_failed(RULE.id)
 
-    return [
-        register_optimizer_step_pre_hook(pre_hook),
-        register_optimizer_step_post_hook(post_hook),
-    ]
+    def zeroed(optimizer: Any) -> None:
+        """``zero_grad()`` ran unwatched (see optimizers): the gradients it left are zeros."""
+        try:
+            grads = state.rule_state.setdefault(_ZEROED, set())
+            grads.update(id(p.grad) for p in _params(optimizer) if p.grad is not None)
+        except Exception:
+            state._rule_failed(RULE.id)
+
+    return [optimizers.subscribe(Subscriber(before_step, after_step, zeroed))]
 
 
 _STEP = OpInfo("step")

@@ -1,0 +1,211 @@
+"""Optimizers run their own tensor code outside the watch, and tell the rules what they did.
+
+``optimizer.step()`` and ``optimizer.zero_grad()`` are library code: none of their ops can trip
+a rule about the user's code, and the rules that care about optimizers (missing-zero-grad,
+grad-lost's unused parameters) look at the optimizer itself. Yet every op and every ``p.grad``
+read in them would pay the watch mode's dispatch: some 40 per step of a 4-parameter model,
+several % of an MLP training step. So:
+
+- ``step()``: torch's global step pre-hook takes the calling thread's watch modes off the
+  torch-function stack, runs the rules' pre-step checks, and the post-hook runs their post-step
+  bookkeeping and puts the modes back. A step that raises skips the post-hook: the next
+  ``step()``, ``zero_grad()`` or the end of the watch puts them back (:func:`resume`).
+- ``zero_grad()``: ``torch.optim.Optimizer.zero_grad`` is wrapped while a watch runs; the
+  wrapper runs the original with the modes off (``try``/``finally``) and then tells the rules
+  which gradients it zeroed. An optimizer class with a ``zero_grad`` of its own runs it watched,
+  as before.
+
+Rules subscribe here (:func:`subscribe`) rather than registering torch hooks of their own, so
+that their parameter reads run with the modes off too.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import threading
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Callable, Optional
+
+import torch
+
+log = logging.getLogger("tensor_dap.optimizers")
+
+_stack_length = torch._C._len_torch_function_stack
+_stack_at = torch._C._get_function_stack_at
+_pop = torch._C._pop_torch_function_stack
+_push = torch._C._push_on_torch_function_stack
+
+
+@dataclass(eq=False)
+class Subscriber:
+    """What a rule wants to hear (each may be None); ``remove()`` unsubscribes.
+
+    - ``before_step(optimizer, caller)``: before ``step()`` runs; ``caller`` is the frame that
+      called ``step()`` (torch's wrapper of it), to find the user's line from;
+    - ``after_step(optimizer)``: after ``step()`` returned;
+    - ``zeroed(optimizer)``: after ``zero_grad()`` returned.
+    """
+
+    before_step: Optional[Callable[[Any, FrameType], None]] = None
+    after_step: Optional[Callable[[Any], None]] = None
+    zeroed: Optional[Callable[[Any], None]] = None
+
+    def remove(self) -> None:
+        with _lock:
+            if self in _subscribers:
+                _subscribers.remove(self)
+
+
+_lock = threading.Lock()
+_subscribers: list[Subscriber] = []
+#: the watch mode types to step aside from (set by the first install)
+_modes: tuple[type, ...] = ()
+_users = 0
+_hook_handles: list[Any] = []
+#: the ``zero_grad`` torch.optim.Optimizer had before ours, while ours is installed
+_original_zero_grad: Optional[Callable[..., Any]] = None
+#: per thread: the modes popped for a step that has not ended yet
+_aside = threading.local()
+
+
+def subscribe(subscriber: Subscriber) -> Subscriber:
+    with _lock:
+        _subscribers.append(subscriber)
+    return subscriber
+
+
+def _step_aside() -> list[Any]:
+    """Pop this thread's watch modes from the top of its stack (a user's mode above them
+    leaves everything in place); the modes popped, innermost first."""
+    popped = []
+    try:
+        while _stack_length() and isinstance(_stack_at(_stack_length() - 1), _modes):
+            popped.append(_pop())
+    except Exception:
+        log.exception("tensor-dap: could not step aside for an optimizer")
+    return popped
+
+
+def _push_back(popped: list[Any]) -> None:
+    for mode in reversed(popped):
+        if mode.watch._mode is not None:  # a watch that stopped meanwhile stays off
+            _push(mode)
+
+
+def resume() -> None:
+    """Put back the modes a step of this thread took off, if its post-hook never ran."""
+    popped = getattr(_aside, "popped", None)
+    if popped:
+        _aside.popped = None
+        _push_back(popped)
+
+
+def _notify(kind: str, *args: Any) -> None:
+    for subscriber in list(_subscribers):
+        callback = getattr(subscriber, kind)
+        if callback is not None:
+            try:
+                callback(*args)
+            except Exception:  # a rule's bug must not break the user's step
+                log.exception("tensor-dap: an optimizer subscriber failed")
+
+
+def _pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    resume()
+    _aside.popped = _step_aside()
+    _notify("before_step", optimizer, sys._getframe(1))
+
+
+def _post_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    _notify("after_step", optimizer)
+    resume()
+
+
+def _wrap_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` run with the modes off, then the subscribers told.
+
+    torch's own is ``torch._disable_dynamo(impl)``: ours wraps ``impl`` and is disabled the
+    same way, so a call pays one dynamo layer as before and ``torch.compile`` runs it as it is
+    rather than tracing the stack calls.
+    """
+    disable = getattr(torch, "_disable_dynamo", None)
+    impl = original
+    if disable is not None and getattr(original, "__code__", None) is _dynamo_disabled_code():
+        impl = original.__wrapped__  # type: ignore[attr-defined]
+
+    # (updated=(): impl's __dict__ may hold torch's cached disabled impl, which would be
+    # called in place of this wrapper)
+    @functools.wraps(impl, updated=())
+    def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
+        resume()
+        popped = _step_aside()
+        try:
+            out = impl(self, *args, **kwargs)
+            _notify("zeroed", self)  # (with the modes off: its p.grad reads are not dispatched)
+        finally:
+            _push_back(popped)
+        return out
+
+    wrapper = disable(zero_grad) if disable is not None else zero_grad
+    wrapper.__tensor_dap_wraps__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+_wrappers: dict[Any, Callable[..., Any]] = {}
+
+
+def _wrapper_of(original: Callable[..., Any]) -> Callable[..., Any]:
+    """One wrapper per original, made once: torch caches its dynamo-disabled form on it at the
+    first call, which a new wrapper per watch would pay again."""
+    wrapper = _wrappers.get(original)
+    if wrapper is None:
+        wrapper = _wrappers[original] = _wrap_zero_grad(original)
+    return wrapper
+
+
+def _dynamo_disabled_code() -> Any:
+    """The code of the functions ``torch._disable_dynamo`` returns."""
+    return torch._disable_dynamo(_dynamo_disabled_code).__code__
+
+
+def install(modes: tuple[type, ...]) -> None:
+    """Step aside from ``modes`` in optimizers (counted: nested or concurrent watches install
+    once)."""
+    global _users, _modes, _original_zero_grad
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    with _lock:
+        _users += 1
+        if _users > 1:
+            return
+        _modes = modes
+        _hook_handles.append(register_optimizer_step_pre_hook(_pre_step))
+        _hook_handles.append(register_optimizer_step_post_hook(_post_step))
+        _original_zero_grad = torch.optim.Optimizer.__dict__["zero_grad"]
+        torch.optim.Optimizer.zero_grad = _wrapper_of(_original_zero_grad)
+
+
+def uninstall() -> None:
+    """A watch stopped: this thread's modes come back from a step that raised, and the last
+    watch to stop gives the hooks and ``zero_grad`` back."""
+    global _users, _original_zero_grad
+    resume()
+    with _lock:
+        if _users == 0:
+            return
+        _users -= 1
+        if _users:
+            return
+        for handle in _hook_handles:
+            handle.remove()
+        _hook_handles.clear()
+        ours = torch.optim.Optimizer.__dict__.get("zero_grad")
+        if getattr(ours, "__tensor_dap_wraps__", None) is _original_zero_grad:
+            torch.optim.Optimizer.zero_grad = _original_zero_grad
+        _original_zero_grad = None
