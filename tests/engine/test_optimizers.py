@@ -24,6 +24,11 @@ def _model_and_optimizer(**options: object) -> tuple[nn.Module, torch.optim.Opti
     return model, torch.optim.SGD(model.parameters(), lr=0.1, **options)
 
 
+class _FailingSGD(torch.optim.SGD):
+    def step(self, closure=None):  # noqa: ANN001
+        raise RuntimeError("step failed")
+
+
 def _code_of(function: object) -> object:
     return getattr(function, "__wrapped__", function).__code__
 
@@ -75,13 +80,9 @@ def test_a_zero_grad_that_raises_leaves_the_watch_in_place() -> None:
 
 
 def test_optimizer_steps_run_unwatched_and_the_watch_comes_back() -> None:
-    class Failing(torch.optim.SGD):
-        def step(self, closure=None):  # noqa: ANN001
-            raise RuntimeError("step failed")
-
     param = nn.Parameter(torch.ones(3))
     param.grad = torch.ones(3)
-    good, bad = torch.optim.SGD([param], lr=0.1), Failing([param], lr=0.1)
+    good, bad = torch.optim.SGD([param], lr=0.1), _FailingSGD([param], lr=0.1)
     with tensor_dap.watch(rules=["broadcast"]) as watch:
         good.step()
         assert _stack() == 1
@@ -99,13 +100,9 @@ def test_optimizer_steps_run_unwatched_and_the_watch_comes_back() -> None:
 
 
 def test_a_step_that_raises_last_is_mended_by_the_end_of_the_watch() -> None:
-    class Failing(torch.optim.SGD):
-        def step(self, closure=None):  # noqa: ANN001
-            raise RuntimeError("step failed")
-
     param = nn.Parameter(torch.ones(3))
     with tensor_dap.watch(rules=["broadcast"]), pytest.raises(RuntimeError):
-        Failing([param], lr=0.1).step()
+        _FailingSGD([param], lr=0.1).step()
     assert _stack() == 0
     with tensor_dap.watch(rules=["broadcast"]) as watch:  # a clean start after it
         _ = torch.ones(4) - torch.ones(4, 1)
