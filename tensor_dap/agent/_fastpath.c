@@ -263,7 +263,7 @@ static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *
                    caller) < 0)
         goto done;
     out = call_op(func, args, kwargs);
-    if (out == NULL) goto done;
+    if (out == NULL || out == Py_NotImplemented) goto done; /* no op ran: nothing to record */
     if (run_after(watch, watch_dict, plan, args, kwargs, out, caller) < 0) Py_CLEAR(out);
 done:
     Py_DECREF(watch);

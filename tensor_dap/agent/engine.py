@@ -87,6 +87,8 @@ def handle_op(
         if report is not None:
             watch._emit(rule_id, report, info, caller)
     out = func(*args, **kwargs) if kwargs else func(*args)
+    if out is NotImplemented:  # no op ran (``t @ 2``): Python tries the operand's side next
+        return out
     # per call site: the first 8 hits in full, then one in 64 (provenance, trace). A site is
     # id(code) + instruction offset: unique among live code objects (the offset lies inside
     # the object), and an int hashes for free where a code object hashes its bytecode.

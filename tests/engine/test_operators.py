@@ -256,6 +256,21 @@ def test_an_operand_torch_declines_runs_no_rule() -> None:
     assert watch.findings == []
 
 
+def test_a_number_torch_declines_is_not_counted_as_an_op() -> None:
+    """``t @ 2``: the operand is a number the fast path takes, torch answers NotImplemented
+    and Python raises; the line ran no op, so it is not counted as one."""
+    t = torch.ones(3)
+    with pytest.raises(TypeError) as plain:
+        t @ 2
+    with tensor_dap.watch() as watch, pytest.raises(TypeError) as watched:
+        t @ 2
+    assert str(watched.value) == str(plain.value)
+    line = watched.traceback[-1].lineno + 1  # (1-based)
+    code = test_a_number_torch_declines_is_not_counted_as_an_op.__code__
+    assert watch.line_hits(code, line) == 0
+    assert watch.findings == []
+
+
 def test_keyword_arguments_of_an_operator_pass_through() -> None:
     t, u = torch.ones(2), torch.ones(2)
     plain = t.__add__(u, alpha=2)
