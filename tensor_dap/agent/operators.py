@@ -11,8 +11,8 @@ mode off the stack, runs the very per-op path the mode runs (same plan, same rul
 provenance; the op itself is called with no mode dispatch at all) and puts the mode back.
 Otherwise — another thread, torch functions disabled (tensor-dap's own reads), an op inside an
 op the mode is already handling, a user's mode on top — it calls the original operator as if
-nothing were there. The originals come back when the last watch stops (Python shadows) or on
-:func:`release` (C shadows stay: see :data:`_kept`).
+nothing were there. The originals come back when the last watch stops (Python shadows, the
+first few times) or on :func:`release` (C shadows stay: see :data:`_kept`).
 """
 
 from __future__ import annotations
@@ -69,9 +69,13 @@ _users = 0
 #: thousand times stops getting type versions: its attribute lookups are never cached again.
 #: A program starting many watches (``@tensor_dap.snoop`` on a function called in a loop)
 #: would leave every tensor attribute lookup slower for good. With no watch running a C shadow
-#: calls the original at once (~1% of a scalar op); a Python one would cost a Python frame per
-#: operator, so Python shadows are removed with the last watch.
+#: calls the original at once (~1% of a scalar op); a Python one costs a Python frame per
+#: operator, so Python shadows are removed with the last watch — the first
+#: ``_PYTHON_REINSTALLS`` times: a program that starts more watches than that keeps them too.
 _kept = False
+_PYTHON_REINSTALLS = 8
+#: installs since the last release()
+_installs = 0
 #: operator name -> (what ``torch.Tensor.__dict__`` held before, ``_MISSING``: inherited; ours)
 _saved: dict[str, tuple[Any, Any]] = {}
 #: thread id -> the watch mode that thread pushed (to put back one an interrupt knocked off)
@@ -159,17 +163,18 @@ def remove_mode(mode: Any) -> bool:
 def install(modes: tuple[type, ...]) -> None:
     """Shadow the operators (counted: nested or concurrent watches install once; C shadows
     installed by an earlier watch are still there)."""
-    global _users, _kept
+    global _users, _kept, _installs
     with _lock:
         _users += 1
         if _saved:
             return
+        _installs += 1
         # torch caches these tables of Tensor's methods the first time they are asked for:
         # filled now, they hold the originals, and the shadows are added beside them
         # (``resolve_name(torch.Tensor.__add__)`` still answers while a shadow is there)
         names = torch.overrides._get_overridable_functions()[1]
         methods = torch.overrides._get_tensor_methods()
-        _kept = native.enabled
+        _kept = native.enabled or _installs >= _PYTHON_REINSTALLS
         for name, op in OPERATORS.items():
             before = _Tensor.__dict__.get(name, _MISSING)
             original = getattr(_Tensor, name)
@@ -195,10 +200,12 @@ def uninstall() -> None:
 def release() -> bool:
     """Give the operators back now if no watch runs (a name someone else has set since is left
     as they set it); whether they were given back."""
+    global _installs
     with _lock:
         if _users:
             return False
         _restore()
+        _installs = 0
         return True
 
 

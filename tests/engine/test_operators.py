@@ -72,16 +72,15 @@ def test_shadows_left_after_a_watch_act_as_the_originals() -> None:
 
 def test_many_watches_modify_torch_tensor_once() -> None:
     """Each install modifies ``torch.Tensor``; from Python 3.13 a class modified ~1000 times
-    loses its attribute cache for good, so repeated watches must not reinstall each time."""
-    if not native.enabled:
-        pytest.skip("Python shadows are removed with each last watch (no per-op cost after)")
-    with tensor_dap.watch(rules=["broadcast"]):
-        pass
-    first = torch.Tensor.__dict__["__add__"]
-    for _ in range(5):
+    loses its attribute cache for good, so repeated watches must not reinstall each time (C
+    shadows stay from the first watch; Python ones after a few)."""
+    installs = set()
+    for _ in range(3 * operators._PYTHON_REINSTALLS):
         with tensor_dap.watch(rules=["broadcast"]):
-            assert torch.Tensor.__dict__["__add__"] is first
-    assert torch.Tensor.__dict__["__add__"] is first
+            installs.add(torch.Tensor.__dict__["__add__"])
+            assert torch.ones(2) + 1 is not None
+    assert len(installs) == (1 if native.enabled else operators._PYTHON_REINSTALLS)
+    assert torch.Tensor.__dict__["__add__"] in installs  # kept after the last watch
 
 
 def test_nothing_shadowed_without_rules() -> None:
