@@ -152,6 +152,8 @@ use_native(True)
 #: (rule ids planned for, accelerator seen, their hooks) -> {function: plan}; see
 #: Watch._shared_plans
 _SHARED_PLANS: dict[tuple[Any, ...], dict[Any, Any]] = {}
+#: key of each shared dict's (rule ids, accelerator seen): what its plans are made for
+_PLANNED_FOR = object()
 
 _TOOL_MODULES = ("debugpy", "_pydevd", "pydevd", "_pydev", "tensor_dap")
 
@@ -338,10 +340,14 @@ class Watch:
         key = (tuple(active), self.accelerator_seen, hooks)
         plans = _SHARED_PLANS.get(key)
         if plans is None:
-            plans = _SHARED_PLANS[key] = {}
+            plans = _SHARED_PLANS[key] = {_PLANNED_FOR: (tuple(active), self.accelerator_seen)}
         return plans
 
     def _plan(self, func: Any) -> Any:
+        # planned for the rules of the dict it goes in, read once: set_enabled (the debugger's
+        # thread) may switch self._plans meanwhile, and a shared dict must hold its own plans
+        plans = self._plans
+        active, accelerator_seen = plans[_PLANNED_FOR]
         info = describe_op(func)
         if info.passthrough:
             plan: Any = _PASS
@@ -349,8 +355,8 @@ class Watch:
             before = []
             after = []
             observers = []
-            for rule_id in sorted(self.enabled - self.failed.keys()):
-                if rule_id == "device-mismatch" and not self.accelerator_seen:
+            for rule_id in active:
+                if rule_id == "device-mismatch" and not accelerator_seen:
                     continue
                 module = self._modules[rule_id]
                 if hasattr(module, "observe"):  # sampled, so it sees every kind of op
@@ -363,7 +369,7 @@ class Watch:
                 if hasattr(module, "after"):
                     after.append((rule_id, module.after))
             plan = (info, tuple(before), tuple(after), tuple(observers))
-        self._plans[func] = plan
+        plans[func] = plan
         return plan
 
     def _sample(

@@ -11,15 +11,15 @@ mode off the stack, runs the very per-op path the mode runs (same plan, same rul
 provenance; the op itself is called with no mode dispatch at all) and puts the mode back.
 Otherwise — another thread, torch functions disabled (tensor-dap's own reads), an op inside an
 op the mode is already handling, a user's mode on top — it calls the original operator as if
-nothing were there. The originals come back when the last watch stops (Python shadows, the
-first few times) or on :func:`release` (C shadows stay: see :data:`_kept`).
+nothing were there. The originals come back when the last watch stops (Python shadows; on
+Python 3.13+ the first few times) or on :func:`release` (C shadows stay: see :data:`_kept`).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -70,10 +70,11 @@ _users = 0
 #: A program starting many watches (``@tensor_dap.snoop`` on a function called in a loop)
 #: would leave every tensor attribute lookup slower for good. With no watch running a C shadow
 #: calls the original at once (~1% of a scalar op); a Python one costs a Python frame per
-#: operator, so Python shadows are removed with the last watch — the first
-#: ``_PYTHON_REINSTALLS`` times: a program that starts more watches than that keeps them too.
+#: operator (~65% of a scalar op), so Python shadows are removed with the last watch — on
+#: Python 3.13+ only the first ``_PYTHON_REINSTALLS`` times (each install and removal spends
+#: about 30 of the ~1000): a program that starts more watches than that keeps them.
 _kept = False
-_PYTHON_REINSTALLS = 8
+_PYTHON_REINSTALLS: Optional[int] = 16 if sys.version_info >= (3, 13) else None
 #: installs since the last release()
 _installs = 0
 #: operator name -> (what ``torch.Tensor.__dict__`` held before, ``_MISSING``: inherited; ours)
@@ -174,7 +175,9 @@ def install(modes: tuple[type, ...]) -> None:
         # (``resolve_name(torch.Tensor.__add__)`` still answers while a shadow is there)
         names = torch.overrides._get_overridable_functions()[1]
         methods = torch.overrides._get_tensor_methods()
-        _kept = native.enabled or _installs >= _PYTHON_REINSTALLS
+        _kept = native.enabled or (
+            _PYTHON_REINSTALLS is not None and _installs >= _PYTHON_REINSTALLS
+        )
         for name, op in OPERATORS.items():
             before = _Tensor.__dict__.get(name, _MISSING)
             original = getattr(_Tensor, name)

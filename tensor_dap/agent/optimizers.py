@@ -10,7 +10,7 @@ several % of an MLP training step. So:
   torch-function stack, runs the rules' pre-step checks, and the post-hook runs their post-step
   bookkeeping and puts the modes back. A step that raises skips the post-hook: the next
   ``step()``, ``zero_grad()`` or the end of the watch puts them back (:func:`resume`).
-- ``zero_grad()``: ``torch.optim.Optimizer.zero_grad`` is wrapped while a watch runs; the
+- ``zero_grad()``: ``torch.optim.Optimizer.zero_grad`` is wrapped from the first watch on; the
   wrapper runs the original with the modes off (``try``/``finally``) and then tells the rules
   which gradients it zeroed. An optimizer class with a ``zero_grad`` of its own runs it watched,
   as before.
@@ -65,9 +65,15 @@ _subscribers: list[Subscriber] = []
 _modes: tuple[type, ...] = ()
 _users = 0
 _hook_handles: list[Any] = []
-#: the ``zero_grad`` torch.optim.Optimizer had before ours, while ours is installed
+#: the ``zero_grad`` torch.optim.Optimizer had before ours, while ours is installed. Ours
+#: stays after the last watch (with none running it calls the original after one check), as
+#: the operator shadows do: from Python 3.13 a class modified about a thousand times — and each
+#: of its subclasses, every optimizer — stops getting type versions, so a program starting a
+#: watch per call would slow attribute lookups on its optimizers for good. :func:`release`
+#: gives it back.
 _original_zero_grad: Optional[Callable[..., Any]] = None
-#: per thread: the modes popped for a step that has not ended yet
+#: per thread: (the modes popped for a step that has not ended yet, the stack depth they
+#: were popped at)
 _aside = threading.local()
 
 
@@ -96,11 +102,21 @@ def _push_back(popped: list[Any]) -> None:
 
 
 def resume() -> None:
-    """Put back the modes a step of this thread took off, if its post-hook never ran."""
-    popped = getattr(_aside, "popped", None)
-    if popped:
+    """Put back the modes a step of this thread took off, if its post-hook never ran.
+
+    They go back where they were: a mode the program entered since (after a failed step it
+    caught) stays above them, so that its own exit pops it and not the watch's.
+    """
+    aside = getattr(_aside, "popped", None)
+    if aside:
         _aside.popped = None
+        popped, depth = aside
+        above = []
+        while _stack_length() > depth:
+            above.append(_pop())
         _push_back(popped)
+        for mode in reversed(above):
+            _push(mode)
 
 
 def _notify(kind: str, *args: Any) -> None:
@@ -115,7 +131,8 @@ def _notify(kind: str, *args: Any) -> None:
 
 def _pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     resume()
-    _aside.popped = _step_aside()
+    popped = _step_aside()
+    _aside.popped = (popped, _stack_length()) if popped else None
     _notify("before_step", optimizer, sys._getframe(1))
 
 
@@ -187,14 +204,15 @@ def install(modes: tuple[type, ...]) -> None:
         _modes = modes
         _hook_handles.append(register_optimizer_step_pre_hook(_pre_step))
         _hook_handles.append(register_optimizer_step_post_hook(_post_step))
-        _original_zero_grad = torch.optim.Optimizer.__dict__["zero_grad"]
-        torch.optim.Optimizer.zero_grad = _wrapper_of(_original_zero_grad)
+        if _original_zero_grad is None:
+            _original_zero_grad = torch.optim.Optimizer.__dict__["zero_grad"]
+            torch.optim.Optimizer.zero_grad = _wrapper_of(_original_zero_grad)
 
 
 def uninstall() -> None:
     """A watch stopped: this thread's modes come back from a step that raised, and the last
-    watch to stop gives the hooks and ``zero_grad`` back."""
-    global _users, _original_zero_grad
+    watch to stop removes the step hooks (``zero_grad`` stays: see _original_zero_grad)."""
+    global _users
     resume()
     with _lock:
         if _users == 0:
@@ -205,7 +223,17 @@ def uninstall() -> None:
         for handle in _hook_handles:
             handle.remove()
         _hook_handles.clear()
+
+
+def release() -> bool:
+    """Give ``zero_grad`` back now if no watch runs (unless someone set another since);
+    whether no watch ran."""
+    global _original_zero_grad
+    with _lock:
+        if _users or _original_zero_grad is None:
+            return not _users
         ours = torch.optim.Optimizer.__dict__.get("zero_grad")
         if getattr(ours, "__tensor_dap_wraps__", None) is _original_zero_grad:
             torch.optim.Optimizer.zero_grad = _original_zero_grad
         _original_zero_grad = None
+        return True

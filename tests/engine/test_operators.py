@@ -73,14 +73,22 @@ def test_shadows_left_after_a_watch_act_as_the_originals() -> None:
 def test_many_watches_modify_torch_tensor_once() -> None:
     """Each install modifies ``torch.Tensor``; from Python 3.13 a class modified ~1000 times
     loses its attribute cache for good, so repeated watches must not reinstall each time (C
-    shadows stay from the first watch; Python ones after a few)."""
+    shadows stay from the first watch; Python ones after a few, on Python 3.13+)."""
+    watches = 40
     installs = set()
-    for _ in range(3 * operators._PYTHON_REINSTALLS):
+    for _ in range(watches):
         with tensor_dap.watch(rules=["broadcast"]):
             installs.add(torch.Tensor.__dict__["__add__"])
             assert torch.ones(2) + 1 is not None
-    assert len(installs) == (1 if native.enabled else operators._PYTHON_REINSTALLS)
-    assert torch.Tensor.__dict__["__add__"] in installs  # kept after the last watch
+    if native.enabled:
+        assert len(installs) == 1
+        assert torch.Tensor.__dict__["__add__"] in installs  # kept after the last watch
+    elif operators._PYTHON_REINSTALLS is not None:
+        assert len(installs) == operators._PYTHON_REINSTALLS
+        assert torch.Tensor.__dict__["__add__"] in installs
+    else:  # before 3.13 nothing is lost by reinstalling: the originals come back each time
+        assert len(installs) == watches
+        assert torch.Tensor.__dict__.get("__add__") not in installs
 
 
 def test_nothing_shadowed_without_rules() -> None:

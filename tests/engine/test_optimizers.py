@@ -10,6 +10,7 @@ import threading
 import pytest
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 import tensor_dap
 
@@ -55,15 +56,26 @@ def test_zero_grad_and_step_run_no_op_through_the_watch() -> None:
     assert _most_hits(watch, _code_of(test_zero_grad_and_step_run_no_op_through_the_watch)) == 3
 
 
-def test_zero_grad_is_given_back_by_the_last_watch() -> None:
+def test_zero_grad_stays_wrapped_after_the_watch_and_release_gives_it_back() -> None:
+    """Like the C operator shadows: with no watch running the wrapper is the original."""
+    from tensor_dap.agent import optimizers
+
+    assert optimizers.release()
     original = torch.optim.Optimizer.__dict__["zero_grad"]
+    model, optimizer = _model_and_optimizer()
     with tensor_dap.watch():
         wrapped = torch.optim.Optimizer.__dict__["zero_grad"]
         assert wrapped is not original
         assert wrapped.__name__ == "zero_grad" and wrapped.__doc__ == original.__doc__
         with tensor_dap.watch():
             assert torch.optim.Optimizer.__dict__["zero_grad"] is wrapped
-        assert torch.optim.Optimizer.__dict__["zero_grad"] is wrapped
+        assert not optimizers.release()  # a watch runs: nothing is given back
+    assert torch.optim.Optimizer.__dict__["zero_grad"] is wrapped
+    model(torch.randn(4, 3)).sum().backward()
+    optimizer.zero_grad(set_to_none=False)  # acts as the original with no watch
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
+    assert optimizer.zero_grad() is None and all(p.grad is None for p in model.parameters())
+    assert optimizers.release()
     assert torch.optim.Optimizer.__dict__["zero_grad"] is original
 
 
@@ -108,6 +120,61 @@ def test_a_step_that_raises_last_is_mended_by_the_end_of_the_watch() -> None:
         _ = torch.ones(4) - torch.ones(4, 1)
     assert _stack() == 0
     assert [f.rule for f in watch.findings] == ["broadcast"]
+
+
+def test_the_watch_goes_back_under_a_mode_the_program_entered_after_a_failed_step() -> None:
+    """A caught failed step leaves the watch off; the mode put back by the next zero_grad
+    goes where it was, so the user's own ``with`` exit pops the user's mode."""
+
+    class Users(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            return func(*args, **(kwargs or {}))
+
+    param = nn.Parameter(torch.ones(3))
+    param.grad = torch.ones(3)
+    good, bad = torch.optim.SGD([param], lr=0.1), _FailingSGD([param], lr=0.1)
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        with pytest.raises(RuntimeError, match="step failed"):
+            bad.step()
+        users = Users()
+        with users:
+            good.zero_grad()
+            assert _stack() == 2 and torch._C._get_function_stack_at(1) is users
+        assert _stack() == 1 and torch._C._get_function_stack_at(0) is not users
+        _ = torch.ones(4) - torch.ones(4, 1)
+    assert _stack() == 0
+    assert [f.rule for f in watch.findings] == ["broadcast"]
+
+
+def test_rules_switched_while_an_op_is_planned_leave_no_wrong_plan() -> None:
+    """The debugger's thread may switch the rules (set_enabled) while the program's thread
+    plans an op; watches share plans, so a plan made for the old rules must not be filed
+    under the new ones."""
+    from tensor_dap.agent import engine
+
+    engine._SHARED_PLANS.clear()  # (so that `a - b` is planned here, not found planned)
+    watch = tensor_dap.watch(rules=["nan-inf"])
+
+    class SwitchingMidPlan(dict):
+        """The rule modules, read by the planner: the first read switches the rules, as if
+        the other thread did it right then."""
+
+        switched = False
+
+        def __getitem__(self, rule_id: str) -> object:
+            if not SwitchingMidPlan.switched:
+                SwitchingMidPlan.switched = True
+                watch.set_enabled(["nan-inf", "broadcast"])
+            return super().__getitem__(rule_id)
+
+    a, b = torch.ones(4), torch.ones(4, 1)
+    with watch:
+        watch._modules = SwitchingMidPlan(watch._modules)
+        _ = a - b  # planned for nan-inf alone
+    assert SwitchingMidPlan.switched
+    with tensor_dap.watch(rules=["nan-inf", "broadcast"]) as later:
+        _ = a - b
+    assert [f.rule for f in later.findings] == ["broadcast"]
 
 
 def test_zero_grad_keeping_tensors_is_seen_by_missing_zero_grad() -> None:
