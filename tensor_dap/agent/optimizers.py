@@ -7,8 +7,9 @@ read in them would pay the watch mode's dispatch: some 40 per step of a 4-parame
 several % of an MLP training step. So:
 
 - ``step()``: torch's global step pre-hook takes the calling thread's watch modes off the
-  torch-function stack, runs the rules' pre-step checks, and the post-hook runs their post-step
-  bookkeeping and puts the modes back. A step that raises skips the post-hook: the next
+  torch-function stack (not for ``step(closure)``: the closure is the user's code), runs the
+  rules' pre-step checks, and the post-hook runs their post-step bookkeeping and puts the
+  modes back. A step that raises skips the post-hook: the next
   ``step()``, ``zero_grad()`` or the end of the watch puts them back (:func:`resume`).
 - ``zero_grad()``: ``torch.optim.Optimizer.zero_grad`` is wrapped from the first watch on; the
   wrapper runs the original with the modes off (``try``/``finally``) and then tells the rules
@@ -129,9 +130,17 @@ def _notify(kind: str, *args: Any) -> None:
                 log.exception("tensor-dap: an optimizer subscriber failed")
 
 
+def _has_closure(args: Any, kwargs: Any) -> bool:
+    """``step(closure)`` (LBFGS...) runs the user's forward and backward inside the step."""
+    closure = args[1] if len(args) > 1 else (kwargs or {}).get("closure")
+    return closure is not None
+
+
 def _pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     resume()
-    popped = _step_aside()
+    # (args holds the optimizer first; a step with a closure stays watched: the closure is
+    # the user's code)
+    popped = [] if _has_closure(args, kwargs) else _step_aside()
     _aside.popped = (popped, _stack_length()) if popped else None
     _notify("before_step", optimizer, sys._getframe(1))
 

@@ -177,6 +177,30 @@ def test_rules_switched_while_an_op_is_planned_leave_no_wrong_plan() -> None:
     assert [f.rule for f in later.findings] == ["broadcast"]
 
 
+def test_a_step_with_a_closure_watches_the_closure() -> None:
+    """LBFGS runs the user's forward and backward inside ``step(closure)``: still watched."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.LBFGS(model.parameters(), max_iter=2)
+    x, y = torch.randn(4, 3), torch.randn(4)
+
+    stacks = []
+
+    def closure() -> torch.Tensor:
+        stacks.append(_stack())
+        optimizer.zero_grad()
+        loss = ((y - model(x)) ** 2).mean()  # (4,) - (4, 1): the silent broadcast
+        loss.backward()
+        return loss
+
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        optimizer.step(closure)
+        assert _stack() == 1
+    assert stacks and set(stacks) == {1}  # the watch mode is there for every call
+    assert {f.rule for f in watch.findings} == {"broadcast"}
+    assert {f.line for f in watch.findings} == {closure.__code__.co_firstlineno + 3}
+
+
 def test_zero_grad_keeping_tensors_is_seen_by_missing_zero_grad() -> None:
     """``zero_grad(set_to_none=False)`` zeroes in place, unwatched: the rule is told."""
     model, optimizer = _model_and_optimizer()
