@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import statistics
 import sys
@@ -43,7 +42,7 @@ from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from timing import interleaved_ratios  # noqa: E402
+from timing import interleaved_ratios, time_run  # noqa: E402
 from workloads import make_mlp_step, make_scalar_autograd_loop, make_scalar_loop  # noqa: E402
 
 import tensor_dap  # noqa: E402
@@ -97,20 +96,16 @@ def _resumed(make_watch: Callable[[], Any]) -> Mode:
     return wrap
 
 
-_NEW_WATCH = "new watch per run, default rules"
-_STEADY = "watch, default rules"
-
-
 def modes() -> dict[str, Mode]:
     """The cheap modes, timed together (TorchSnooper is timed on its own: see measure)."""
     return {
         "no-op TorchFunctionMode (floor)": _within(_NoopMode),
         "watch, no rules": _within(lambda: tensor_dap.watch(rules=[])),
-        _STEADY: _resumed(lambda: tensor_dap.watch()),
+        "watch, default rules": _resumed(lambda: tensor_dap.watch()),
         "watch, default rules + trace": _resumed(
             lambda: tensor_dap.watch(recorder=TraceRecorder())
         ),
-        _NEW_WATCH: _within(lambda: tensor_dap.watch()),
+        "new watch per run, default rules": _within(lambda: tensor_dap.watch()),
         "anomaly mode": _within(lambda: _quiet_anomaly()),
     }
 
@@ -154,16 +149,10 @@ def _one_off_cost(fn: Callable[[int], None], rounds: int) -> float:
     resumed = _resumed(lambda: tensor_dap.watch())(fn)
     new = _within(lambda: tensor_dap.watch())(fn)
     resumed(8)
-    differences = []
-    for _ in range(rounds):
-        gc.collect()  # (as before every timed run: each of the two starts as cold)
-        start = time.process_time()
-        new(8)
-        new_time = time.process_time() - start
-        gc.collect()
-        start = time.process_time()
-        resumed(8)
-        differences.append(new_time - (time.process_time() - start))
+    differences = [
+        time_run(new, 8, time.process_time) - time_run(resumed, 8, time.process_time)
+        for _ in range(rounds)
+    ]
     return statistics.median(differences)
 
 

@@ -16,7 +16,7 @@ from typing import Callable
 Run = Callable[[int], None]
 
 
-def _time(fn: Run, n: int, clock: Callable[[], float]) -> float:
+def time_run(fn: Run, n: int, clock: Callable[[], float]) -> float:
     gc.collect()  # no run pays for the garbage of the one before it
     start = clock()
     fn(n)
@@ -45,8 +45,8 @@ def interleaved_ratios(
     for _ in range(rounds):
         shuffle(order)  # no mode always follows the same one
         for label, run in order:
-            plain = _time(fn, n, clock)
+            plain = time_run(fn, n, clock)
             plain_times.append(plain)
-            ratios[label].append(_time(run, n, clock) / plain)
+            ratios[label].append(time_run(run, n, clock) / plain)
     medians = {label: statistics.median(values) for label, values in ratios.items()}
     return statistics.median(plain_times) / n, medians

@@ -180,18 +180,6 @@ def _wrap_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-_wrappers: dict[Any, Callable[..., Any]] = {}
-
-
-def _wrapper_of(original: Callable[..., Any]) -> Callable[..., Any]:
-    """One wrapper per original, made once: torch caches its dynamo-disabled form on it at the
-    first call, which a new wrapper per watch would pay again."""
-    wrapper = _wrappers.get(original)
-    if wrapper is None:
-        wrapper = _wrappers[original] = _wrap_zero_grad(original)
-    return wrapper
-
-
 def _dynamo_disabled_code() -> Any:
     """The code of the functions ``torch._disable_dynamo`` returns."""
     return torch._disable_dynamo(_dynamo_disabled_code).__code__
@@ -215,7 +203,7 @@ def install(modes: tuple[type, ...]) -> None:
         _hook_handles.append(register_optimizer_step_post_hook(_post_step))
         if _original_zero_grad is None:
             _original_zero_grad = torch.optim.Optimizer.__dict__["zero_grad"]
-            torch.optim.Optimizer.zero_grad = _wrapper_of(_original_zero_grad)
+            torch.optim.Optimizer.zero_grad = _wrap_zero_grad(_original_zero_grad)
 
 
 def uninstall() -> None:

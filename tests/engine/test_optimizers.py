@@ -30,6 +30,13 @@ class _FailingSGD(torch.optim.SGD):
         raise RuntimeError("step failed")
 
 
+def _good_and_failing_optimizers() -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:
+    """Two optimizers of one parameter that has a gradient: one steps, one raises."""
+    param = nn.Parameter(torch.ones(3))
+    param.grad = torch.ones(3)
+    return torch.optim.SGD([param], lr=0.1), _FailingSGD([param], lr=0.1)
+
+
 def _code_of(function: object) -> object:
     return getattr(function, "__wrapped__", function).__code__
 
@@ -92,9 +99,7 @@ def test_a_zero_grad_that_raises_leaves_the_watch_in_place() -> None:
 
 
 def test_optimizer_steps_run_unwatched_and_the_watch_comes_back() -> None:
-    param = nn.Parameter(torch.ones(3))
-    param.grad = torch.ones(3)
-    good, bad = torch.optim.SGD([param], lr=0.1), _FailingSGD([param], lr=0.1)
+    good, bad = _good_and_failing_optimizers()
     with tensor_dap.watch(rules=["broadcast"]) as watch:
         good.step()
         assert _stack() == 1
@@ -130,9 +135,7 @@ def test_the_watch_goes_back_under_a_mode_the_program_entered_after_a_failed_ste
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             return func(*args, **(kwargs or {}))
 
-    param = nn.Parameter(torch.ones(3))
-    param.grad = torch.ones(3)
-    good, bad = torch.optim.SGD([param], lr=0.1), _FailingSGD([param], lr=0.1)
+    good, bad = _good_and_failing_optimizers()
     with tensor_dap.watch(rules=["broadcast"]) as watch:
         with pytest.raises(RuntimeError, match="step failed"):
             bad.step()
