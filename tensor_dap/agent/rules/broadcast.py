@@ -2,9 +2,14 @@
 elements than any input has, as ``(4,) - (4, 1)`` becoming ``(4, 4)``.
 
 No error, just a wrong result (TorchSnooper's ``Linear(2, 1)`` regression whose loss stops at
-1.5). A bias add ``(64, 10) + (10,)`` keeps the larger input's size, scalars and 0-dim tensors
-never count, and an outer product of equal ranks or written with ``[:, None]`` / ``unsqueeze``
-is explicit, so none of these is reported.
+1.5). The mistake has a signature: the two sides hold the *same* size, meant to line up
+elementwise (a ``(B, 1)`` prediction against ``(B,)`` targets), and broadcasting spreads one
+side's size-1 (or missing) dim over that size. So an op is reported only when an input is
+stretched along a dim to a size it already has elsewhere. Not reported: a bias add ``(64, 10) +
+(10,)`` (keeps the larger input's size), scalars and 0-dim tensors, outer products of equal ranks,
+outer products of different sizes (the sinusoidal positional encoding's ``position (L, 1) *
+div_term (d/2,)``), and size-1 dims made on purpose: with ``[:, None]`` / ``unsqueeze`` on the
+op's line, or by ``unsqueeze`` / ``reshape`` / ``view`` / ``None`` indexing on an earlier line.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ SCREEN = RANKS_DIFFER
 
 _Tensor = torch.Tensor
 _EXPLICIT = ("None]", "unsqueeze", "None,", "[None", "expand", "outer", "einsum")
+#: ops that make a size-1 dim on purpose: an input made by one of them is meant to broadcast
+_RESHAPING = frozenset(
+    ["unsqueeze", "unsqueeze_", "reshape", "view", "__getitem__", "expand", "unflatten", "outer"]
+)
 
 
 def applies(op: OpInfo) -> bool:
@@ -43,22 +52,61 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
             rank = arg.ndim
             if rank and rank != first_rank:
                 if first_rank:
-                    return _check(args)
+                    return _check(args, caller, state)
                 first_rank = rank
     return None
 
 
-def _check(args: tuple) -> Optional[Report]:
-    """Inputs of different ranks: report when the result has more elements than any input."""
+_INTENDED = "broadcast.intended-sites"
+
+
+def _check(args: tuple, caller: Any, state: Any) -> Optional[Report]:
+    """Inputs of different ranks: report when the result has more elements than any input
+    and an input is stretched to a size it already has (the mistake's signature).
+
+    A call site once seen broadcasting inputs made on purpose stays intended: provenance is
+    sampled after a site's first runs, so a later run may not know where its inputs came from.
+    """
     tensors = [a for a in args if isinstance(a, _Tensor) and a.dim()]
     shapes = [tuple(t.shape) for t in tensors]
     try:
-        result = torch.broadcast_shapes(*shapes)
+        result = tuple(torch.broadcast_shapes(*shapes))
     except RuntimeError:
         return None  # PyTorch raises its own error
     if math.prod(result) <= max(math.prod(s) for s in shapes):
         return None
-    return Report(tensors=tensors, message=_message(tuple(result)))
+    if not any(_stretched_to_own_size(shape, result) for shape in shapes):
+        return None
+    intended = state.rule_state.setdefault(_INTENDED, set()) if state is not None else set()
+    site = (id(caller.f_code), caller.f_lasti) if caller is not None else None
+    if site in intended:
+        return None
+    if any(_made_to_broadcast(t, shape, result, state) for t, shape in zip(tensors, shapes)):
+        intended.add(site)
+        return None
+    return Report(tensors=tensors, message=_message(result))
+
+
+def _stretched_to_own_size(shape: tuple[int, ...], result: tuple[int, ...]) -> bool:
+    """Whether broadcasting spreads ``shape`` along a dim to a size ``shape`` already has:
+    ``(N,)`` or ``(N, 1)`` against ``(N, N)``, where ``(8,)`` against ``(50, 8)`` is not."""
+    padded = (1,) * (len(result) - len(shape)) + shape
+    own = set(shape)
+    return any(mine == 1 and size > 1 and size in own for mine, size in zip(padded, result))
+
+
+def _made_to_broadcast(
+    tensor: Any, shape: tuple[int, ...], result: tuple[int, ...], state: Any
+) -> bool:
+    """A size-1 dim of ``tensor`` that broadcasting stretches was made on purpose upstream
+    (``unsqueeze``, ``reshape``, ``[:, None]``...): ``position (L, 1)`` of a positional encoding,
+    ``a = x.unsqueeze(1)`` of pairwise differences."""
+    aligned = result[len(result) - len(shape) :]
+    stretched = any(mine == 1 and size > 1 for mine, size in zip(shape, aligned))
+    if not stretched:
+        return False
+    prov = state.provenance.lookup(tensor) if state is not None else None
+    return prov is not None and prov.op in _RESHAPING
 
 
 def _message(result: tuple[int, ...]) -> Any:

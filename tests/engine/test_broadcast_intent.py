@@ -1,0 +1,121 @@
+"""``broadcast`` tells the ``(N,) - (N, 1)`` mistake from outer products people write on purpose:
+the sinusoidal positional encoding of every Transformer tutorial, pairwise differences of a
+tensor unsqueezed on an earlier line — and keeps finding the mistake."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tensor_dap
+from tensor_dap.testing import accelerator_device
+
+
+def _broadcasts(run, *args) -> list[str]:  # noqa: ANN001
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        run(*args)
+    return [f.message for f in watch.findings if f.rule == "broadcast"]
+
+
+def positional_encoding(max_len: int, d_model: int, device: torch.device) -> torch.Tensor:
+    """As in the PyTorch Transformer tutorial."""
+    position = torch.arange(max_len, device=device).unsqueeze(1)
+    div_term = torch.exp(
+        torch.arange(0, d_model, 2, device=device) * (-math.log(10000.0) / d_model)
+    )
+    pe = torch.zeros(max_len, 1, d_model, device=device)
+    pe[:, 0, 0::2] = torch.sin(position * div_term)
+    pe[:, 0, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def positional_encoding_reshaped(max_len: int, d_model: int, device: torch.device) -> torch.Tensor:
+    """The other common spelling: ``reshape(max_len, 1)`` on an earlier line."""
+    position = torch.arange(0, max_len, dtype=torch.float, device=device).reshape(max_len, 1)
+    div_term = torch.exp(
+        torch.arange(0, d_model, 2, device=device).float() * (-math.log(10000.0) / d_model)
+    )
+    return torch.sin(position * div_term)
+
+
+@pytest.mark.parametrize("device", ["cpu", "accel"])
+@pytest.mark.parametrize("build", [positional_encoding, positional_encoding_reshaped])
+def test_positional_encoding_is_an_intended_outer_product(build, device: str) -> None:  # noqa: ANN001
+    where = accelerator_device() if device == "accel" else torch.device("cpu")
+    assert _broadcasts(build, 64, 16, where) == []
+
+
+def test_positional_encoding_whose_sizes_coincide_is_still_intended() -> None:
+    """``max_len == d_model / 2``: the sizes match, but ``position`` was unsqueezed on purpose."""
+    assert _broadcasts(positional_encoding, 8, 16, torch.device("cpu")) == []
+
+
+def test_an_outer_product_of_different_sizes_written_directly_is_intended() -> None:
+    def scores() -> torch.Tensor:
+        times = torch.linspace(0, 1, 50).view(50, 1)
+        freqs = torch.randn(8)
+        return times * freqs
+
+    assert _broadcasts(scores) == []
+
+
+def test_pairwise_differences_of_an_unsqueezed_tensor_are_intended() -> None:
+    def pairwise() -> torch.Tensor:
+        x = torch.randn(6)
+        column = x.unsqueeze(1)
+        return column - x  # (6, 1) - (6,): every pair, on purpose
+
+    assert _broadcasts(pairwise) == []
+
+
+def test_an_intended_site_stays_intended_after_provenance_sampling() -> None:
+    """Provenance is recorded for a call site's first runs, then one in 64: the 9th run of an
+    intended outer product must not turn into a finding."""
+
+    def step() -> torch.Tensor:
+        x = torch.randn(6)
+        column = x.unsqueeze(1)
+        return column - x
+
+    def loop() -> None:
+        for _ in range(40):
+            step()
+
+    assert _broadcasts(loop) == []
+
+
+def test_the_regression_mistake_is_still_found() -> None:
+    """A ``(B, 1)`` prediction against ``(B,)`` targets, the same size on both sides."""
+
+    def regression() -> None:
+        model = torch.nn.Linear(3, 1)
+        x, y = torch.randn(8, 3), torch.randn(8)
+        pred = model(x)
+        ((y - pred) ** 2).mean()
+
+    (message,) = _broadcasts(regression)
+    assert message.startswith("`y - pred`: y (8,), pred (8, 1) broadcast to (8, 8)")
+
+
+def test_mse_loss_on_mismatched_shapes_is_found() -> None:
+    def regression() -> None:
+        pred, target = torch.randn(8, 1), torch.randn(8)
+        with pytest.warns(UserWarning):
+            F.mse_loss(pred, target)
+
+    assert len(_broadcasts(regression)) == 1
+
+
+def test_advantage_of_returns_and_stacked_values_is_found() -> None:
+    """Actor-critic: returns ``(T,)`` minus critic values stacked to ``(T, 1)``."""
+
+    def advantage() -> torch.Tensor:
+        values = torch.stack([torch.randn(1) for _ in range(5)])
+        returns = torch.tensor([1.0, 0.9, 0.8, 0.7, 0.6])
+        return returns - values
+
+    (message,) = _broadcasts(advantage)
+    assert "returns (5,), values (5, 1) broadcast to (5, 5)" in message
