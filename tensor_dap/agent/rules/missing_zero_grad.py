@@ -7,6 +7,11 @@ and its version; at the next step, the same gradient tensor modified since (back
 it) and never zeroed in between means zero_grad was forgotten. ``zero_grad()`` (which sets
 ``.grad`` to None, or zeroes it in place) resets that, so intentional accumulation — several
 backward calls, one step, then zero_grad — is not reported.
+
+Only writes that really reset a gradient count as zeroing: ``zero_()``, ``fill_(0)``,
+``mul_(0)`` and their ``_foreach`` forms, on ``.grad`` or on its ``.data``. Gradient clipping
+(``clip_grad_norm_`` scales every gradient in place with ``mul_``), loss-scale unscaling and
+hand-written ``grad.mul_(0.5)`` modify gradients without resetting them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from tensor_dap.agent import frames, optimizers
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.storage import data_pointers
 
 RULE = Rule(
     id="missing-zero-grad",
@@ -27,24 +33,35 @@ RULE = Rule(
 
 _ZEROED = "missing-zero-grad.zeroed"
 _AFTER_STEP = "missing-zero-grad.after-step"
-_ZEROING = frozenset(["zero_", "_foreach_zero_", "fill_", "mul_", "_foreach_mul_", "copy_"])
+#: ops that always reset their target, and those that do with a factor or value of 0
+_ZEROING = frozenset(["zero_", "_foreach_zero_"])
+_ZEROING_WITH_ZERO = frozenset(["fill_", "mul_", "_foreach_mul_"])
 
 
 def applies(op: OpInfo) -> bool:
-    return op.name in _ZEROING
+    return op.name in _ZEROING or op.name in _ZEROING_WITH_ZERO
 
 
 def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
     """Note gradients being zeroed (``zero_grad(set_to_none=False)`` or by hand)."""
-    if not args:
+    if not args or not _resets(op.name, args, kwargs):
         return None
     zeroed = state.rule_state.setdefault(_ZEROED, set())
     target = args[0]
-    if isinstance(target, (list, tuple)):
-        zeroed.update(id(t) for t in target)
-    else:
-        zeroed.add(id(target))
+    for tensor in target if isinstance(target, (list, tuple)) else (target,):
+        zeroed.add(id(tensor))
+        # ``p.grad.data.zero_()``: another object, the same data
+        zeroed.update(data_pointers(tensor))
     return None
+
+
+def _resets(name: str, args: tuple, kwargs: Optional[dict]) -> bool:
+    """Whether the op sets its target to zero: a Python 0 as the fill value or factor (a
+    tensor factor, as gradient clipping's, is a scale: it is never read, that would sync)."""
+    if name in _ZEROING:
+        return True
+    value = args[1] if len(args) > 1 else (kwargs or {}).get("value", (kwargs or {}).get("other"))
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
 
 
 def install(state: Any) -> list[Any]:
@@ -92,6 +109,7 @@ def _remember(optimizer: Any, state: Any) -> None:
             after_step[id(param)] = (weakref.ref(param), weakref.ref(grad), grad._version)
             # this optimizer's step used them: zeroing before it no longer counts
             zeroed.discard(id(grad))
+            zeroed.difference_update(data_pointers(grad))
         else:
             after_step.pop(id(param), None)
 
@@ -107,12 +125,16 @@ def _check(optimizer: Any, state: Any) -> Optional[Report]:
         grad = param.grad
         if entry is None or grad is None or entry[0]() is not param:
             continue
-        if entry[1]() is grad and grad._version != entry[2] and id(grad) not in zeroed:
+        if entry[1]() is grad and grad._version != entry[2] and not _was_zeroed(grad, zeroed):
             stale.append(param)
     if not stale:
         return None
     total = len(_params(optimizer))
     return Report(tensors=stale[:4], message=_message(len(stale), total), operands=False)
+
+
+def _was_zeroed(grad: Any, zeroed: set[int]) -> bool:
+    return id(grad) in zeroed or not zeroed.isdisjoint(data_pointers(grad))
 
 
 def _message(stale: int, total: int) -> Any:

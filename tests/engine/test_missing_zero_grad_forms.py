@@ -1,0 +1,134 @@
+"""``missing-zero-grad`` counts only writes that really reset a gradient: gradient clipping,
+unscaling and hand-written scaling modify ``.grad`` in place and must not hide a forgotten
+``zero_grad()`` — while every real way of zeroing keeps the rule quiet."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensor_dap
+from tensor_dap.testing import accelerator_device
+
+DEVICES = ["cpu", "accel"]
+
+
+def _device(name: str) -> torch.device:
+    return accelerator_device() if name == "accel" else torch.device("cpu")
+
+
+def train(
+    device: torch.device,
+    before_backward: Callable[[nn.Module, torch.optim.Optimizer], None],
+    after_backward: Callable[[nn.Module], None],
+    steps: int = 4,
+) -> list[tuple[str, int]]:
+    """A small regression loop; ``zero_grad`` is called once, before the loop, as in the
+    bug; the hooks add what the program does around ``backward()``."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 4, device=device), torch.randn(32, 1, device=device)
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        optimizer.zero_grad()
+        for _ in range(steps):
+            before_backward(model, optimizer)
+            F.mse_loss(model(x), y).backward()
+            after_backward(model)
+            optimizer.step()
+    return [(f.rule, f.line) for f in watch.findings]
+
+
+def nothing(*_: object) -> None:
+    pass
+
+
+def clip_norm(model: nn.Module) -> None:
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+
+
+def clip_norm_foreach(model: nn.Module) -> None:
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25, foreach=True)
+
+
+def clip_value(model: nn.Module) -> None:
+    torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
+
+
+def halve(model: nn.Module) -> None:
+    for param in model.parameters():
+        param.grad.mul_(0.5)
+
+
+STEP_LINE = next(
+    number
+    for number, text in enumerate(
+        inspect.getsource(train).splitlines(), train.__code__.co_firstlineno
+    )
+    if "optimizer.step()" in text
+)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("modify", [clip_norm, clip_norm_foreach, clip_value, halve])
+def test_modifying_gradients_in_place_does_not_hide_a_forgotten_zero_grad(
+    modify: Callable[[nn.Module], None], device: str
+) -> None:
+    assert train(_device(device), nothing, modify) == [("missing-zero-grad", STEP_LINE)]
+
+
+def zero_by_hand(model: nn.Module, _: object) -> None:
+    for param in model.parameters():
+        if param.grad is not None:
+            param.grad.zero_()
+
+
+def zero_data_by_hand(model: nn.Module, _: object) -> None:
+    """Older tutorials: ``p.grad.data.zero_()`` (another tensor object, the same data)."""
+    for param in model.parameters():
+        if param.grad is not None:
+            param.grad.data.zero_()
+
+
+def fill_zero(model: nn.Module, _: object) -> None:
+    for param in model.parameters():
+        if param.grad is not None:
+            param.grad.fill_(0)
+
+
+def multiply_by_zero(model: nn.Module, _: object) -> None:
+    for param in model.parameters():
+        if param.grad is not None:
+            param.grad.mul_(0.0)
+
+
+def zero_grad_keeping_tensors(_: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    optimizer.zero_grad(set_to_none=False)
+
+
+def module_zero_grad(model: nn.Module, _: object) -> None:
+    model.zero_grad()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "zero",
+    [
+        zero_by_hand,
+        zero_data_by_hand,
+        fill_zero,
+        multiply_by_zero,
+        zero_grad_keeping_tensors,
+        module_zero_grad,
+    ],
+)
+@pytest.mark.parametrize("modify", [nothing, clip_norm])
+def test_every_real_zeroing_keeps_the_rule_quiet(
+    zero: Callable[..., None], modify: Callable[[nn.Module], None], device: str
+) -> None:
+    assert train(_device(device), zero, modify) == []
