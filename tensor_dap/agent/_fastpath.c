@@ -16,8 +16,9 @@
  *       thread's innermost mode is one of `modes`, pops it, runs run_op(mode, op, original,
  *       ...) for the calling frame, pushes it back; otherwise calls `original`.
  *   configure(pass_marker, mode_enabled, pop_mode, push_mode, plain_types, tensor_type,
- *             ranks_differ)
- *       What they need from torch and the engine, given once at import.
+ *             ranks_differ, dispatch_code)
+ *       What they need from torch and the engine, given once at import (dispatch_code: the
+ *       code of torch.overrides.handle_torch_function, a frame TorchFunction steps over).
  *
  * Built for Python 3.11+ (frame API); elsewhere, or when the build fails, the Python versions
  * run (tensor_dap/agent/native.py decides).
@@ -33,7 +34,7 @@
 #endif
 
 static PyObject *PASS_MARKER, *MODE_ENABLED, *POP_MODE, *PUSH_MODE, *PLAIN_TYPES, *TENSOR_TYPE,
-    *RANKS_DIFFER;
+    *RANKS_DIFFER, *DISPATCH_CODE;
 static PyObject *s_ndim, *s_watch, *s_mode, *s_plans, *s_plan, *s_site_hits, *s_sample, *s_after,
     *s_emit, *s_rule_failed;
 
@@ -497,11 +498,21 @@ static PyObject *torch_function_vectorcall(PyObject *callable, PyObject *const *
     PyObject *call_tuple = call_args == NULL ? PyTuple_New(0) : PySequence_Tuple(call_args);
     if (call_tuple == NULL) return NULL;
     PyObject *out;
-    PyObject *caller = (PyObject *)PyEval_GetFrame();
-    if (caller == NULL) /* not called from Python: no user line to check */
+    PyFrameObject *frame = PyEval_GetFrame();
+    PyFrameObject *back = NULL;
+    if (frame != NULL) {
+        /* `F.relu(x)` reaches the mode through torch.overrides.handle_torch_function, one
+         * frame shared by every such function: the call site is the frame that called it */
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        if ((PyObject *)code == DISPATCH_CODE) back = PyFrame_GetBack(frame);
+        Py_DECREF(code);
+        if (back != NULL) frame = back;
+    }
+    if (frame == NULL) /* not called from Python: no user line to check */
         out = call_op(func, call_tuple, kwargs);
     else
-        out = run_op(mode, func, func, call_tuple, kwargs, caller);
+        out = run_op(mode, func, func, call_tuple, kwargs, (PyObject *)frame);
+    Py_XDECREF(back);
     Py_DECREF(call_tuple);
     return out;
 }
@@ -530,9 +541,10 @@ static PyTypeObject TorchFunctionType = {
 /* -- module ------------------------------------------------------------------------------- */
 
 static PyObject *fastpath_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7 || !PyAnySet_Check(args[4])) {
+    if (nargs != 8 || !PyAnySet_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError, "configure(pass_marker, mode_enabled, pop_mode, "
-                                         "push_mode, plain_types, tensor_type, ranks_differ)");
+                                         "push_mode, plain_types, tensor_type, ranks_differ, "
+                                         "dispatch_code)");
         return NULL;
     }
     Py_XSETREF(PASS_MARKER, Py_NewRef(args[0]));
@@ -542,13 +554,14 @@ static PyObject *fastpath_configure(PyObject *module, PyObject *const *args, Py_
     Py_XSETREF(PLAIN_TYPES, Py_NewRef(args[4]));
     Py_XSETREF(TENSOR_TYPE, Py_NewRef(args[5]));
     Py_XSETREF(RANKS_DIFFER, Py_NewRef(args[6]));
+    Py_XSETREF(DISPATCH_CODE, Py_NewRef(args[7]));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef fastpath_functions[] = {
     {"configure", (PyCFunction)(void (*)(void))fastpath_configure, METH_FASTCALL,
      "configure(pass_marker, mode_enabled, pop_mode, push_mode, plain_types, tensor_type, "
-     "ranks_differ)."},
+     "ranks_differ, dispatch_code)."},
     {NULL},
 };
 

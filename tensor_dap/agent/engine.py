@@ -31,9 +31,11 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tensor_dap.agent import frames, naming, native, operators, optimizers
+from tensor_dap.agent import frames, naming, native, operators, optimizers, tensor_map
 from tensor_dap.agent.describe import describe
 from tensor_dap.agent.findings import Finding
+from tensor_dap.agent.library_calls import REWRAPPING, api_called
+from tensor_dap.agent.no_grad_source import no_grad_site
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.ops import describe as describe_op
 from tensor_dap.agent.process import current_rank, process_info
@@ -121,12 +123,19 @@ class _Mode(TorchFunctionMode):
         # handle_op itself, not ``self.run``: torch.compile inlines this and guards on what
         # it reads)
         caller = _getframe(1)
-        if caller.f_code is operators.SHADOW_CODE:  # an operator the shadow handed on
+        code = caller.f_code
+        # an operator the shadow handed on, or a function torch's dispatch hands on
+        if code is operators.SHADOW_CODE or code is _DISPATCH_CODE:
             caller = caller.f_back
         return handle_op(self, func, func, args, kwargs, caller)
 
 
 _python_torch_function = _Mode.__torch_function__
+
+#: ``F.relu(x)``, ``nn.init.uniform_(w)``... reach the mode through this one function of torch:
+#: its frame would make every one of them a single call site (sampled after its first 8 hits
+#: in all, during a model's initialisation), so the site is the frame that called it
+_DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
 
 
 def use_native(on: bool) -> bool:
@@ -255,6 +264,7 @@ class Watch:
         operators.track(self._mode)
         operators.install((_Mode,))
         optimizers.install((_Mode,))
+        tensor_map.guard_swaps()
         self._operators = True
         self._follow_new_threads()
 
@@ -428,30 +438,21 @@ class Watch:
             return
         if self.recorder is not None:
             self.recorder.observe(user, out)
+        op_name = info.name
+        if caller is not user:  # an op inside torch's code: name what the user called
+            if op_name in REWRAPPING and args and isinstance(args[0], _Tensor):
+                inherited = self.provenance.lookup(args[0])
+                if inherited is not None:
+                    self.provenance.record(out, inherited)
+                    return
+            op_name = api_called(caller, user) or op_name
         if out.requires_grad:
-            prov = Prov(user.f_code.co_filename, user.f_lineno, info.name)
+            prov = Prov(user.f_code.co_filename, user.f_lineno, op_name)
             node = out.grad_fn
             if node is not None:  # where this graph node was made (for inplace-saved)
                 node.metadata[NODE_PROV_KEY] = prov
-        else:
-            # keep how this tensor came to lack gradient history (for grad-lost)
-            parents: list[Prov] = []
-            cut = None
-            lookup = self.provenance.lookup
-            for arg in args:
-                if isinstance(arg, _Tensor):
-                    if arg.requires_grad:
-                        cut = _cut_description(info.name, torch.is_grad_enabled())
-                    else:
-                        parent = lookup(arg)
-                        if parent is not None:
-                            parents.append(parent)
-            depth = 1 + max((p.depth for p in parents), default=0)
-            if depth > MAX_DEPTH:
-                parents, depth = [], 0
-            prov = Prov(
-                user.f_code.co_filename, user.f_lineno, info.name, cut, tuple(parents), depth
-            )
+        else:  # keep how this tensor came to lack gradient history (for grad-lost)
+            prov = _history(op_name, args, user, self.provenance.lookup)
         self.provenance.record(out, prov)
 
     def _new_site(self, site: int, caller: FrameType) -> None:
@@ -567,6 +568,39 @@ def line_of(code: Any, lasti: int) -> Optional[int]:
     return None
 
 
+#: how many tensors of one list argument (``torch.cat(pieces)``) provenance looks at
+_LIST_INPUTS = 64
+
+
+def _history(op_name: str, args: tuple[Any, ...], user: FrameType, lookup: Any) -> Prov:
+    """The Prov of a tensor without gradient history made by ``op_name`` from ``args`` at
+    ``user``'s line: its parents' Provs, or the cut, when an input required grad. Inputs
+    inside list and tuple arguments count (``torch.cat(pieces)``, ``torch.tensor([a, b])``)."""
+    parents: list[Prov] = []
+    cut = None
+    untracked = False
+    grad_enabled = torch.is_grad_enabled()
+    for arg in args:
+        items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
+        for item in items:
+            if isinstance(item, _Tensor):
+                if item.requires_grad:
+                    cut = _cut_description(op_name, grad_enabled)
+                else:
+                    parent = lookup(item)
+                    if parent is not None:
+                        parents.append(parent)
+                    else:
+                        untracked = True
+    cut_at = next((p.cut_at for p in parents if p.cut_at is not None), None)
+    depth = 1 + max((p.depth for p in parents), default=0)
+    if depth > MAX_DEPTH:
+        parents, depth = [], 0
+    site = no_grad_site(user) if cut is not None and not grad_enabled else None
+    path, line = user.f_code.co_filename, user.f_lineno
+    return Prov(path, line, op_name, cut, tuple(parents), depth, cut_at, site, untracked)
+
+
 def _cut_description(op_name: str, grad_enabled: bool) -> str:
     if not grad_enabled:
         return f"{op_name} under torch.no_grad()"
@@ -576,4 +610,4 @@ def _cut_description(op_name: str, grad_enabled: bool) -> str:
         return "detach()"
     if op_name in ("tensor", "as_tensor", "new_tensor", "from_numpy"):
         return f"torch.{op_name}(...) re-wrapping"
-    return f"{op_name}()"
+    return f"{op_name}(), which has no gradient"

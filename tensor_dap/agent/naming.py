@@ -80,8 +80,8 @@ def expression_text(frame: FrameType) -> str:
     if node is not None:
         text = _segment(frame.f_code.co_filename, node)
         if text:
-            return " ".join(text.split())
-    return linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            return " ".join(without_comments(text).split())
+    return source_line(frame.f_code.co_filename, frame.f_lineno)
 
 
 def _operand_texts(frame: FrameType, op_name: str, direct: bool) -> list[str]:
@@ -211,7 +211,31 @@ def assignment_target(path: str, line: int) -> Optional[str]:
 
 
 def source_line(path: str, line: int) -> str:
-    return linecache.getline(path, line).strip()
+    """The code on ``line``, without its comment (a message quotes code, not ``# TODO``)."""
+    return without_comments(linecache.getline(path, line)).strip()
+
+
+def without_comments(text: str) -> str:
+    """``text`` with each line's ``#`` comment cut off (a ``#`` inside a string stays)."""
+    return "\n".join(_cut_comment(line) for line in text.split("\n")).strip()
+
+
+def _cut_comment(line: str) -> str:
+    quote = ""
+    escaped = False
+    for index, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote:
+            escaped = True
+        elif quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "#":
+            return line[:index].rstrip()
+    return line.rstrip()
 
 
 def assigned_before(frame: Optional[FrameType], name: str) -> Optional[Any]:

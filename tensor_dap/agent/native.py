@@ -43,4 +43,5 @@ def configure(pass_marker: Any, plain_types: frozenset[type], ranks_differ: str)
         plain_types,
         torch.Tensor,
         ranks_differ,
+        torch.overrides.handle_torch_function.__code__,
     )

@@ -1,23 +1,24 @@
 """Where each tensor was created: file, line, op — weak, bounded, cheap.
 
-The registry maps ``id(tensor)`` to a weak reference and a :class:`Prov`. A weak reference keeps
-nothing alive; an entry whose tensor died (or whose id was reused) fails the identity check and is
-ignored. The table is capped: past ``capacity`` entries the oldest tenth is dropped, so memory is
-bounded whatever the program does.
+The registry maps each tensor to a :class:`Prov` in a
+:class:`~tensor_dap.agent.tensor_map.TensorMap`:
+it keeps nothing alive, steps aside for ``torch.utils.swap_tensors``, and is capped: past
+``capacity`` entries the oldest tenth is dropped, so memory is bounded whatever the program does.
 
 A ``Prov`` of a tensor without gradient history also remembers how it came to lack one — the op
 that cut the history (``detach``, ``.data``, ``torch.tensor(t)``, an op under ``no_grad``) — and
-the provenance of the tensors it was computed from, a few levels deep. That is what lets
-``grad-lost`` say where the graph was cut.
+the provenance of the tensors it was computed from, a few levels deep, and — however deep —
+the nearest cut upstream (``cut_at``). That is what lets ``grad-lost`` say where the graph was
+cut, whatever the depth of the model or the length of the computation after the cut.
 """
 
 from __future__ import annotations
 
 import os
-import weakref
 from typing import Any, Optional
 
 from tensor_dap.agent.findings import Origin
+from tensor_dap.agent.tensor_map import TensorMap
 
 #: key in ``grad_fn.metadata`` holding the Prov of the op that created that graph node
 NODE_PROV_KEY = "tensor_dap"
@@ -29,7 +30,7 @@ MAX_DEPTH = 6
 class Prov:
     """Creation record of one tensor."""
 
-    __slots__ = ("path", "line", "op", "cut", "parents", "depth")
+    __slots__ = ("path", "line", "op", "cut", "parents", "depth", "cut_at", "cut_site", "untracked")
 
     def __init__(
         self,
@@ -39,6 +40,9 @@ class Prov:
         cut: Optional[str] = None,
         parents: tuple[Prov, ...] = (),
         depth: int = 0,
+        cut_at: Optional[Prov] = None,
+        cut_site: Optional[tuple[str, int]] = None,
+        untracked: bool = False,
     ) -> None:
         self.path = path
         self.line = line
@@ -48,6 +52,14 @@ class Prov:
         #: provenance of the inputs, for tensors without gradient history only
         self.parents = parents
         self.depth = depth
+        #: the nearest Prov upstream (this one included) where gradient history was cut, kept
+        #: however many generations of parents are dropped
+        self.cut_at = self if cut else cut_at
+        #: (path, line) of the ``with torch.no_grad():`` or ``@torch.no_grad()`` behind the cut
+        self.cut_site = cut_site
+        #: an input tensor had no Prov (made by a run the engine did not sample, or before the
+        #: watch): the history cannot be followed past this op
+        self.untracked = untracked
 
     def origin(self) -> Origin:
         return Origin(path=self.path, line=self.line, op=self.op)
@@ -59,54 +71,42 @@ class Prov:
         return f"Prov({self.where()} by {self.op}, cut={self.cut!r})"
 
 
-class ProvenanceRegistry:
-    """``id(tensor)`` -> (weak reference, Prov), bounded."""
+class ProvenanceRegistry(TensorMap[Prov]):
+    """``id(tensor)`` -> Prov, weak and bounded (see :class:`TensorMap`)."""
 
     def __init__(self, capacity: int = 200_000) -> None:
-        self.capacity = capacity
-        self._table: dict[int, tuple[weakref.ref[Any], Prov]] = {}
-
-    def __len__(self) -> int:
-        return len(self._table)
+        super().__init__(capacity)
 
     def record(self, tensor: Any, prov: Prov) -> None:
-        table = self._table
-        try:
-            table[id(tensor)] = (weakref.ref(tensor), prov)
-        except TypeError:  # not weak-referenceable
-            return
-        if len(table) > self.capacity:
-            self._evict()
+        self.set(tensor, prov)
 
     def lookup(self, tensor: Any) -> Optional[Prov]:
-        entry = self._table.get(id(tensor))
-        if entry is None or entry[0]() is not tensor:
-            return None
-        return entry[1]
-
-    def clear(self) -> None:
-        self._table.clear()
-
-    def _evict(self) -> None:
-        """Drop dead entries; if still too full, the oldest tenth."""
-        table = self._table
-        dead = [key for key, (ref, _) in table.items() if ref() is None]
-        for key in dead:
-            del table[key]
-        excess = len(table) - int(self.capacity * 0.9)
-        if excess > 0:
-            for key in list(table)[:excess]:
-                del table[key]
+        return self.get(tensor)
 
 
 def first_cut(prov: Optional[Prov], limit: int = 64) -> Optional[Prov]:
     """The nearest Prov (breadth first through parents) at which gradient history was cut."""
+    if prov is not None and prov.cut_at is not None:
+        return prov.cut_at
     queue = [prov] if prov is not None else []
     seen = 0
     while queue and seen < limit:
         current = queue.pop(0)
         seen += 1
         if current.cut:
+            return current
+        queue.extend(current.parents)
+    return None
+
+
+def untracked_input(prov: Optional[Prov], limit: int = 64) -> Optional[Prov]:
+    """The nearest Prov upstream whose inputs could not all be followed, if one."""
+    queue = [prov] if prov is not None else []
+    seen = 0
+    while queue and seen < limit:
+        current = queue.pop(0)
+        seen += 1
+        if current.untracked:
             return current
         queue.extend(current.parents)
     return None

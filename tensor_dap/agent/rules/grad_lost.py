@@ -14,7 +14,6 @@ first steps of each loop, which is where such a bug shows.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Optional
 
 import torch
@@ -22,8 +21,9 @@ import torch
 from tensor_dap.agent import frames, naming, optimizers
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
-from tensor_dap.agent.provenance import Prov, first_cut, roots
+from tensor_dap.agent.provenance import Prov, first_cut, roots, untracked_input
 from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.tensor_map import TensorMap
 
 RULE = Rule(
     id="grad-lost",
@@ -59,7 +59,9 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
     return None
 
 
+#: rule_state key: parameter -> where a forward used it (a TensorMap)
 _USED = "grad-lost.used-params"
+_UNUSED = object()
 
 
 def observe(op: OpInfo, args: tuple, out: Any, caller: Any, state: Any) -> None:
@@ -69,11 +71,13 @@ def observe(op: OpInfo, args: tuple, out: Any, caller: Any, state: Any) -> None:
     for arg in args:
         # (Parameter's isinstance is a Python call: only tensors that could be one get there)
         if isinstance(arg, _Tensor) and arg.requires_grad and isinstance(arg, _Parameter):
-            used = state.rule_state.setdefault(_USED, {})
-            if id(arg) not in used:
+            used = state.rule_state.get(_USED)
+            if used is None:
+                used = state.rule_state[_USED] = TensorMap()
+            if used.get(arg, _UNUSED) is _UNUSED:
                 user = frames.user_frame(caller)
                 where = Prov(user.f_code.co_filename, user.f_lineno, op.name) if user else None
-                used[id(arg)] = (weakref.ref(arg), where)
+                used.set(arg, where)
 
 
 def install(state: Any) -> list[Any]:
@@ -98,9 +102,9 @@ def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
     missing = []
     for group in optimizer.param_groups:
         for param in group["params"]:
-            entry = used.pop(id(param), None)
-            if entry is not None and entry[0]() is param and param.grad is None:
-                missing.append((param, entry[1]))
+            where = used.pop(param, _UNUSED)
+            if where is not _UNUSED and param.grad is None:
+                missing.append((param, where))
     if not missing:
         return None
     return Report(
@@ -138,10 +142,25 @@ def _explain(prov: Optional[Prov]) -> Any:
         if prov is None:
             return head + "; it was created outside the watched code, so its origin is unknown."
         cut = first_cut(prov)
+        if cut is not None and cut.cut_site is not None:
+            site = Prov(*cut.cut_site, op="")
+            return (
+                f"{head}: its gradient history was cut at {_where(site)}, which turns "
+                f"gradients off around {_where(cut)} ({cut.op} ran without recording them). "
+                f"Compute {name} outside that block, or remove it where gradients are needed."
+            )
         if cut is not None:
             return (
                 f"{head}: its gradient history was cut at {_where(cut)} by {cut.cut}. "
                 f"Compute {name} from tensors that keep their grad_fn there."
+            )
+        gap = untracked_input(prov)
+        if gap is not None:
+            return (
+                f"{head}. Its history runs back to {_where(gap)}, whose input tensor tensor-dap "
+                "did not record (a line that ran many times is followed one run in 64). Look "
+                "upstream of it for where the graph is cut: .detach(), .data, torch.tensor(...), "
+                ".item()/.tolist(), or an op under torch.no_grad()."
             )
         sources = []
         for root in roots(prov):

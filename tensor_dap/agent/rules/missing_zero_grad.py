@@ -2,7 +2,7 @@
 contributions from before the previous ``step()``.
 
 PyTorch accumulates into ``.grad``; forgetting ``zero_grad()`` trains on a running sum of every
-past batch, with no error. After each step the rule remembers each parameter's gradient tensor
+past batch, with no error. After each step the rule remembers each gradient tensor the step used
 and its version; at the next step, the same gradient tensor modified since (backward added to
 it) and never zeroed in between means zero_grad was forgotten. ``zero_grad()`` (which sets
 ``.grad`` to None, or zeroes it in place) resets that, so intentional accumulation — several
@@ -16,7 +16,6 @@ hand-written ``grad.mul_(0.5)`` modify gradients without resetting them.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Optional
 
 from tensor_dap.agent import frames, optimizers
@@ -24,6 +23,7 @@ from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.rules import Report, Rule
 from tensor_dap.agent.storage import data_pointers
+from tensor_dap.agent.tensor_map import TensorMap
 
 RULE = Rule(
     id="missing-zero-grad",
@@ -101,17 +101,24 @@ def _params(optimizer: Any) -> list[Any]:
 
 
 def _remember(optimizer: Any, state: Any) -> None:
-    after_step = state.rule_state.setdefault(_AFTER_STEP, {})
+    """Each gradient this step used, and its version now."""
+    after_step = _after_step(state)
     zeroed = state.rule_state.setdefault(_ZEROED, set())
     for param in _params(optimizer):
         grad = param.grad
         if grad is not None:
-            after_step[id(param)] = (weakref.ref(param), weakref.ref(grad), grad._version)
+            after_step.set(grad, grad._version)
             # this optimizer's step used them: zeroing before it no longer counts
             zeroed.discard(id(grad))
             zeroed.difference_update(data_pointers(grad))
-        else:
-            after_step.pop(id(param), None)
+
+
+def _after_step(state: Any) -> TensorMap[int]:
+    """gradient -> its version after the last step that used it (kept weakly)."""
+    table = state.rule_state.get(_AFTER_STEP)
+    if table is None:
+        table = state.rule_state[_AFTER_STEP] = TensorMap()
+    return table
 
 
 def _check(optimizer: Any, state: Any) -> Optional[Report]:
@@ -121,11 +128,11 @@ def _check(optimizer: Any, state: Any) -> Optional[Report]:
     zeroed = state.rule_state.get(_ZEROED, set())
     stale = []
     for param in _params(optimizer):
-        entry = after_step.get(id(param))
         grad = param.grad
-        if entry is None or grad is None or entry[0]() is not param:
+        if grad is None:
             continue
-        if entry[1]() is grad and grad._version != entry[2] and not _was_zeroed(grad, zeroed):
+        version = after_step.get(grad)
+        if version is not None and grad._version != version and not _was_zeroed(grad, zeroed):
             stale.append(param)
     if not stale:
         return None

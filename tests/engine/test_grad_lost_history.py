@@ -1,0 +1,152 @@
+"""``grad-lost`` names where the history was cut whatever the model's depth, through list
+arguments (``torch.cat``, ``torch.stack``, ``torch.tensor(list)``), under a ``no_grad`` block or
+decorator (naming that line), and says honestly when it cannot follow the history."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensor_dap
+from tensor_dap.testing import accelerator_device
+
+
+def _line_of(function, text: str) -> int:  # noqa: ANN001
+    lines, first = inspect.getsourcelines(function)
+    return next(first + i for i, line in enumerate(lines) if text in line)
+
+
+def _grad_lost(run, *args) -> list[tuple[int, str]]:  # noqa: ANN001
+    with tensor_dap.watch(rules=["grad-lost"]) as watch:
+        try:
+            run(*args)
+        except RuntimeError as error:
+            assert "does not require grad" in str(error)
+    return [(f.line, f.message) for f in watch.findings if f.rule == "grad-lost"]
+
+
+def thresholded_classifier(device: torch.device, layers: int) -> None:
+    torch.manual_seed(0)
+    sizes = [4] + [8] * (layers - 1) + [1]
+    blocks: list[nn.Module] = []
+    for size_in, size_out in zip(sizes, sizes[1:]):
+        blocks += [nn.Linear(size_in, size_out), nn.ReLU()]
+    model = nn.Sequential(*blocks[:-1]).to(device)
+    x = torch.randn(16, 4, device=device)
+    y = (x.sum(1, keepdim=True) > 0).float()
+    out = torch.sigmoid(model(x))
+    pred = (out > 0.5).float()
+    loss = F.binary_cross_entropy(pred, y)
+    loss.backward()
+
+
+@pytest.mark.parametrize("device", ["cpu", "accel"])
+@pytest.mark.parametrize("layers", [2, 4, 8])
+def test_the_cut_is_named_whatever_the_depth(layers: int, device: str) -> None:
+    where = accelerator_device() if device == "accel" else torch.device("cpu")
+    ((line, message),) = _grad_lost(thresholded_classifier, where, layers)
+    assert line == _line_of(thresholded_classifier, "loss.backward()")
+    cut = _line_of(thresholded_classifier, "pred = (out > 0.5).float()")
+    assert f"cut at test_grad_lost_history.py:{cut} `pred = (out > 0.5).float()`" in message
+    assert "by gt(), which has no gradient" in message
+
+
+def cut_behind_cat() -> None:
+    w = torch.randn(3, requires_grad=True)
+    pieces = [(w[i] * 2).detach() for i in range(3)]
+    h = torch.cat([p.unsqueeze(0) for p in pieces])
+    loss = (h * h).sum()
+    loss.backward()
+
+
+def cut_behind_stack_of_many() -> None:
+    """More pieces than a line's runs the engine follows in full: the sampled ones tell."""
+    w = torch.randn(40, requires_grad=True)
+    outputs = []
+    for i in range(40):
+        outputs.append(torch.tanh(w[i]).detach())
+    loss = torch.stack(outputs).sum()
+    loss.backward()
+
+
+def cut_by_rewrapping_a_list() -> None:
+    w = torch.randn(3, requires_grad=True)
+    v = torch.tensor([w[0] * 2, w[1]])
+    loss = (v * 3).sum()
+    loss.backward()
+
+
+@pytest.mark.parametrize(
+    ("program", "cut_text", "how"),
+    [
+        (cut_behind_cat, "pieces = [(w[i] * 2).detach()", "by detach()"),
+        (cut_behind_stack_of_many, "outputs.append(torch.tanh(w[i]).detach())", "by detach()"),
+        (cut_by_rewrapping_a_list, "v = torch.tensor([w[0] * 2, w[1]])", "re-wrapping"),
+    ],
+)
+def test_a_cut_behind_a_list_argument_is_named(program, cut_text: str, how: str) -> None:  # noqa: ANN001
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.tensor(list of tensors) warns
+        ((_, message),) = _grad_lost(program)
+    assert f":{_line_of(program, cut_text)} `{cut_text}" in message
+    assert how in message
+    assert "nothing it was computed from requires grad" not in message
+
+
+@torch.no_grad()
+def predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model(x)
+
+
+def loss_through_a_no_grad_helper() -> None:
+    model = nn.Linear(4, 1)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    loss = F.mse_loss(predict(model, x), y)
+    loss.backward()
+
+
+def loss_in_a_no_grad_block() -> None:
+    model = nn.Linear(4, 1)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    with torch.no_grad():
+        pred = model(x)
+    loss = F.mse_loss(pred, y)
+    loss.backward()
+
+
+def test_a_no_grad_decorator_is_named_as_the_cut() -> None:
+    ((_, message),) = _grad_lost(loss_through_a_no_grad_helper)
+    decorator = _line_of(predict, "@torch.no_grad()")
+    assert f"cut at test_grad_lost_history.py:{decorator} `@torch.no_grad()`" in message
+    assert f":{_line_of(predict, 'return model(x)')} `return model(x)`" in message
+    assert "requires_grad=True" not in message
+
+
+def test_a_no_grad_block_is_named_as_the_cut() -> None:
+    ((_, message),) = _grad_lost(loss_in_a_no_grad_block)
+    block = _line_of(loss_in_a_no_grad_block, "with torch.no_grad():")
+    assert f"cut at test_grad_lost_history.py:{block} `with torch.no_grad():`" in message
+    assert "Compute loss outside that block" in message
+
+
+def chain_through_a_hot_line() -> None:
+    w = torch.randn(3, requires_grad=True)
+    z = w.detach()
+    for _ in range(100):
+        z = z + 1
+    loss = z.sum()
+    loss.backward()
+
+
+def test_a_history_that_cannot_be_followed_is_not_called_unknown_or_grad_free() -> None:
+    """The 100th run of ``z = z + 1`` is not sampled: say so, never "nothing requires grad"."""
+    ((_, message),) = _grad_lost(chain_through_a_hot_line)
+    assert "nothing it was computed from requires grad" not in message
+    assert f":{_line_of(chain_through_a_hot_line, 'loss = z.sum()')} `loss = z.sum()`" in message
+    assert "Look upstream" in message

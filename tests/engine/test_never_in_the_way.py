@@ -1,0 +1,117 @@
+"""Nothing the engine keeps changes what a program can do: ``swap_tensors`` (and ``nn.Module``
+conversions that swap parameters), ``copy.deepcopy``, ``torch.save``/``load``, pickling of
+modules and optimizers — under every rule, with the engine's tables full of the program's
+tensors, and through the real ``tensor-dap check``."""
+
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+import sys
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import tensor_dap
+
+
+@pytest.fixture
+def swap_on_conversion():
+    was = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    yield
+    torch.__future__.set_swap_module_params_on_conversion(was)
+
+
+def _trained() -> tuple[nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(3):
+        optimizer.zero_grad(set_to_none=False)
+        model(torch.randn(5, 4)).pow(2).mean().backward()
+        optimizer.step()
+    return model, optimizer
+
+
+def test_modules_swap_their_parameters_on_conversion(swap_on_conversion) -> None:  # noqa: ANN001
+    with tensor_dap.watch(rules="all") as watch:
+        model, _ = _trained()
+        weight = model[0].weight
+        model.to(torch.float64)  # swaps each parameter (and its .grad) with its converted copy
+        assert model[0].weight is weight and weight.dtype == torch.float64
+        assert weight.grad.dtype == torch.float64
+        model(torch.randn(2, 4, dtype=torch.float64)).sum().backward()
+    assert watch.failed == {}
+
+
+def test_swap_tensors_keeps_each_tensors_origin() -> None:
+    with tensor_dap.watch(rules="default") as watch:
+        a = torch.zeros(3)
+        b = torch.ones(3)
+        torch.utils.swap_tensors(a, b)
+    # the objects swapped their contents: a now holds the ones, made on the `b = ` line
+    assert watch.provenance.lookup(a).op == "ones"
+    assert watch.provenance.lookup(b).op == "zeros"
+
+
+def test_a_refused_swap_still_raises_and_changes_nothing() -> None:
+    with tensor_dap.watch(rules="default") as watch:
+        a = torch.zeros(3)
+        b = torch.ones(3)
+        user_reference = weakref.ref(a)  # the program's own: swap_tensors must still refuse
+        with pytest.raises(RuntimeError, match="Cannot swap t1 because it has weakref"):
+            torch.utils.swap_tensors(a, b)
+    assert user_reference() is a
+    assert watch.provenance.lookup(a).op == "zeros"
+    assert watch.provenance.lookup(b).op == "ones"
+
+
+def test_deepcopy_save_load_and_pickle_work_under_the_watch() -> None:
+    with tensor_dap.watch(rules="all") as watch:
+        model, optimizer = _trained()
+        ema = copy.deepcopy(model)
+        buffer = io.BytesIO()
+        torch.save({"model": model, "optimizer": optimizer.state_dict()}, buffer)
+        buffer.seek(0)
+        loaded = torch.load(buffer, weights_only=False)
+        restored = pickle.loads(pickle.dumps((model, optimizer)))
+    assert torch.equal(ema[0].weight, model[0].weight)
+    assert torch.equal(loaded["model"][2].bias, model[2].bias)
+    assert torch.equal(restored[0][0].weight, model[0].weight)
+    assert watch.failed == {}
+
+
+SCRIPT = """
+import copy, io, pickle
+import torch
+from torch import nn
+
+torch.__future__.set_swap_module_params_on_conversion(True)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    optimizer.zero_grad()
+    model(torch.randn(5, 4)).pow(2).mean().backward()
+    optimizer.step()
+model.to(torch.float64)
+ema = copy.deepcopy(model)
+pickle.loads(pickle.dumps(optimizer))
+print(model[0].weight.dtype, ema[2].bias.dtype)
+"""
+
+
+def test_a_program_that_converts_its_model_runs_the_same_under_check(tmp_path: Path, check) -> None:  # noqa: ANN001
+    import subprocess
+
+    script = tmp_path / "convert.py"
+    script.write_text(SCRIPT)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    run = check(script, rules="all")
+    assert plain.returncode == 0, plain.stderr
+    assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
+    assert run.stdout == "torch.float64 torch.float64\n"
