@@ -440,8 +440,11 @@ class Watch:
             self.recorder.observe(user, out)
         op_name = info.name
         if caller is not user:  # an op inside torch's code: name what the user called
-            if op_name in REWRAPPING and args and isinstance(args[0], _Tensor):
-                inherited = self.provenance.lookup(args[0])
+            source = args[0] if args else None
+            rewrap = op_name in REWRAPPING and isinstance(source, _Tensor)
+            # (a detach in torch's code that cuts gradient history is a cut, not a re-wrap)
+            if rewrap and (out.requires_grad or not source.requires_grad):
+                inherited = self.provenance.lookup(source)
                 if inherited is not None:
                     self.provenance.record(out, inherited)
                     return
