@@ -407,6 +407,8 @@ class Watch:
                 for item in out:
                     if isinstance(item, _Tensor):
                         self._record(info, args, item, caller)
+            elif out.__class__ is float and args and isinstance(args[0], _Tensor):
+                self._record_number(info, args[0], out, caller)
         except Exception:  # the engine must never break the user's op
             log.exception("tensor-dap: internal error after %s", info.name)
 
@@ -455,8 +457,21 @@ class Watch:
             if node is not None:  # where this graph node was made (for inplace-saved)
                 node.metadata[NODE_PROV_KEY] = prov
         else:  # keep how this tensor came to lack gradient history (for grad-lost)
-            prov = _history(op_name, args, user, self.provenance.lookup)
+            registry = self.provenance
+            prov = _history(op_name, args, user, registry.lookup, registry.lookup_number)
         self.provenance.record(out, prov)
+
+    def _record_number(self, info: OpInfo, tensor: Any, number: float, caller: FrameType) -> None:
+        """A Python number read from a tensor with gradient history (``loss.item()``): kept, so
+        that ``torch.tensor(losses)`` made of such numbers names the cut (see _history)."""
+        if not tensor.requires_grad:
+            return
+        user = frames.user_frame(caller)
+        if user is not None:
+            where = (user.f_code.co_filename, user.f_lineno)
+            how = ".item()" if info.name == "item" else f"{info.name}()"
+            cut = f"{how}, whose Python number keeps no gradient history"
+            self.provenance.record_number(number, Prov(*where, info.name, cut))
 
     def _new_site(self, site: int, caller: FrameType) -> None:
         code = caller.f_code
@@ -575,10 +590,13 @@ def line_of(code: Any, lasti: int) -> Optional[int]:
 _LIST_INPUTS = 64
 
 
-def _history(op_name: str, args: tuple[Any, ...], user: FrameType, lookup: Any) -> Prov:
+def _history(
+    op_name: str, args: tuple[Any, ...], user: FrameType, lookup: Any, lookup_number: Any
+) -> Prov:
     """The Prov of a tensor without gradient history made by ``op_name`` from ``args`` at
     ``user``'s line: its parents' Provs, or the cut, when an input required grad. Inputs
-    inside list and tuple arguments count (``torch.cat(pieces)``, ``torch.tensor([a, b])``)."""
+    inside list and tuple arguments count (``torch.cat(pieces)``, ``torch.tensor([a, b])``), and
+    so do numbers read from tensors with history (``torch.tensor([loss.item(), ...])``)."""
     parents: list[Prov] = []
     cut = None
     untracked = False
@@ -586,7 +604,11 @@ def _history(op_name: str, args: tuple[Any, ...], user: FrameType, lookup: Any) 
     for arg in args:
         items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
         for item in items:
-            if isinstance(item, _Tensor):
+            if item.__class__ is float:  # a number read by .item() from a tensor with history
+                read = lookup_number(item)
+                if read is not None:
+                    parents.append(read)
+            elif isinstance(item, _Tensor):
                 if item.requires_grad:
                     cut = _cut_description(op_name, grad_enabled)
                 else:

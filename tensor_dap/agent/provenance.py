@@ -76,12 +76,32 @@ class ProvenanceRegistry(TensorMap[Prov]):
 
     def __init__(self, capacity: int = 200_000) -> None:
         super().__init__(capacity)
+        self._numbers: dict[int, tuple[float, Prov]] = {}
 
     def record(self, tensor: Any, prov: Prov) -> None:
         self.set(tensor, prov)
 
     def lookup(self, tensor: Any) -> Optional[Prov]:
         return self.get(tensor)
+
+    #: how many numbers read by ``.item()`` are remembered (the newest; each kept alive)
+    NUMBERS = 4096
+
+    def record_number(self, number: float, prov: Prov) -> None:
+        """A float read from a tensor with gradient history. Floats cannot be weakly referenced:
+        the newest few thousand are kept alive (a few dozen bytes each) to check identity."""
+        numbers = self._numbers
+        numbers[id(number)] = (number, prov)
+        if len(numbers) > self.NUMBERS:
+            del numbers[next(iter(numbers))]
+
+    def clear(self) -> None:
+        super().clear()
+        self._numbers.clear()
+
+    def lookup_number(self, number: float) -> Optional[Prov]:
+        entry = self._numbers.get(id(number))
+        return entry[1] if entry is not None and entry[0] is number else None
 
 
 def first_cut(prov: Optional[Prov], limit: int = 64) -> Optional[Prov]:

@@ -80,9 +80,23 @@ def cut_by_rewrapping_a_list() -> None:
     loss.backward()
 
 
+def loss_from_numbers_read_with_item() -> None:
+    model = nn.Linear(4, 1)
+    batch_losses = []
+    for _ in range(3):
+        batch_losses.append(F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).item())
+    loss = torch.tensor(batch_losses).mean()
+    loss.backward()
+
+
 @pytest.mark.parametrize(
     ("program", "cut_text", "how"),
     [
+        (
+            loss_from_numbers_read_with_item,
+            "batch_losses.append(F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).item())",
+            "by .item(), whose Python number keeps no gradient history",
+        ),
         (cut_behind_cat, "pieces = [(w[i] * 2).detach()", "by detach()"),
         (cut_behind_stack_of_many, "outputs.append(torch.tanh(w[i]).detach())", "by detach()"),
         (cut_by_rewrapping_a_list, "v = torch.tensor([w[0] * 2, w[1]])", "re-wrapping"),
