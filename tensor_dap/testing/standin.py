@@ -158,15 +158,6 @@ class AcceleratorTensor(torch.Tensor):
             )
         return self.detach().cpu().numpy(force=True)
 
-    def __tensor_dap_storage_key__(self) -> int:
-        """Identity of the memory behind this tensor, shared by its views and detached aliases.
-
-        A wrapper's own storage is a placeholder, different for every wrapper; tensor-dap's
-        ``inplace-saved`` rule asks for this instead (see ``agent/rules/inplace_saved.py``).
-        """
-        with torch._C.DisableTorchFunction():
-            return self._elem.untyped_storage()._cdata
-
     def __format__(self, format_spec: str) -> str:
         if self.dim() == 0:
             return self.item().__format__(format_spec)

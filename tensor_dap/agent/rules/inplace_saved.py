@@ -4,8 +4,20 @@ PyTorch notices only later, in ``backward()`` ("one of the variables needed for 
 computation has been modified by an inplace operation"), far from the line that did it. This
 rule looks before each in-place op of user code: it walks the live autograd graphs (from the
 tensor itself and the tensors with a ``grad_fn`` held by the variables of the user's frames —
-the outputs a later ``backward()`` will start from) and checks the tensors each node saved; one
-that shares storage with the target — and so its version counter — will make backward fail.
+the outputs a later ``backward()`` will start from) and checks the tensors each node saved.
+Backward fails when, and only when, the version counter of a saved tensor moves after it was
+saved; writing to the target bumps the target's counter, so the question is whether the target
+shares its counter with a saved tensor. Autograd's own bookkeeping, which every tensor type has
+(plain, other backends, wrapper subclasses whose storage is a placeholder), answers it: the same
+tensor; views of one base (``_base``; a view shares its base's counter); the output a node saved
+(unpacked, it is a new tensor whose ``grad_fn`` and ``output_nr`` name that output, and it
+shares that output's counter). Tensors sharing a counter always show the same ``_version``, so
+a saved tensor at another version never matches. Left: ``detach()`` aliases, which share the
+counter with no autograd link; they are matched by memory where it is real (the same storage,
+or for a wrapper subclass that lists its inner tensors with ``__tensor_flatten__``, theirs) — so
+a ``.data`` alias (same memory, own counter) at the same version is reported too, and a detach
+alias of a wrapper that lists nothing is missed. A node that an in-place op on a view saved
+sits inside a ``CopySlices`` node, which does not expose it: not checked.
 Nothing is done on other ops: the rule costs nothing until an in-place op runs.
 Saved-tensor hooks are not used: installing them switches off PyTorch's own
 version check, which would change the program.
@@ -36,6 +48,7 @@ RULE = Rule(
 _Tensor = torch.Tensor
 _MAX_NODES = 5000
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+_FREED = "after they have already been freed"
 
 
 def applies(op: OpInfo) -> bool:
@@ -52,11 +65,19 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
     target = args[0]
     if not torch.is_grad_enabled() and target.is_leaf and target.requires_grad:
         return None
+    if target.is_inference():  # no version counter: autograd never saved it
+        return None
     roots = [t.grad_fn for t in (target, target._base) if t is not None and t.grad_fn is not None]
     roots.extend(_roots_in_frames(caller))
     if not roots:
         return None
-    found = _find_saver(roots, _storage_key(target))
+    if torch.is_inference_mode_enabled():
+        # a wrapper subclass's saved output cannot be unpacked in inference mode (the unpacked
+        # tensor would be an inference tensor, which has no version counter)
+        with torch.inference_mode(False):
+            found = _find_saver(roots, _Target(target))
+    else:
+        found = _find_saver(roots, _Target(target))
     if found is None:
         return None
     return Report(tensors=[target], message=_message(op.name, found))
@@ -80,19 +101,66 @@ def _roots_in_frames(frame: Any, depth: int = 6) -> list[Any]:
     return roots
 
 
-def _storage_key(tensor: Any) -> Any:
-    """What identifies the memory (and so the version counter) a tensor writes to.
+class _Target:
+    """What a saved tensor is compared with: the written tensor, its base and its version."""
 
-    Wrapper tensor subclasses whose storage is a placeholder can say better by defining
-    ``__tensor_dap_storage_key__(self)`` (the stand-in accelerator does).
-    """
-    custom = getattr(type(tensor), "__tensor_dap_storage_key__", None)
+    __slots__ = ("tensor", "root", "version", "grad_fn", "output_nr", "storage")
+
+    def __init__(self, tensor: Any) -> None:
+        self.tensor = tensor
+        self.root = _root(tensor)
+        self.version = tensor._version
+        self.grad_fn = self.root.grad_fn
+        self.output_nr = self.root.output_nr if self.grad_fn is not None else -1
+        self.storage: Any = _UNSET
+
+    def shares_counter(self, saved: Any) -> bool:
+        """Whether writing to the target bumps the version counter of ``saved``."""
+        if saved._version != self.version:  # one counter cannot show two versions
+            return False
+        if saved is self.tensor:
+            return True
+        root = _root(saved)
+        if root is self.root:  # views of one base share the base's counter
+            return True
+        grad_fn = root.grad_fn
+        # a saved output unpacks as a new tensor that is that output of its node
+        if grad_fn is not None and grad_fn is self.grad_fn and root.output_nr == self.output_nr:
+            return True
+        # a detach() alias: no autograd link, only the memory says so (where it is real)
+        if self.storage is _UNSET:
+            self.storage = _storage(self.tensor)
+        return self.storage is not None and _storage(saved) == self.storage
+
+
+_UNSET = object()
+
+
+def _root(tensor: Any) -> Any:
+    base = tensor._base  # a view's _base is the tensor it views (never itself a view)
+    return tensor if base is None else base
+
+
+def _storage(tensor: Any, depth: int = 3) -> Any:
+    """The memory behind ``tensor``: its storage when it holds data, else, for a wrapper
+    subclass that lists its inner tensors (``__tensor_flatten__``, torch's protocol for
+    traceable subclasses), theirs; ``None`` when nothing real is known (a wrapper's own storage
+    is a placeholder, one per wrapper)."""
     try:
-        if custom is not None:
-            return custom(tensor)
-        return tensor.untyped_storage()._cdata
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() != 0:
+            return storage._cdata
+    except Exception:
+        pass
+    flatten = getattr(type(tensor), "__tensor_flatten__", None)
+    if flatten is None or depth == 0:
+        return None
+    try:
+        names = flatten(tensor)[0]
+        keys = tuple(_storage(getattr(tensor, name), depth - 1) for name in names)
     except Exception:
         return None
+    return keys if keys and None not in keys else None
 
 
 def _saved_attrs(node: Any) -> tuple[str, ...]:
@@ -108,10 +176,8 @@ def _saved_attrs(node: Any) -> tuple[str, ...]:
     return names
 
 
-def _find_saver(roots: list[Any], key: Any) -> Optional[Any]:
-    """The first live node that saved a tensor with storage ``key``."""
-    if key is None:
-        return None
+def _find_saver(roots: list[Any], target: _Target) -> Optional[Any]:
+    """The first live node that saved a tensor sharing ``target``'s version counter."""
     seen: set[int] = set()
     queue = collections.deque(roots)
     while queue and len(seen) < _MAX_NODES:
@@ -122,13 +188,15 @@ def _find_saver(roots: list[Any], key: Any) -> Optional[Any]:
         for attr in _saved_attrs(node):
             try:
                 value = getattr(node, attr)
-            except RuntimeError:  # saved tensors already freed by a backward pass
-                break
+            except RuntimeError as error:
+                if _FREED in str(error):  # backward already freed this node's saved tensors
+                    break
+                continue  # already modified by an earlier in-place op
             except Exception:
                 continue
             values = value if isinstance(value, (tuple, list)) else (value,)
             for item in values:
-                if isinstance(item, _Tensor) and _storage_key(item) == key:
+                if isinstance(item, _Tensor) and target.shares_counter(item):
                     return node
         queue.extend(next_node for next_node, _ in node.next_functions)
     return None
