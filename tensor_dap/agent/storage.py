@@ -1,43 +1,52 @@
 """Which memory a tensor's data lives in, for every tensor type: plain tensors, views, ``.data``
-aliases, and wrapper subclasses whose own storage is a placeholder (their data pointer is 0).
+and ``detach()`` aliases, and wrapper subclasses whose own storage is a placeholder.
 
 Rules ask this to tell whether two tensor objects write the same data (``p.grad`` and
-``p.grad.data``), without reading any data: pointers are metadata kept on the host.
+``p.grad.data``; a tensor autograd saved and its ``detach()`` alias) without reading any data:
+storage addresses are metadata kept on the host.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Hashable, Optional
 
 import torch
 
 _Tensor = torch.Tensor
 
 
-def data_pointers(tensor: Any, depth: int = 2) -> frozenset[int]:
-    """The data pointers behind ``tensor``: its own, or (a wrapper subclass, pointer 0) those
-    of the tensors it wraps — named by ``__tensor_flatten__`` where the subclass defines it,
-    else found among its attributes. Empty when nothing can be told."""
+def storage_key(tensor: Any, depth: int = 3) -> Optional[Hashable]:
+    """The address of the storage behind ``tensor`` (the same for its views and aliases); for a
+    wrapper subclass (its own storage a placeholder, address 0) the keys of the tensors it wraps
+    — named by ``__tensor_flatten__`` (torch's protocol for traceable subclasses) where the
+    subclass defines it, else found among its attributes and slots; ``None`` when nothing real
+    is known."""
     try:
-        pointer = int(tensor.data_ptr())
-    except Exception:  # sparse, nested and other layouts without one data pointer
-        pointer = 0
-    if pointer:
-        return frozenset((pointer,))
+        address = tensor.untyped_storage().data_ptr()
+        if address:
+            return address
+    except Exception:  # sparse, nested and other layouts without one storage
+        pass
     if depth == 0:
-        return frozenset()
-    found: set[int] = set()
-    for inner in _wrapped(tensor):
-        found |= data_pointers(inner, depth - 1)
-    return frozenset(found)
+        return None
+    inner = _wrapped(tensor)
+    keys = tuple(storage_key(t, depth - 1) for t in inner)
+    return keys if keys and None not in keys else None
 
 
 def _wrapped(tensor: Any) -> list[Any]:
-    flatten = getattr(tensor, "__tensor_flatten__", None)
+    flatten = getattr(type(tensor), "__tensor_flatten__", None)
     try:
         if flatten is not None:
-            names, _ = flatten()
+            names = flatten(tensor)[0]
             return [getattr(tensor, name) for name in names]
-        return [value for value in vars(tensor).values() if isinstance(value, _Tensor)]
+        values = list(vars(tensor).values())
+        for kind in type(tensor).__mro__:  # wrappers that keep their data in __slots__
+            if kind is _Tensor:
+                break
+            slots = getattr(kind, "__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                values.append(getattr(tensor, name, None))
+        return [value for value in values if isinstance(value, _Tensor)]
     except Exception:
         return []

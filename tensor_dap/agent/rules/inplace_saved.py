@@ -14,9 +14,9 @@ tensor; views of one base (``_base``; a view shares its base's counter); the out
 shares that output's counter). Tensors sharing a counter always show the same ``_version``, so
 a saved tensor at another version never matches. Left: ``detach()`` aliases, which share the
 counter with no autograd link; they are matched by memory where it is real (the same storage,
-or for a wrapper subclass that lists its inner tensors with ``__tensor_flatten__``, theirs) — so
-a ``.data`` alias (same memory, own counter) at the same version is reported too, and a detach
-alias of a wrapper that lists nothing is missed. A node that an in-place op on a view saved
+or for a wrapper subclass, that of the tensors it wraps: :func:`~tensor_dap.agent.storage.
+storage_key`) — so a ``.data`` alias (same memory, own counter) at the same version is reported
+too. A node that an in-place op on a view saved
 sits inside a ``CopySlices`` node, which does not expose it: not checked.
 Nothing is done on other ops: the rule costs nothing until an in-place op runs.
 Saved-tensor hooks are not used: installing them switches off PyTorch's own
@@ -38,6 +38,7 @@ from tensor_dap.agent import frames, naming
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
 from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.storage import storage_key
 
 RULE = Rule(
     id="inplace-saved",
@@ -129,8 +130,8 @@ class _Target:
             return True
         # a detach() alias: no autograd link, only the memory says so (where it is real)
         if self.storage is _UNSET:
-            self.storage = _storage(self.tensor)
-        return self.storage is not None and _storage(saved) == self.storage
+            self.storage = storage_key(self.tensor)
+        return self.storage is not None and storage_key(saved) == self.storage
 
 
 _UNSET = object()
@@ -139,28 +140,6 @@ _UNSET = object()
 def _root(tensor: Any) -> Any:
     base = tensor._base  # a view's _base is the tensor it views (never itself a view)
     return tensor if base is None else base
-
-
-def _storage(tensor: Any, depth: int = 3) -> Any:
-    """The memory behind ``tensor``: its storage when it holds data, else, for a wrapper
-    subclass that lists its inner tensors (``__tensor_flatten__``, torch's protocol for
-    traceable subclasses), theirs; ``None`` when nothing real is known (a wrapper's own storage
-    is a placeholder, one per wrapper)."""
-    try:
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() != 0:
-            return storage._cdata
-    except Exception:
-        pass
-    flatten = getattr(type(tensor), "__tensor_flatten__", None)
-    if flatten is None or depth == 0:
-        return None
-    try:
-        names = flatten(tensor)[0]
-        keys = tuple(_storage(getattr(tensor, name), depth - 1) for name in names)
-    except Exception:
-        return None
-    return keys if keys and None not in keys else None
 
 
 def _saved_attrs(node: Any) -> tuple[str, ...]:

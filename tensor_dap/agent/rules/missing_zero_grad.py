@@ -22,7 +22,7 @@ from tensor_dap.agent import frames, optimizers
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.rules import Report, Rule
-from tensor_dap.agent.storage import data_pointers
+from tensor_dap.agent.storage import storage_key
 from tensor_dap.agent.tensor_map import TensorMap
 
 RULE = Rule(
@@ -50,8 +50,9 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
     target = args[0]
     for tensor in target if isinstance(target, (list, tuple)) else (target,):
         zeroed.add(id(tensor))
-        # ``p.grad.data.zero_()``: another object, the same data
-        zeroed.update(data_pointers(tensor))
+        key = storage_key(tensor)  # ``p.grad.data.zero_()``: another object, the same data
+        if key is not None:
+            zeroed.add(key)
     return None
 
 
@@ -110,7 +111,7 @@ def _remember(optimizer: Any, state: Any) -> None:
             after_step.set(grad, grad._version)
             # this optimizer's step used them: zeroing before it no longer counts
             zeroed.discard(id(grad))
-            zeroed.difference_update(data_pointers(grad))
+            zeroed.discard(storage_key(grad))
 
 
 def _after_step(state: Any) -> TensorMap[int]:
@@ -140,8 +141,8 @@ def _check(optimizer: Any, state: Any) -> Optional[Report]:
     return Report(tensors=stale[:4], message=_message(len(stale), total), operands=False)
 
 
-def _was_zeroed(grad: Any, zeroed: set[int]) -> bool:
-    return id(grad) in zeroed or not zeroed.isdisjoint(data_pointers(grad))
+def _was_zeroed(grad: Any, zeroed: set[Any]) -> bool:
+    return id(grad) in zeroed or storage_key(grad) in zeroed
 
 
 def _message(stale: int, total: int) -> Any:
