@@ -539,9 +539,21 @@ class Watch:
         if rule_id in self.failed:
             return
         error = error if error is not None else sys.exc_info()[1]
-        self.failed[rule_id] = repr(error)
+        self.failed[rule_id] = failure_reason(error)
         log.warning("tensor-dap: rule %s failed and was switched off", rule_id, exc_info=error)
         self._plans = self._shared_plans()
+
+
+def failure_reason(error: Optional[BaseException]) -> str:
+    """``"NotImplementedError: Could not run 'aten::ne.Scalar' ..."``: one line of a summary
+    (torch's messages can run to a hundred lines)."""
+    if error is None:
+        return "unknown error"
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    if len(first) > 160:
+        first = first[:157] + "..."
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 _LINE_TABLES: dict[int, tuple[Any, list[tuple[int, int, Optional[int]]]]] = {}
