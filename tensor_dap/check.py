@@ -9,7 +9,8 @@ the trace store; the report at the end merges them all, each labelled with its r
 worker or pid.
 
 Exit status: 0 when the program finished and nothing was found, 1 when anything was found in
-any process or the program failed, 2 for a usage error (reported before anything runs, or a
+any process, a rule failed (and was switched off: the run was not fully checked) or the program
+failed, 2 for a usage error (reported before anything runs, or a
 command that cannot be started).
 """
 
@@ -82,17 +83,18 @@ def run_check(
         collected = _collect(run_dir)
         findings = [*watch.findings, *collected.findings]
         times = [watch.counts.get((f.rule, f.path, f.line), 1) for f in watch.findings]
+        failed = {**collected.failed, **watch.failed}
         _report(
             findings,
             [*times, *collected.times],
             collected,
             exit_info.to_json(),
             rules,
-            watch.failed,
+            failed,
             report_path,
             session.error,
         )
-    return 1 if (findings or exit_info.failed) else 0
+    return 1 if (findings or failed or exit_info.failed) else 0
 
 
 def run_check_command(
@@ -138,11 +140,11 @@ def run_check_command(
         collected,
         exit_info.to_json(),
         rules,
-        {},
+        collected.failed,
         report_path,
         trace_error,
     )
-    return 1 if (collected.findings or exit_info.failed) else 0
+    return 1 if (collected.findings or collected.failed or exit_info.failed) else 0
 
 
 def _begin_run(

@@ -182,7 +182,7 @@ class ProcessAgent:
                 self.session.finish({})
         with contextlib.suppress(Exception):
             if self.findings_log is not None:
-                self.findings_log.end(self.watch.counts)
+                self.findings_log.end(self.watch.counts, self.watch.failed)
 
     # -- fork ------------------------------------------------------------------------------
     def before_fork(self) -> None:

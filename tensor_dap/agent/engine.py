@@ -345,7 +345,7 @@ class Watch:
         hooks = tuple(
             getattr(self._modules[rule_id], hook, None)
             for rule_id in active
-            for hook in ("applies", "before", "after", "observe", "SCREEN")
+            for hook in ("applies", "applies_before", "before", "after", "observe", "SCREEN")
         )
         key = (tuple(active), self.accelerator_seen, hooks)
         plans = _SHARED_PLANS.get(key)
@@ -372,11 +372,10 @@ class Watch:
                 if hasattr(module, "observe"):  # sampled, so it sees every kind of op
                     observers.append((rule_id, module.observe))
                 applies = getattr(module, "applies", None)
-                if applies is not None and not applies(info):
-                    continue
-                if hasattr(module, "before"):
+                applies_before = getattr(module, "applies_before", applies)
+                if hasattr(module, "before") and (applies_before is None or applies_before(info)):
                     before.append((rule_id, module.before, getattr(module, "SCREEN", None)))
-                if hasattr(module, "after"):
+                if hasattr(module, "after") and (applies is None or applies(info)):
                     after.append((rule_id, module.after))
             plan = (info, tuple(before), tuple(after), tuple(observers))
         plans[func] = plan
@@ -526,8 +525,10 @@ class Watch:
         user = report.frame or frames.user_frame(caller)
         if user is None:
             return None
-        path = os.path.abspath(user.f_code.co_filename)
-        line = user.f_lineno
+        if report.at is not None:
+            path, line = os.path.abspath(report.at[0]), report.at[1]
+        else:
+            path, line = os.path.abspath(user.f_code.co_filename), user.f_lineno
         key = (rule_id, path, line)
         with self._lock:
             self.counts[key] = self.counts.get(key, 0) + 1
@@ -538,7 +539,11 @@ class Watch:
             describe(t, n, self.provenance.lookup(t) or naming.assigned_before(user, n))
             for t, n in zip(report.tensors, names)
         ]
-        message = report.message(described, naming.expression_text(user))
+        if report.at is not None:
+            expression = naming.source_line(path, line)
+        else:
+            expression = naming.expression_text(user)
+        message = report.message(described, expression)
         if message is None:  # the rule decided, seeing the source, that this is fine
             return None
         finding = Finding(
@@ -558,9 +563,21 @@ class Watch:
         if rule_id in self.failed:
             return
         error = error if error is not None else sys.exc_info()[1]
-        self.failed[rule_id] = repr(error)
+        self.failed[rule_id] = failure_reason(error)
         log.warning("tensor-dap: rule %s failed and was switched off", rule_id, exc_info=error)
         self._plans = self._shared_plans()
+
+
+def failure_reason(error: Optional[BaseException]) -> str:
+    """``"NotImplementedError: Could not run 'aten::ne.Scalar' ..."``: one line of a summary
+    (torch's messages can run to a hundred lines)."""
+    if error is None:
+        return "unknown error"
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    if len(first) > 160:
+        first = first[:157] + "..."
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 _LINE_TABLES: dict[int, tuple[Any, list[tuple[int, int, Optional[int]]]]] = {}

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any, Optional
 
 from tensor_dap.agent.findings import Finding
-from tensor_dap.agent.process import process_info
+from tensor_dap.agent.process import process_info, process_tag
 
 SUFFIX = ".jsonl"
 
@@ -49,13 +49,17 @@ class FindingsLog:
         self.start()
         self._append({"finding": finding.to_json()})
 
-    def end(self, counts: dict[tuple[str, str, int], int]) -> None:
+    def end(
+        self, counts: dict[tuple[str, str, int], int], failed: Optional[dict[str, str]] = None
+    ) -> None:
+        """``failed``: the rules this process switched off because they raised, and why."""
         self.start()
         self._append(
             {
                 "end": {
                     "process": process_info(),
                     "counts": [[rule, path, line, n] for (rule, path, line), n in counts.items()],
+                    "failed": dict(failed or {}),
                 }
             }
         )
@@ -79,6 +83,8 @@ class Collected:
     #: how often each finding's (rule, path, line) fired in its process, by finding index
     times: list[int] = field(default_factory=list)
     processes: list[ProcessRecord] = field(default_factory=list)
+    #: rules a process switched off because they raised: id -> reason (with the process's tag)
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 def collect(run_dir: str) -> Collected:
@@ -127,6 +133,11 @@ def _read_one(path: str, result: Collected) -> None:
                     counts[(str(rule), str(where), int(number))] = int(times)
                 except (TypeError, ValueError):
                     continue
+            failed = entry["end"].get("failed")
+            if isinstance(failed, dict):
+                tag = process_tag(dict(record.process, pid=record.pid, child=True))
+                for rule, reason in failed.items():
+                    result.failed.setdefault(str(rule), f"{reason} [{tag}]" if tag else str(reason))
     for finding in result.findings[first:]:
         result.times.append(counts.get((finding.rule, finding.path, finding.line), 1))
     result.processes.append(record)

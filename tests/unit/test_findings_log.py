@@ -27,6 +27,15 @@ def test_findings_and_counts_come_back_per_process(tmp_path: Path) -> None:
     assert record.ended and record.pid == os.getpid()
 
 
+def test_rules_a_child_switched_off_come_back_with_its_tag(tmp_path: Path) -> None:
+    """``check -- torchrun ...``: a rule failing in a rank fails the run's exit status too."""
+    log = FindingsLog(str(tmp_path))
+    log.end({}, {"nan-inf": "NotImplementedError: sparse"})
+    assert collect(str(tmp_path)).failed == {
+        "nan-inf": f"NotImplementedError: sparse [pid {os.getpid()}]"
+    }
+
+
 def test_a_process_that_died_mid_line_keeps_what_it_wrote(tmp_path: Path) -> None:
     path = tmp_path / "4242-abcd.jsonl"
     good = json.dumps({"finding": _finding(9, pid=4242, worker=0).to_json()})

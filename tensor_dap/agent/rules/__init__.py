@@ -6,6 +6,9 @@ breakpoint filters and the trace store. A rule is one module in this package tha
 
 - ``applies(op) -> bool`` and ``before(op, args, kwargs, state) -> Report | None``: checked before
   a torch function whose :class:`~tensor_dap.agent.ops.OpInfo` it ``applies`` to runs;
+- ``applies_before(op) -> bool``: when defined, decides for ``before`` instead of ``applies``
+  (``nan-inf`` reads every op's result ``after``, but only backward calls ``before``: decided
+  once per function when it is planned, nothing per op);
 - ``after(op, args, kwargs, out, state) -> Report | None``: checked after it returned;
 - ``observe(op, args, out, caller, state)``: sees a sample of ops (the first runs of each call
   site, then one in 64) to learn about the program cheaply;
@@ -49,6 +52,9 @@ class Report:
     message: Callable[[list[Any], str], str]
     #: the user's frame to report at, when the rule knows better than the op's caller
     frame: Any = None
+    #: ``(path, line)`` to report at when that line is no longer running (the forward line of a
+    #: graph node whose backward misbehaved); ``frame`` is then the live frame a debugger stops in
+    at: Optional[tuple[str, int]] = None
     #: the tensors are the op's operands, in order (so the expression's text can name them)
     operands: bool = True
     extra: dict[str, Any] = field(default_factory=dict)

@@ -39,7 +39,7 @@ def applies(op: OpInfo) -> bool:
     return op.backward
 
 
-def _targets(op: OpInfo, args: tuple, kwargs: Optional[dict]) -> list[Any]:
+def backward_targets(op: OpInfo, args: tuple, kwargs: Optional[dict]) -> list[Any]:
     """The tensors backward starts from: ``self``, ``tensors`` or ``outputs``."""
     first: Any = args[0] if args else None
     if first is None and kwargs:
@@ -52,7 +52,7 @@ def _targets(op: OpInfo, args: tuple, kwargs: Optional[dict]) -> list[Any]:
 
 
 def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
-    for tensor in _targets(op, args, kwargs):
+    for tensor in backward_targets(op, args, kwargs):
         if not tensor.requires_grad:
             prov = state.provenance.lookup(tensor)
             return Report(tensors=[tensor], message=_explain(prov))

@@ -1,18 +1,31 @@
-"""``nan-inf``: the first op of user code that produces NaN or Inf from finite inputs.
+"""``nan-inf``: the first op of user code that produces NaN or Inf from finite inputs, and the
+first graph node whose backward does (see the end of this module).
 
 Opt-in: it must read every floating-point output (on an accelerator, a device sync per op).
-The check runs under ``no_grad`` on the output only; inputs are read only when the output is
-not finite, to tell "made NaN here" from "passed NaN along".
+The check reads the output only; inputs (those inside list/tuple arguments too) are read only
+when the output is not finite, to tell "made NaN here" from "passed NaN along". A tensor it
+cannot read (a type without ``isfinite``, fake or meta data) makes it skip that op, never the
+rest of the run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import threading
+from collections import deque
+from functools import partial
 from typing import Any, Optional
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from tensor_dap.agent import frames, naming
 from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.provenance import NODE_PROV_KEY
 from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.rules.grad_lost import backward_targets
 
 RULE = Rule(
     id="nan-inf",
@@ -29,31 +42,122 @@ _UNINITIALISED = ("empty", "new_empty")
 
 
 def applies(op: OpInfo) -> bool:
-    return not op.backward and not op.name.startswith(_UNINITIALISED)
+    # (a backward call's ``after`` collects what its graph's hooks saw: see ``before``)
+    return not op.name.startswith(_UNINITIALISED)
 
 
-def _finite(tensor: Any) -> bool:
+def applies_before(op: OpInfo) -> bool:
+    return op.backward
+
+
+_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_plain_dispatch = torch.Tensor.__torch_dispatch__
+
+
+def _parts(tensor: Any) -> Optional[list[Any]]:
+    """The dense tensors holding ``tensor``'s values, or ``None`` when it cannot be judged.
+
+    Tensor types the rule did not write are judged through their storage of values (sparse
+    ``values``, a nested tensor's buffer, a traceable wrapper subclass's inner tensors: DTensor's
+    local shard) or not at all:
+    ``isfinite`` is not implemented for many of them, and one such op must not switch the rule
+    off for the whole run.
+    """
     if not tensor.is_floating_point() and not tensor.is_complex():
+        return []  # integers, bools and quantized tensors hold no NaN
+    kind = type(tensor)
+    # (a wrapper subclass that is not traceable, such as FakeTensor, is read as it is: one that
+    # has no data raises there, and the op is skipped)
+    if (
+        kind not in _PLAIN
+        and kind.__torch_dispatch__ is not _plain_dispatch
+        and is_traceable_wrapper_subclass(tensor)
+    ):
+        inner_names, _ = tensor.__tensor_flatten__()
+        parts: list[Any] = []
+        for name in inner_names:
+            inner = getattr(tensor, name)
+            found = _parts(inner) if isinstance(inner, _Tensor) else []
+            if found is None:
+                return None
+            parts.extend(found)
+        return parts
+    if tensor.device.type == "meta":
+        return None
+    layout = tensor.layout
+    if layout is torch.sparse_coo:
+        return [tensor._values()]
+    if layout in _COMPRESSED:
+        return [tensor.values()]
+    if tensor.is_nested:
+        return [tensor.values()]
+    if layout is not torch.strided:  # mkldnn...
+        return None
+    return [tensor]
+
+
+def _finite(tensor: Any) -> Optional[bool]:
+    """Whether every value of ``tensor`` is finite; ``None`` when that cannot be told."""
+    parts = _parts(tensor)
+    if parts is None:
+        return None
+    # (a plain subclass's own __torch_function__ and the program's modes do not see our reads)
+    with torch._C.DisableTorchFunction(), torch.no_grad():
+        for part in parts:
+            if part.numel() and not _all_finite(part):
+                return False
+    return True
+
+
+def _all_finite(tensor: Any) -> bool:
+    """A sum is NaN or Inf when any value is (3 µs on CPU where ``isfinite().all()`` takes 18);
+    it may also overflow from finite values (float16): a sum that is not finite is confirmed."""
+    if not tensor.is_complex() and math.isfinite(tensor.sum().item()):
         return True
-    if tensor.numel() == 0 or tensor.device.type == "meta":
-        return True
-    with torch.no_grad():
-        return bool(torch.isfinite(tensor).all())
+    return bool(torch.isfinite(tensor).all())
+
+
+def _inputs(args: tuple, kwargs: Optional[dict]) -> tuple[list[Any], bool]:
+    """The tensors an op received, those inside list/tuple arguments included (one level, like
+    the engine: ``torch.stack([t, u])``), and whether they are exactly its positional operands."""
+    inputs: list[Any] = []
+    direct = True
+    for value in (*args, *(kwargs.values() if kwargs else ())):
+        if isinstance(value, _Tensor):
+            inputs.append(value)
+        elif isinstance(value, (list, tuple)):
+            items = [item for item in value if isinstance(item, _Tensor)]
+            if items:
+                inputs.extend(items)
+                direct = False
+    return inputs, direct and not kwargs
 
 
 def after(op: OpInfo, args: tuple, kwargs: Optional[dict], out: Any, caller: Any, state: Any):
-    if not isinstance(out, _Tensor) or _finite(out):
+    if op.backward:
+        return _backward_done(caller, state)
+    if not isinstance(out, _Tensor):
         return None
-    inputs = [a for a in args if isinstance(a, _Tensor)]
-    if not all(_finite(t) for t in inputs):
+    try:
+        if _finite(out) is not False:
+            return None
+        inputs, operands = _inputs(args, kwargs)
+        # an input holding NaN passed it along; one that cannot be judged might have
+        if not all(_finite(t) for t in inputs):
+            return None
+        message = _message(op.name, out)
+    except Exception:  # a tensor type that cannot be judged: skip this op, not the rule
         return None
-    return Report(tensors=[*inputs, out], message=_message(op.name, out))
+    return Report(tensors=[*inputs, out], message=message, operands=operands)
 
 
 def _message(op_name: str, out: Any) -> Any:
-    with torch.no_grad():
-        nans = int(torch.isnan(out).sum())
-        infs = int(torch.isinf(out).sum())
+    nans = infs = 0
+    with torch._C.DisableTorchFunction():
+        for part in _parts(out) or ():
+            nans += int(torch.isnan(part).sum())
+            infs += int(torch.isinf(part).sum())
 
     def build(described: list[Any], expression: str) -> str:
         *inputs, result = described
@@ -64,3 +168,182 @@ def _message(op_name: str, out: Any) -> Any:
         )
 
     return build
+
+
+# -- NaN/Inf born in backward ----------------------------------------------------------------
+#
+# A forward whose values are all finite can still make a non-finite gradient: sqrt at 0 (a
+# distance between equal points, a padding row), x ** 0.5, a norm of a zero vector, log at 0,
+# acos at 1. ``loss.backward()`` then writes Inf/NaN into ``.grad`` and ``optimizer.step()`` into
+# the weights, and the first NaN forward op the rule sees has NaN inputs: nothing to report.
+# So, while the rule is on, each backward call (``before``) hooks the nodes of its graph; a node
+# whose computed gradient is not finite though the gradient it received was is where the NaN
+# was born, reported (``after``) at the forward line that created the node (its Prov, stamped
+# by the engine on the nodes of sampled ops), else at the backward call naming the node.
+# Cost: one walk of the graph and a finiteness check of each node's gradients per backward —
+# no forward traceback per op as ``torch.autograd.detect_anomaly`` records; nothing when off.
+
+#: graph nodes hooked per backward call at most (nearest the loss first)
+MAX_NODES = 20_000
+
+_SESSIONS = "nan-inf.backward"
+
+
+class _Backward:
+    """The hooks of one backward call and the first node seen making a non-finite gradient."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Any] = []
+        self.handles: list[Any] = []
+        self.open = True
+        #: (node, NaN count, Inf count) of the first node that made a non-finite gradient
+        self.first: Optional[tuple[Any, int, int]] = None
+        self.others = 0
+
+    def check(self, index: int, grad_inputs: Any, grad_outputs: Any) -> None:
+        if not self.open:
+            return
+        try:
+            made = [g for g in grad_inputs if isinstance(g, _Tensor)]
+            if all(_finite(g) is not False for g in made):
+                return
+            received = [g for g in grad_outputs if isinstance(g, _Tensor)]
+            if not all(_finite(g) is True for g in received):
+                return  # passed along (or cannot tell)
+            node = self.nodes[index]
+            if not _saved_finite(node):
+                return  # its forward already saw NaN/Inf: the forward check reported that
+            if self.first is not None:
+                self.others += 1
+                return
+            nans = infs = 0
+            with torch._C.DisableTorchFunction():
+                for g in made:
+                    for part in _parts(g) or ():
+                        nans += int(torch.isnan(part).sum())
+                        infs += int(torch.isinf(part).sum())
+            self.first = (node, nans, infs)
+        except Exception:  # a gradient it cannot read: this node is not judged
+            return
+
+    def close(self) -> None:
+        self.open = False
+        for handle in self.handles:
+            with contextlib.suppress(Exception):
+                handle.remove()
+        self.handles.clear()
+        self.nodes = []
+
+
+def _saved_finite(node: Any) -> bool:
+    """Whether the tensors ``node`` saved in forward (its inputs or result) are finite, as far as
+    can be told (read in its hook: they are freed once backward is past it)."""
+    saved: list[Any] = []
+    for name in dir(node):
+        if name.startswith("_saved_"):
+            value = getattr(node, name, None)
+            saved.extend(value if isinstance(value, (list, tuple)) else (value,))
+    if not saved:  # a custom autograd.Function keeps them here
+        saved.extend(getattr(node, "saved_tensors", None) or ())
+    return all(_finite(t) is not False for t in saved if isinstance(t, _Tensor))
+
+
+def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> None:
+    """Hook the graph of this backward call (removed in ``after``)."""
+    sessions = state.rule_state.setdefault(_SESSIONS, {})
+    thread = threading.get_ident()
+    stale = sessions.pop(thread, None)
+    if stale is not None:  # the previous backward of this thread raised: its after never ran
+        stale.close()
+    session = _Backward()
+    sessions[thread] = session
+    roots = [t.grad_fn for t in backward_targets(op, args, kwargs) if t.grad_fn is not None]
+    seen = set(roots)
+    queue = deque(roots)
+    nodes = session.nodes
+    while queue and len(nodes) < MAX_NODES:
+        node = queue.popleft()
+        if type(node).__name__ != "AccumulateGrad":  # a leaf's: it computes no gradient
+            index = len(nodes)
+            nodes.append(node)
+            session.handles.append(node.register_hook(partial(session.check, index)))
+        for parent, _ in node.next_functions:
+            if parent is not None and parent not in seen:
+                seen.add(parent)
+                queue.append(parent)
+    return None
+
+
+def _backward_done(caller: Any, state: Any) -> Optional[Report]:
+    session = state.rule_state.get(_SESSIONS, {}).pop(threading.get_ident(), None)
+    if session is None:
+        return None
+    found, others = session.first, session.others
+    session.close()
+    if found is None:
+        return None
+    node, nans, infs = found
+    kind = node.name()
+    prov = node.metadata.get(NODE_PROV_KEY)
+    user = frames.user_frame(caller)
+    backward_text = naming.expression_text(user) if user is not None else "backward()"
+    backward_at = f"{os.path.basename(user.f_code.co_filename)}:{user.f_lineno}" if user else ""
+    if prov is not None:
+        # (both places: a debugger stops at the live one, the backward call)
+        where = (
+            f"backward of {prov.op} at {prov.where()}, run by `{backward_text}` at {backward_at}"
+        )
+    else:
+        where = "created by an op whose line was not recorded"
+    also = f" ({others} more node(s) did too)" if others else ""
+
+    def build(described: list[Any], expression: str) -> str:
+        return (
+            f"`{expression}`: the gradient computed by {kind} ({where}) has {nans} NaN and "
+            f"{infs} Inf values though its incoming gradient and forward values were "
+            f"finite{also}: .grad gets them, the weights at the next optimizer step. "
+            f"{_hint(kind)}."
+        )
+
+    at = (prov.path, prov.line) if prov is not None else None
+    return Report(tensors=[], message=build, operands=False, at=at)
+
+
+#: node name prefix -> what makes its derivative infinite, and the usual fix
+_HINTS = (
+    ("Sqrt", "Sqrt's derivative is infinite at 0: add an eps inside it, torch.sqrt(x + eps)"),
+    ("Rsqrt", "Rsqrt's derivative is infinite at 0: add an eps, torch.rsqrt(x + eps)"),
+    ("Pow", "x ** p with p < 1 has an infinite derivative at x = 0: add an eps to the base"),
+    (
+        "LinalgVectorNorm",
+        "A norm's derivative is undefined at the zero vector: add an eps, "
+        "torch.sqrt((x ** 2).sum(-1) + eps)",
+    ),
+    ("Norm", "A norm's derivative is undefined at the zero vector: add an eps"),
+    ("Cdist", "Cdist's derivative is undefined at distance 0: add an eps to the distances"),
+    ("Div", "The divisor is 0 (or tiny) somewhere: clamp it away from 0"),
+    ("Log", "Log's derivative is infinite at 0: clamp its input, x.clamp_min(eps)"),
+    ("Acos", "Acos' derivative is infinite at ±1: clamp its input to [-1 + eps, 1 - eps]"),
+    ("Asin", "Asin's derivative is infinite at ±1: clamp its input to [-1 + eps, 1 - eps]"),
+    ("Atan2", "Atan2's derivative is undefined at (0, 0): add an eps"),
+    ("Std", "Std's derivative is infinite when all values are equal: add an eps to the variance"),
+)
+
+
+def _hint(kind: str) -> str:
+    for prefix, hint in _HINTS:
+        if kind.startswith(prefix):
+            return hint
+    return "Its derivative is infinite or undefined at some of its input values"
+
+
+def install(state: Any) -> list[Any]:
+    """A backward that raised keeps its hooks until the next backward of its thread; the watch
+    ending removes them."""
+
+    class _Sessions:
+        def remove(self) -> None:
+            for session in state.rule_state.pop(_SESSIONS, {}).values():
+                session.close()
+
+    return [_Sessions()]
