@@ -1,4 +1,4 @@
-"""The ``tensor-dap`` command: ``check``, ``trace``, ``adapter``, ``run``, ``lsp``."""
+"""The ``tensor-dap`` command: ``check``, ``trace``, ``rules``, ``adapter``, ``run``, ``lsp``."""
 
 from __future__ import annotations
 
@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("script", metavar="SCRIPT", nargs="?")
     check.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     _add_trace(commands)
+    rules = commands.add_parser(
+        "rules",
+        help="list the rules (ids, checkbox titles, defaults)",
+        description="List the rules `--rules`, `tensorBreakpoints` and the editor's breakpoint "
+        "checkboxes take, with what each reports.",
+    )
+    rules.add_argument("--json", action="store_true", help="print them as JSON")
     commands.add_parser(
         "lsp",
         help="run the language server on stdio",
@@ -77,6 +84,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         return adapter_main(options.port, options.host)
     if options.command == "trace":
         return _trace(parser, options)
+    if options.command == "rules":
+        from tensor_dap.rules_command import print_rules
+
+        return print_rules(sys.stdout, as_json=options.json)
     if options.command == "run":
         return _run(parser, options)
     if options.command == "lsp":

@@ -228,8 +228,9 @@ class Watch:
         self._site_hits: dict[int, int] = {}
         #: id(code) -> (code, {site key, ...}): keeps code objects alive (ids stay unique)
         self._site_codes: dict[int, tuple[Any, set[int]]] = {}
-        #: an accelerator tensor has been seen: until then device-mismatch cannot fire and is
-        #: left out of the per-op plans (a CPU-only program pays nothing for it)
+        #: an accelerator tensor has been seen: until then the rules that need one (catalog:
+        #: ``needs_accelerator``) cannot fire and are left out of the per-op plans (a CPU-only
+        #: program pays nothing for them)
         self.accelerator_seen = _accelerator_in_use()
         #: function -> plan (see _plan): shared by every watch planning for the same rules
         self._plans: dict[Any, Any] = self._shared_plans()
@@ -366,9 +367,9 @@ class Watch:
             after = []
             observers = []
             for rule_id in active:
-                if rule_id == "device-mismatch" and not accelerator_seen:
-                    continue
                 module = self._modules[rule_id]
+                if module.RULE.needs_accelerator and not accelerator_seen:
+                    continue
                 if hasattr(module, "observe"):  # sampled, so it sees every kind of op
                     observers.append((rule_id, module.observe))
                 applies = getattr(module, "applies", None)

@@ -1,8 +1,7 @@
-"""The rule registry: ids, titles and the checks each rule contributes.
-
-Rule ids are a contract shared by the CLI (``--rules``), the debug adapter's exception
-breakpoint filters and the trace store. A rule is one module in this package that defines
-``RULE`` and some of these hooks, all optional:
+"""The checks each rule contributes: one module per rule, named by its entry in the rule
+catalogue (:mod:`tensor_dap.catalog`, which holds the ids, titles and traits and imports no
+torch). A rule module defines ``RULE = catalog.rule(ID)`` and some of these hooks, all optional
+(typed in :mod:`tensor_dap.agent.rules.hooks`):
 
 - ``applies(op) -> bool`` and ``before(op, args, kwargs, state) -> Report | None``: checked before
   a torch function whose :class:`~tensor_dap.agent.ops.OpInfo` it ``applies`` to runs;
@@ -29,14 +28,20 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Optional
 
+from tensor_dap import catalog
+from tensor_dap.catalog import RULE_IDS, Rule, default_rule_ids
 
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    #: label of the breakpoint checkbox in the editor
-    title: str
-    description: str
-    default: bool = True
+__all__ = [
+    "RANKS_DIFFER",
+    "RULE_IDS",
+    "Report",
+    "Rule",
+    "UnknownRuleError",
+    "all_rules",
+    "default_rule_ids",
+    "parse_rules",
+    "rule_modules",
+]
 
 
 @dataclass
@@ -63,17 +68,6 @@ class Report:
 #: ``SCREEN`` value: ``before`` only reports when positional tensor operands' ranks differ
 RANKS_DIFFER = "ranks-differ"
 
-_MODULES = (
-    "leaves_device",
-    "device_mismatch",
-    "grad_lost",
-    "inplace_saved",
-    "broadcast",
-    "missing_zero_grad",
-    "nan_inf",
-)
-
-
 _LOADED: list[ModuleType] = []
 
 
@@ -81,27 +75,12 @@ def rule_modules() -> list[ModuleType]:
     """The rule modules, in the order their checkboxes are shown (imported once: every watch
     asks, and seven ``import_module`` calls cost about 50 µs)."""
     if not _LOADED:
-        _LOADED.extend(importlib.import_module(f"{__name__}.{name}") for name in _MODULES)
+        _LOADED.extend(importlib.import_module(f"{__name__}.{r.module}") for r in catalog.RULES)
     return list(_LOADED)
 
 
 def all_rules() -> list[Rule]:
-    return [module.RULE for module in rule_modules()]
-
-
-RULE_IDS: tuple[str, ...] = (
-    "leaves-device",
-    "device-mismatch",
-    "grad-lost",
-    "inplace-saved",
-    "broadcast",
-    "missing-zero-grad",
-    "nan-inf",
-)
-
-
-def default_rule_ids() -> list[str]:
-    return [rule.id for rule in all_rules() if rule.default]
+    return list(catalog.RULES)
 
 
 class UnknownRuleError(ValueError):

@@ -19,14 +19,11 @@ from typing import Any, Optional
 
 import torch
 
+from tensor_dap import catalog
 from tensor_dap.agent.ops import OpInfo
-from tensor_dap.agent.rules import RANKS_DIFFER, Report, Rule
+from tensor_dap.agent.rules import RANKS_DIFFER, Report
 
-RULE = Rule(
-    id="broadcast",
-    title="Silent broadcast",
-    description="An elementwise op broadcasts inputs of different ranks to a larger result.",
-)
+RULE = catalog.rule("broadcast")
 
 #: before() is None unless tensor operands of different non-zero ranks meet (see before)
 SCREEN = RANKS_DIFFER

@@ -13,15 +13,12 @@ from typing import Any, Optional
 
 import torch
 
+from tensor_dap import catalog
 from tensor_dap.agent.ops import OpInfo
-from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created, is_cpu_scalar, join_names, tensor_args
 
-RULE = Rule(
-    id="device-mismatch",
-    title="Device mismatch",
-    description="An operation receives tensors on more than one device.",
-)
+RULE = catalog.rule("device-mismatch")
 
 _Tensor = torch.Tensor
 _FACTORIES = frozenset(

@@ -18,18 +18,15 @@ from typing import Any, Optional
 
 import torch
 
+from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.provenance import Prov, first_cut, roots, untracked_input
-from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
 
-RULE = Rule(
-    id="grad-lost",
-    title="grad_fn lost",
-    description="backward() is called on a tensor with no gradient history.",
-)
+RULE = catalog.rule("grad-lost")
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter

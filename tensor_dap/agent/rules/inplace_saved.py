@@ -34,17 +34,14 @@ from typing import Any, Optional
 
 import torch
 
+from tensor_dap import catalog
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
-from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.rules import Report
 from tensor_dap.agent.storage import storage_key
 
-RULE = Rule(
-    id="inplace-saved",
-    title="In-place on saved tensor",
-    description="An in-place operation modifies a tensor autograd saved for backward.",
-)
+RULE = catalog.rule("inplace-saved")
 
 _Tensor = torch.Tensor
 _MAX_NODES = 5000

@@ -12,16 +12,13 @@ from typing import Any, Optional
 
 import torch
 
+from tensor_dap import catalog
 from tensor_dap.agent import frames
 from tensor_dap.agent.ops import HOST_COPIES, SCALAR_READS, OpInfo
-from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created
 
-RULE = Rule(
-    id="leaves-device",
-    title="Tensor leaves device",
-    description="A tensor is copied from an accelerator to the CPU by user code.",
-)
+RULE = catalog.rule("leaves-device")
 
 _Tensor = torch.Tensor
 _WATCHED = HOST_COPIES | SCALAR_READS | {"to", "copy_"}

@@ -18,18 +18,15 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from tensor_dap import catalog
 from tensor_dap.agent import frames, optimizers
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
-from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.rules import Report
 from tensor_dap.agent.storage import storage_key
 from tensor_dap.agent.tensor_map import TensorMap
 
-RULE = Rule(
-    id="missing-zero-grad",
-    title="Missing zero_grad",
-    description="optimizer.step() applies gradients accumulated across steps.",
-)
+RULE = catalog.rule("missing-zero-grad")
 
 _ZEROED = "missing-zero-grad.zeroed"
 _AFTER_STEP = "missing-zero-grad.after-step"

@@ -21,18 +21,14 @@ from typing import Any, Optional
 import torch
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from tensor_dap import catalog
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY
-from tensor_dap.agent.rules import Report, Rule
+from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.grad_lost import backward_targets
 
-RULE = Rule(
-    id="nan-inf",
-    title="NaN / Inf",
-    description="An operation produces NaN or Inf from finite inputs (reads data: opt-in).",
-    default=False,
-)
+RULE = catalog.rule("nan-inf")
 
 _Tensor = torch.Tensor
 
