@@ -125,6 +125,7 @@ def _check(
     except UnknownRuleError as error:
         parser.exit(USAGE_ERROR, f"tensor-dap check: {error}\n")
     rule_options = {"leaves-device": {"scalars": True}} if options.scalars else None
+    _prepare_outputs(parser, "check", [(options.report, "--report"), (options.trace, "--trace")])
     if command is not None:
         if not command:
             parser.exit(USAGE_ERROR, "tensor-dap check: a COMMAND is required after --\n")
@@ -142,6 +143,19 @@ def _check(
     )
 
 
+def _prepare_outputs(
+    parser: argparse.ArgumentParser, command: str, paths: list[tuple[Optional[str], str]]
+) -> None:
+    """Refuse, before anything runs, output paths the run could not write."""
+    from tensor_dap.output_paths import BadOutputPath, prepare
+
+    for path, what in paths:
+        try:
+            prepare(path, what)
+        except BadOutputPath as error:
+            parser.exit(USAGE_ERROR, f"tensor-dap {command}: {error}\n")
+
+
 def _add_trace(commands: argparse._SubParsersAction) -> None:
     trace = commands.add_parser(
         "trace",
@@ -157,7 +171,7 @@ def _add_trace(commands: argparse._SubParsersAction) -> None:
     trace.add_argument("--nan", action="store_true", help="flag NaN/Inf (reads tensor data)")
     trace.add_argument("--trace", metavar="PATH", help="trace store to write")
     trace.add_argument("script", metavar="SCRIPT")
-    trace.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    trace.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
 def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
@@ -167,6 +181,7 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         parser.exit(USAGE_ERROR, f"tensor-dap trace: {error}\n")
     if not os.path.isfile(options.script):
         parser.exit(USAGE_ERROR, f"tensor-dap trace: no such script: {options.script}\n")
+    _prepare_outputs(parser, "trace", [(options.output, "--output"), (options.trace, "--trace")])
     from tensor_dap.tracing.command import run_trace
 
     return run_trace(
