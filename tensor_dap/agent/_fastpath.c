@@ -18,7 +18,8 @@
  *   configure(pass_marker, mode_enabled, pop_mode, push_mode, plain_types, tensor_type,
  *             ranks_differ, dispatch_code)
  *       What they need from torch and the engine, given once at import (dispatch_code: the
- *       code of torch.overrides.handle_torch_function, a frame TorchFunction steps over).
+ *       code of torch.overrides.handle_torch_function: TorchFunction steps over its frame and
+ *       the function's that called it).
  *
  * Built for Python 3.11+ (frame API); elsewhere, or when the build fails, the Python versions
  * run (tensor_dap/agent/native.py decides).
@@ -501,10 +502,17 @@ static PyObject *torch_function_vectorcall(PyObject *callable, PyObject *const *
     PyFrameObject *frame = PyEval_GetFrame();
     PyFrameObject *back = NULL;
     if (frame != NULL) {
-        /* `F.relu(x)` reaches the mode through torch.overrides.handle_torch_function, one
-         * frame shared by every such function: the call site is the frame that called it */
+        /* `F.relu(x)` reaches the mode through torch.overrides.handle_torch_function, called
+         * by F.relu itself: the op's caller is the frame that called F.relu (as for a C
+         * function such as torch.relu), not those two frames every such function shares */
         PyCodeObject *code = PyFrame_GetCode(frame);
-        if ((PyObject *)code == DISPATCH_CODE) back = PyFrame_GetBack(frame);
+        if ((PyObject *)code == DISPATCH_CODE) {
+            PyFrameObject *function = PyFrame_GetBack(frame);
+            if (function != NULL) {
+                back = PyFrame_GetBack(function);
+                Py_DECREF(function);
+            }
+        }
         Py_DECREF(code);
         if (back != NULL) frame = back;
     }

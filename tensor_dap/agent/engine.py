@@ -124,17 +124,19 @@ class _Mode(TorchFunctionMode):
         # it reads)
         caller = _getframe(1)
         code = caller.f_code
-        # an operator the shadow handed on, or a function torch's dispatch hands on
-        if code is operators.SHADOW_CODE or code is _DISPATCH_CODE:
+        if code is operators.SHADOW_CODE:  # an operator the shadow handed on
             caller = caller.f_back
+        elif code is _DISPATCH_CODE and caller.f_back is not None:  # see _DISPATCH_CODE
+            caller = caller.f_back.f_back or caller
         return handle_op(self, func, func, args, kwargs, caller)
 
 
 _python_torch_function = _Mode.__torch_function__
 
-#: ``F.relu(x)``, ``nn.init.uniform_(w)``... reach the mode through this one function of torch:
-#: its frame would make every one of them a single call site (sampled after its first 8 hits
-#: in all, during a model's initialisation), so the site is the frame that called it
+#: ``F.relu(x)``, ``nn.init.uniform_(w)``... reach the mode through this one function of torch,
+#: called by the function itself: the op's caller is the frame that called ``F.relu``, as for a
+#: C function such as ``torch.relu`` (those two frames would make every such function one call
+#: site, sampled after its first 8 hits in all, and hide the user's line from the rules)
 _DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
 
 

@@ -138,14 +138,39 @@ def after(op: OpInfo, args: tuple, kwargs: Optional[dict], out: Any, caller: Any
     try:
         if _finite(out) is not False:
             return None
+        if _asks_for_non_finite(args, kwargs):  # masked_fill(mask, float("-inf")): on purpose
+            return None
         inputs, operands = _inputs(args, kwargs)
         # an input holding NaN passed it along; one that cannot be judged might have
         if not all(_finite(t) for t in inputs):
             return None
         message = _message(op.name, out)
+        _mark_reported(out)
     except Exception:  # a tensor type that cannot be judged: skip this op, not the rule
         return None
     return Report(tensors=[*inputs, out], message=message, operands=operands)
+
+
+def _asks_for_non_finite(args: tuple, kwargs: Optional[dict]) -> bool:
+    """A number argument is itself Inf or NaN: the op was asked for it (a causal mask made by
+    ``torch.full((n, n), float("-inf"))`` or ``scores.masked_fill(mask, float("-inf"))``)."""
+    for value in (*args, *(kwargs.values() if kwargs else ())):
+        items = value if isinstance(value, (list, tuple)) else (value,)
+        for item in items:
+            if isinstance(item, float) and not math.isfinite(item):
+                return True
+    return False
+
+
+#: ``grad_fn.metadata`` key: the forward check reported this node's output (its backward, which
+#: sees the same non-finite values, is not reported again)
+_REPORTED = "tensor_dap.nan-inf"
+
+
+def _mark_reported(out: Any) -> None:
+    node = out.grad_fn
+    if node is not None:
+        node.metadata[_REPORTED] = True
 
 
 def _message(op_name: str, out: Any) -> Any:
@@ -207,6 +232,8 @@ class _Backward:
             if not all(_finite(g) is True for g in received):
                 return  # passed along (or cannot tell)
             node = self.nodes[index]
+            if node.metadata.get(_REPORTED):  # the forward check reported its output
+                return
             if not _saved_finite(node):
                 return  # its forward already saw NaN/Inf: the forward check reported that
             if self.first is not None:
