@@ -29,6 +29,8 @@ Known differences from a real GPU, kept on purpose or not worth the code:
 - the optimizers' foreach fast path is not taken (it is for plain ``torch.Tensor`` types);
 - ``.cuda()``, autocast, pinned memory, streams, and ``torch.load(weights_only=True)`` of a
   saved stand-in tensor are not supported;
+- backward runs in the calling thread (autograd multithreading is off in the thread that set
+  the stand-in up), not on a device thread as CUDA's does: see ``_install``;
 - the first op on a stand-in tensor costs about a second once per process: PyTorch's C++
   dispatcher imports ``torch.distributed.tensor`` to check every Python subclass for DTensor.
 """
@@ -544,6 +546,11 @@ def _install() -> None:
         _setup_privateuseone_for_python_backend(
             rename=BACKEND_NAME, backend_module=_StandinBackendModule(library)
         )
+        # Backward of stand-in tensors runs in the thread that calls it, as on the CPU. On
+        # autograd's device thread for `accel` it runs this module's Python kernels, and a
+        # program whose interpreter shuts down while that thread holds or waits for the GIL
+        # aborts at exit ("terminate called without an active exception"), one run in a few.
+        torch._C._set_multithreading_enabled(False)
         _installed = True
 
 

@@ -486,3 +486,31 @@ def test_scripts_behave_as_their_docstrings_say() -> None:
             assert error is not None and expected in error, f"{path}: {error}"
     assert "final loss 1.2500" in results["sample_project/silent_broadcast.py"][1]
     assert "loss: nan" in results["sample_project/nan_inf.py"][1]
+
+
+BACKWARD_THEN_EXIT = """
+import torch
+from tensor_dap.testing import accelerator_device
+
+x = torch.randn(8, 8, device=accelerator_device(), requires_grad=True)
+(x @ x).sum().backward()
+print(x.grad.shape)
+"""
+
+
+def test_a_program_that_ran_backward_exits_cleanly(tmp_path) -> None:  # noqa: ANN001
+    """Backward on the stand-in used to run on autograd's device thread, and about one exit
+    in two under load aborted ("terminate called without an active exception")."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "backward.py"
+    script.write_text(BACKWARD_THEN_EXIT)
+    runs = [
+        subprocess.Popen(
+            [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(6)
+    ]
+    results = [(run.wait(timeout=120), run.stderr.read().decode()) for run in runs]
+    assert all(code == 0 for code, _ in results), results
