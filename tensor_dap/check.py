@@ -23,7 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from typing import Any, Optional
+from typing import Optional
 
 from tensor_dap import report
 from tensor_dap.agent.child import ProcessAgent, follow_forks
@@ -88,7 +88,7 @@ def run_check(
             findings,
             [*times, *collected.times],
             collected,
-            exit_info.to_json(),
+            exit_info,
             rules,
             failed,
             report_path,
@@ -138,7 +138,7 @@ def run_check_command(
         collected.findings,
         collected.times,
         collected,
-        exit_info.to_json(),
+        exit_info,
         rules,
         collected.failed,
         report_path,
@@ -189,14 +189,14 @@ def _report(
     findings: list[Finding],
     times: list[int],
     collected: Collected,
-    exit_info: dict[str, Any],
+    exit_info: ExitInfo,
     rules: list[str],
     failed: dict[str, str],
     report_path: Optional[str],
     trace_error: Optional[str],
 ) -> None:
     """The merged report: stderr summary, warnings, and the JSON file."""
-    report.print_summary(findings, {}, times)
+    report.print_summary(findings, {}, times, exit_info.summary())
     for rule_id, reason in failed.items():
         report.warn(f"rule {rule_id} failed and was switched off: {reason}")
     for record in collected.processes:
@@ -218,4 +218,6 @@ def _report(
             }
             for record in collected.processes
         ]
-        report.write_json_report(report_path, findings, exit_info, rules, failed, processes or None)
+        report.write_json_report(
+            report_path, findings, exit_info.to_json(), rules, failed, processes or None
+        )

@@ -57,18 +57,23 @@ def print_summary(
     findings: list[Finding],
     counts: dict[tuple[str, str, int], int],
     times: Optional[list[int]] = None,
+    failure: Optional[str] = None,
 ) -> None:
-    """At the end: every finding once, with how often it fired.
+    """At the end: every finding once, with how often it fired, and ``failure`` (the script
+    failed: ``the script failed: exit 3``) beside them: a failed run is never just "no findings".
 
     ``counts`` (by rule, path, line) gives the times of findings of this process; ``times``
     (one per finding, same order) overrides it for findings collected from other processes.
     The same rule at the same line in several processes is one line naming them all.
     """
     console = _console()
+    failed = f"; {failure}" if failure else ""
     if not findings:
-        console.print(Text("tensor-dap: no findings", style="green"))
+        console.print(
+            Text(f"tensor-dap: no findings{failed}", style="yellow" if failure else "green")
+        )
         return
-    console.print(Text(f"\ntensor-dap: {len(findings)} finding(s)", style="bold"))
+    console.print(Text(f"\ntensor-dap: {len(findings)} finding(s){failed}", style="bold"))
     groups: dict[tuple[str, str, int], list[tuple[Finding, int]]] = {}
     for index, finding in enumerate(findings):
         if times is not None and index < len(times):

@@ -27,13 +27,31 @@ class ExitInfo:
     status: str
     code: int
     exception: Optional[str] = None
+    #: `` at train.py:4``: the script's line that raised (not in the report's JSON)
+    where: str = ""
+
+    def summary(self) -> Optional[str]:
+        """One line for the end of a report when the script failed (``None`` when it did not):
+        ``the script failed: exit 3``, ``the script failed: RuntimeError: ...``."""
+        if not self.failed:
+            return None
+        if self.status == "exception" and self.exception:
+            name, _, message = self.exception.partition(":")
+            lines = message.strip().splitlines()
+            first = f"{name}{self.where}: {lines[0] if lines else ''}".rstrip(": ")
+            return f"the script failed: {first[:200]}"
+        if self.status == "signal":
+            return f"the program was {self.exception or 'killed'}"
+        return f"the script failed: exit {self.code}"
 
     @property
     def failed(self) -> bool:
         return self.code != 0
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        found = asdict(self)
+        del found["where"]
+        return found
 
 
 def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
@@ -70,13 +88,28 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
         if reraise:
             raise
         print_user_traceback(error)
-        return ExitInfo("exception", 1, f"{type(error).__name__}: {error}")
+        code = 130 if isinstance(error, KeyboardInterrupt) else 1  # as Python's exit status
+        return ExitInfo("exception", code, f"{type(error).__name__}: {error}", _where(error))
     finally:
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
         sys.argv = saved_argv
         if saved_path0 is not None:
             sys.path[0] = saved_path0
+
+
+def _where(error: BaseException) -> str:
+    """`` at train.py:4``: the script's line that raised (a SyntaxError's own line), if known."""
+    if isinstance(error, SyntaxError) and error.filename and error.lineno:
+        return f" at {os.path.basename(error.filename)}:{error.lineno}"
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_TENSOR_DAP_DIR):
+            last = tb
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    return f" at {os.path.basename(last.tb_frame.f_code.co_filename)}:{last.tb_lineno}"
 
 
 def _exit_info(stop: SystemExit) -> ExitInfo:

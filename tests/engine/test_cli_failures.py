@@ -1,0 +1,51 @@
+"""A script that fails is never summed up as "no findings": ``check`` and ``trace`` say how it
+failed, and ``trace`` keeps the script's exit status (130 after Ctrl-C, as Python)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = {
+    "raises.py": 'import torch\nx = torch.ones(3)\nraise ValueError("bad shape (3, 4)")\n',
+    "exits.py": "import sys\nsys.exit(3)\n",
+    "broken.py": "x = (\n",
+    "interrupted.py": "raise KeyboardInterrupt\n",
+}
+
+
+def _run(tmp_path: Path, command: str, name: str) -> subprocess.CompletedProcess:
+    script = tmp_path / name
+    script.write_text(SCRIPTS[name])
+    return subprocess.run(
+        [sys.executable, "-m", "tensor_dap", command, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "summary"),
+    [
+        ("raises.py", "the script failed: ValueError at raises.py:3: bad shape (3, 4)"),
+        ("exits.py", "the script failed: exit 3"),
+        ("broken.py", "the script failed: SyntaxError at broken.py:1: '(' was never closed"),
+    ],
+)
+def test_check_says_how_the_script_failed(tmp_path: Path, name: str, summary: str) -> None:
+    done = _run(tmp_path, "check", name)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"tensor-dap: no findings; {summary}"), last
+
+
+@pytest.mark.parametrize(("name", "status"), [("exits.py", 3), ("interrupted.py", 130)])
+def test_trace_exits_as_the_script_would(tmp_path: Path, name: str, status: int) -> None:
+    """``sys.exit(3)`` exits 3; an uncaught KeyboardInterrupt 130 (what a shell sees of
+    Python's own exit by SIGINT)."""
+    assert _run(tmp_path, "trace", name).returncode == status
