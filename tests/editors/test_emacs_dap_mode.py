@@ -177,14 +177,15 @@ def test_dap_mode_stops_on_the_user_line_with_rule_message_and_tensor_variables(
 
 
 def _readme_elisp(into: Path) -> Path:
-    """The elisp block users copy: README.md's once it has one, else README-snippet.md's."""
-    for source in (ROOT / "README.md", HERE / "README-snippet.md"):
+    """The elisp block users copy: docs/debugging.md's (linked from the README) once it has
+    one, else README-snippet.md's."""
+    for source in (ROOT / "docs" / "debugging.md", HERE / "README-snippet.md"):
         blocks = re.findall(r"```elisp\n(.*?)```", source.read_text(), re.DOTALL)
         blocks = [b for b in blocks if "dap-register-debug-provider" in b]
         if blocks:
             into.write_text(blocks[0])
             return into
-    raise AssertionError("no elisp block with dap-register-debug-provider in README(-snippet)")
+    raise AssertionError("no elisp block with dap-register-debug-provider in docs/debugging.md")
 
 
 @pytest.mark.timeout(EMACS_TIMEOUT + 60)
