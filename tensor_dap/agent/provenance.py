@@ -15,7 +15,7 @@ cut, whatever the depth of the model or the length of the computation after the 
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from tensor_dap.agent.findings import Origin
 from tensor_dap.agent.tensor_map import TensorMap
@@ -108,25 +108,22 @@ def first_cut(prov: Optional[Prov], limit: int = 64) -> Optional[Prov]:
     """The nearest Prov (breadth first through parents) at which gradient history was cut."""
     if prov is not None and prov.cut_at is not None:
         return prov.cut_at
-    queue = [prov] if prov is not None else []
-    seen = 0
-    while queue and seen < limit:
-        current = queue.pop(0)
-        seen += 1
-        if current.cut:
-            return current
-        queue.extend(current.parents)
-    return None
+    return _nearest(prov, lambda p: bool(p.cut), limit)
 
 
 def untracked_input(prov: Optional[Prov], limit: int = 64) -> Optional[Prov]:
     """The nearest Prov upstream whose inputs could not all be followed, if one."""
+    return _nearest(prov, lambda p: p.untracked, limit)
+
+
+def _nearest(prov: Optional[Prov], wanted: Callable[[Prov], bool], limit: int) -> Optional[Prov]:
+    """The first Prov, breadth first from ``prov`` through parents, that is ``wanted``."""
     queue = [prov] if prov is not None else []
     seen = 0
     while queue and seen < limit:
         current = queue.pop(0)
         seen += 1
-        if current.untracked:
+        if wanted(current):
             return current
         queue.extend(current.parents)
     return None
