@@ -87,7 +87,8 @@ def main() -> None:
             optimizer.step()
             if BUG == "preds-tolist":
                 preds = logits.argmax(dim=-1).tolist()  # bug[preds-tolist]: leaves-device
-                correct += sum(int(p == t) for p, t in zip(preds, y.tolist()))
+                targets = y.tolist()  # bug[preds-tolist]: leaves-device
+                correct += sum(int(p == t) for p, t in zip(preds, targets))
             else:
                 correct += int((logits.argmax(dim=-1) == y).sum())
             seen += len(y)
