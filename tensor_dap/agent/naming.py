@@ -134,6 +134,27 @@ def _local_name(frame: FrameType, obj: Any) -> Optional[str]:
     return None
 
 
+def object_name(frame: Optional[FrameType], obj: Any) -> Optional[str]:
+    """What the user's code in ``frame`` calls ``obj``: a local (``opt``), an attribute of
+    ``self`` (``self.opt``) or a global of the frame's module (``optimizerD``)."""
+    if frame is None:
+        return None
+    name = _local_name(frame, obj)
+    if name is not None:
+        return name
+    try:
+        owner = frame.f_locals.get("self")
+        for attribute, value in vars(owner).items() if owner is not None else ():
+            if value is obj:
+                return f"self.{attribute}"
+        for global_name, value in frame.f_globals.items():
+            if value is obj:
+                return global_name
+    except Exception:
+        return None
+    return None
+
+
 def _module_param_name(frame: FrameType, obj: Any) -> Optional[str]:
     """``Linear.weight`` when ``obj`` is a parameter or buffer of ``self`` in ``frame``."""
     try:

@@ -132,3 +132,31 @@ def test_every_real_zeroing_keeps_the_rule_quiet(
     zero: Callable[..., None], modify: Callable[[nn.Module], None], device: str
 ) -> None:
     assert train(_device(device), zero, modify) == []
+
+
+class Trainer:
+    """Keeps its optimizer as ``self.opt`` (as forward-forward's layers do)."""
+
+    def __init__(self) -> None:
+        self.model = nn.Linear(4, 1)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+    def step(self, x: torch.Tensor) -> None:
+        self.model(x).pow(2).mean().backward()
+        self.opt.step()
+
+
+def test_the_fix_names_the_optimizer_as_the_code_does() -> None:
+    x = torch.randn(8, 4)
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            model(x).pow(2).mean().backward()
+            opt.step()
+        trainer = Trainer()
+        for _ in range(3):
+            trainer.step(x)
+    first, second = (f.message for f in watch.findings)
+    assert "Call opt.zero_grad() before loss.backward()" in first
+    assert "Call self.opt.zero_grad() before loss.backward()" in second

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from tensor_dap import catalog
-from tensor_dap.agent import frames, optimizers
+from tensor_dap.agent import frames, naming, optimizers
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.rules import Report
@@ -70,6 +70,8 @@ def install(state: Any) -> list[Any]:
             report = _check(optimizer, state)
             if report is not None:
                 report.frame = frames.user_frame(caller)
+                name = naming.object_name(report.frame, optimizer) or "optimizer"
+                report.message = _message(report.extra["stale"], report.extra["total"], name)
                 state._emit(RULE.id, report, _STEP, caller)
         except Exception:
             state._rule_failed(RULE.id)
@@ -135,20 +137,27 @@ def _check(optimizer: Any, state: Any) -> Optional[Report]:
     if not stale:
         return None
     total = len(_params(optimizer))
-    return Report(tensors=stale[:4], message=_message(len(stale), total), operands=False)
+    return Report(
+        tensors=stale[:4],
+        message=_message(len(stale), total, "optimizer"),
+        operands=False,
+        extra={"stale": len(stale), "total": total},
+    )
 
 
 def _was_zeroed(grad: Any, zeroed: set[Any]) -> bool:
     return id(grad) in zeroed or storage_key(grad) in zeroed
 
 
-def _message(stale: int, total: int) -> Any:
+def _message(stale: int, total: int, optimizer: str) -> Any:
+    """``optimizer``: the name the user's code gives the optimizer (``opt``, ``self.opt``)."""
+
     def build(described: list[Any], expression: str) -> str:
         examples = ", ".join(f"{d.name} {d.shape_text}" for d in described)
         return (
             f"`{expression}`: {stale} of {total} parameters get gradients that still hold "
             f"contributions from before the previous step() ({examples}): zero_grad() was not "
-            "called since. Call optimizer.zero_grad() before loss.backward() in each step."
+            f"called since. Call {optimizer}.zero_grad() before loss.backward() in each step."
         )
 
     return build
