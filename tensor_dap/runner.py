@@ -135,13 +135,26 @@ def _thread_excepthook(args: Any) -> None:
     print_user_traceback(args.exc_value)
 
 
+def _is_dispatch(code: Any) -> bool:
+    """``torch.overrides.handle_torch_function``: how Python functions reach a mode."""
+    return code.co_name == "handle_torch_function" and code.co_filename.replace("\\", "/").endswith(
+        "torch/overrides.py"
+    )
+
+
 def print_user_traceback(error: BaseException) -> None:
     """The traceback Python would print, without tensor-dap's own frames."""
     tb = error.__traceback__
-    frames = []
+    frames: list[Any] = []
     while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        if not filename.startswith(_TENSOR_DAP_DIR):
+        code = tb.tb_frame.f_code
+        if _is_dispatch(code):
+            # ``F.cross_entropy`` handing itself to the watch: that frame and the call line of
+            # the function above it exist only because a mode is on; the function runs again
+            # below, as it does without tensor-dap
+            if frames:
+                frames.pop()
+        elif not code.co_filename.startswith(_TENSOR_DAP_DIR):
             frames.append(tb)
         tb = tb.tb_next
     # rebuild the chain of kept frames

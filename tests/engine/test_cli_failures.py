@@ -1,5 +1,5 @@
 """A script that fails is never summed up as "no findings": ``check`` and ``trace`` say how it
-failed, and ``trace`` keeps the script's exit status (130 after Ctrl-C, as Python)."""
+failed, ``trace`` keeps the script's exit status (130 after Ctrl-C, as Python), and tracebacks are Python's."""
 
 from __future__ import annotations
 
@@ -9,11 +9,25 @@ from pathlib import Path
 
 import pytest
 
+RAISES_IN_TORCH = """import torch
+import torch.nn.functional as F
+from torch import nn
+
+def loss_of(logits, target):
+    return F.cross_entropy(logits, target)
+
+model = nn.Sequential(nn.Linear(4, 3))
+logits = model(torch.randn(2, 4))
+loss = loss_of(logits, torch.tensor([0, 7]))
+"""
+
+
 SCRIPTS = {
     "raises.py": 'import torch\nx = torch.ones(3)\nraise ValueError("bad shape (3, 4)")\n',
     "exits.py": "import sys\nsys.exit(3)\n",
     "broken.py": "x = (\n",
     "interrupted.py": "raise KeyboardInterrupt\n",
+    "torch_raises.py": RAISES_IN_TORCH,
 }
 
 
@@ -49,3 +63,21 @@ def test_trace_exits_as_the_script_would(tmp_path: Path, name: str, status: int)
     """``sys.exit(3)`` exits 3; an uncaught KeyboardInterrupt 130 (what a shell sees of
     Python's own exit by SIGINT)."""
     assert _run(tmp_path, "trace", name).returncode == status
+
+
+def _traceback(stderr: str) -> str:
+    start = stderr.index("Traceback (most recent call last):")
+    end = stderr.index("\n", stderr.index("IndexError", start))
+    return stderr[start:end]
+
+
+@pytest.mark.parametrize("command", ["check", "trace"])
+def test_a_traceback_through_torch_is_pythons(tmp_path: Path, command: str) -> None:
+    """No frame of the watch (torch's ``handle_torch_function`` and the call that led to it)
+    between the user's lines and torch's own."""
+    done = _run(tmp_path, command, "torch_raises.py")
+    plain = subprocess.run(
+        [sys.executable, str(tmp_path / "torch_raises.py")], capture_output=True, text=True
+    )
+    assert "IndexError" in plain.stderr
+    assert _traceback(done.stderr) == _traceback(plain.stderr)
