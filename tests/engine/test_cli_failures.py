@@ -1,5 +1,6 @@
 """A script that fails is never summed up as "no findings": ``check`` and ``trace`` say how it
-failed, ``trace`` keeps the script's exit status (130 after Ctrl-C, as Python), and tracebacks are Python's."""
+failed, ``trace`` keeps the script's exit status (130 after Ctrl-C, as Python), and tracebacks
+are Python's."""
 
 from __future__ import annotations
 
