@@ -31,7 +31,15 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tensor_dap.agent import frames, naming, native, operators, optimizers, tensor_map
+from tensor_dap.agent import (
+    compile_guard,
+    frames,
+    naming,
+    native,
+    operators,
+    optimizers,
+    tensor_map,
+)
 from tensor_dap.agent.describe import describe
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.library_calls import REWRAPPING, api_called
@@ -268,6 +276,7 @@ class Watch:
         operators.install((_Mode,))
         optimizers.install((_Mode,))
         tensor_map.guard_swaps()
+        compile_guard.install()
         self._operators = True
         self._follow_new_threads()
 

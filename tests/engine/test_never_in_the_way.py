@@ -115,3 +115,35 @@ def test_a_program_that_converts_its_model_runs_the_same_under_check(tmp_path: P
     assert plain.returncode == 0, plain.stderr
     assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
     assert run.stdout == "torch.float64 torch.float64\n"
+
+
+COMPILED = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+compiled = torch.compile(model)  # inductor, torch's default
+x, y = torch.randn(32, 8), torch.randn(32, 1)
+for _ in range(3):
+    optimizer.zero_grad()
+    loss = ((compiled(x) - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    print(f"{loss.item():.6f}")
+"""
+
+
+def test_a_compiled_model_trains_the_same_and_quietly_under_check(tmp_path: Path, check) -> None:  # noqa: ANN001
+    """Same losses; and dynamo, which cannot trace the watch, neither warns nor tries to
+    compile tensor-dap's own functions."""
+    import subprocess
+
+    script = tmp_path / "compiled.py"
+    script.write_text(COMPILED)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    run = check(script)
+    assert plain.returncode == 0, plain.stderr
+    assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
+    assert run.stderr.strip().splitlines() == ["tensor-dap: no findings"], run.stderr[-2000:]
