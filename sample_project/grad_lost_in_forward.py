@@ -23,7 +23,8 @@ class Net(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.fc1(x))
-        h = torch.tensor(h.tolist(), device=x.device)  # the history of fc1 ends here
+        # the history of fc1 ends here (and .tolist() copies h to the host)
+        h = torch.tensor(h.tolist(), device=x.device)  # expect: leaves-device
         return self.fc2(h)
 
 

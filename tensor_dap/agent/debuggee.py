@@ -153,9 +153,10 @@ def run_listening(
     import debugpy
 
     watch, starter = _watch(rules)
+    # debugpy listens first: the agent's published address tells a client it may attach now
+    debugpy.listen((host, port))
     listener = ChannelListener(starter.rules_changed)
     try:
-        debugpy.listen((host, port))
         if wait:
             debugpy.wait_for_client()
             # a tensor-dap adapter connects to the agent right after the client attached;
