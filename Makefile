@@ -21,10 +21,17 @@ $(VENV)/.installed: pyproject.toml setup.py tensor_dap/agent/_fastpath.c
 	$(PY) -m pip install --quiet "$(TORCH)" -e ".[dev]"
 	touch $@
 
+# each sample once, its findings once (the end summary: the script's own output and traceback
+# are left out); the DDP sample runs under torchrun, as the README shows
+DEMO_SUMMARY := sed -n '/^tensor-dap: \(no findings\|[0-9]* finding\)/,$$p'
 demo: install
 	@for script in sample_project/*.py; do \
 		echo "== tensor-dap check $$script"; \
-		$(VENV)/bin/tensor-dap check --rules all $$script > /dev/null || true; \
+		case $$script in \
+		*ddp_*) $(VENV)/bin/tensor-dap check --rules all -- $(PY) -m torch.distributed.run \
+			--standalone --nproc_per_node 2 $$script 2>&1 >/dev/null | $(DEMO_SUMMARY) ;; \
+		*) $(VENV)/bin/tensor-dap check --rules all $$script 2>&1 >/dev/null | $(DEMO_SUMMARY) ;; \
+		esac; \
 	done
 
 lint: install

@@ -99,12 +99,14 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
 
 
 def _where(error: BaseException) -> str:
-    """`` at train.py:4``: the script's line that raised (a SyntaxError's own line), if known."""
+    """`` at train.py:4``: the user's last line in the traceback (a SyntaxError's own line)."""
     if isinstance(error, SyntaxError) and error.filename and error.lineno:
         return f" at {os.path.basename(error.filename)}:{error.lineno}"
+    from tensor_dap.agent.frames import is_user_code  # (loads torch: only once it failed)
+
     tb, last = error.__traceback__, None
-    while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_TENSOR_DAP_DIR):
+    while tb is not None:  # the user's last line, not torch's (``loss.backward()``)
+        if is_user_code(tb.tb_frame.f_code):
             last = tb
         tb = tb.tb_next
     if last is None:

@@ -4,6 +4,7 @@ are Python's."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ SCRIPTS = {
     "broken.py": "x = (\n",
     "interrupted.py": "raise KeyboardInterrupt\n",
     "torch_raises.py": RAISES_IN_TORCH,
+    "backward.py": "import torch\nx = torch.ones(3)\nx.sum().backward()\n",
 }
 
 
@@ -50,13 +52,19 @@ def _run(tmp_path: Path, command: str, name: str) -> subprocess.CompletedProcess
         ("raises.py", "the script failed: ValueError at raises.py:3: bad shape (3, 4)"),
         ("exits.py", "the script failed: exit 3"),
         ("broken.py", "the script failed: SyntaxError at broken.py:1: '(' was never closed"),
+        # the user's line, not torch's where the error was raised
+        ("backward.py", "the script failed: RuntimeError at backward.py:3: element 0 of"),
     ],
 )
 def test_check_says_how_the_script_failed(tmp_path: Path, name: str, summary: str) -> None:
     done = _run(tmp_path, "check", name)
     assert done.returncode == 1
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"tensor-dap: no findings; {summary}"), last
+    (header,) = [
+        line
+        for line in done.stderr.splitlines()
+        if re.match(r"tensor-dap: (no findings|\d+ finding\(s\))", line)
+    ]
+    assert re.match(rf"tensor-dap: (no findings|1 finding\(s\)); {re.escape(summary)}", header)
 
 
 @pytest.mark.parametrize(("name", "status"), [("exits.py", 3), ("interrupted.py", 130)])
