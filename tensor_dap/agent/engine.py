@@ -468,8 +468,7 @@ class Watch:
             if node is not None:  # where this graph node was made (for inplace-saved)
                 node.metadata[NODE_PROV_KEY] = prov
         else:  # keep how this tensor came to lack gradient history (for grad-lost)
-            registry = self.provenance
-            prov = _history(op_name, args, user, registry.lookup, registry.lookup_number)
+            prov = _history(op_name, args, user, self.provenance)
         self.provenance.record(out, prov)
 
     def _record_number(self, info: OpInfo, tensor: Any, number: float, caller: FrameType) -> None:
@@ -620,7 +619,7 @@ _LIST_INPUTS = 64
 
 
 def _history(
-    op_name: str, args: tuple[Any, ...], user: FrameType, lookup: Any, lookup_number: Any
+    op_name: str, args: tuple[Any, ...], user: FrameType, registry: ProvenanceRegistry
 ) -> Prov:
     """The Prov of a tensor without gradient history made by ``op_name`` from ``args`` at
     ``user``'s line: its parents' Provs, or the cut, when an input required grad. Inputs
@@ -634,14 +633,14 @@ def _history(
         items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
         for item in items:
             if item.__class__ is float:  # a number read by .item() from a tensor with history
-                read = lookup_number(item)
+                read = registry.lookup_number(item)
                 if read is not None:
                     parents.append(read)
             elif isinstance(item, _Tensor):
                 if item.requires_grad:
                     cut = _cut_description(op_name, grad_enabled)
                 else:
-                    parent = lookup(item)
+                    parent = registry.lookup(item)
                     if parent is not None:
                         parents.append(parent)
                     else:

@@ -36,6 +36,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming
+from tensor_dap.agent.graph_nodes import saved_attribute_names
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
 from tensor_dap.agent.rules import Report
@@ -45,7 +46,6 @@ RULE = catalog.rule("inplace-saved")
 
 _Tensor = torch.Tensor
 _MAX_NODES = 5000
-_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 _FREED = "after they have already been freed"
 
 
@@ -139,19 +139,6 @@ def _root(tensor: Any) -> Any:
     return tensor if base is None else base
 
 
-def _saved_attrs(node: Any) -> tuple[str, ...]:
-    kind = type(node)
-    names = _SAVED_ATTRS.get(kind)
-    if names is None:
-        names = tuple(
-            n
-            for n in dir(node)
-            if n.startswith("_saved_") and not n.endswith(("_sym_sizes", "_sym_strides"))
-        )
-        _SAVED_ATTRS[kind] = names
-    return names
-
-
 def _find_saver(roots: list[Any], target: _Target) -> Optional[Any]:
     """The first live node that saved a tensor sharing ``target``'s version counter."""
     seen: set[int] = set()
@@ -161,7 +148,7 @@ def _find_saver(roots: list[Any], target: _Target) -> Optional[Any]:
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
-        for attr in _saved_attrs(node):
+        for attr in saved_attribute_names(node):
             try:
                 value = getattr(node, attr)
             except RuntimeError as error:

@@ -67,11 +67,13 @@ def install(state: Any) -> list[Any]:
         if RULE.id not in state.enabled or RULE.id in state.failed:
             return
         try:
-            report = _check(optimizer, state)
-            if report is not None:
-                report.frame = frames.user_frame(caller)
-                name = naming.object_name(report.frame, optimizer) or "optimizer"
-                report.message = _message(report.extra["stale"], report.extra["total"], name)
+            stale = _stale(optimizer, state)
+            if stale:
+                user = frames.user_frame(caller)
+                name = naming.object_name(user, optimizer) or "optimizer"
+                total = len(_params(optimizer))
+                message = _message(len(stale), total, name)
+                report = Report(tensors=stale[:4], message=message, operands=False, frame=user)
                 state._emit(RULE.id, report, _STEP, caller)
         except Exception:
             state._rule_failed(RULE.id)
@@ -121,10 +123,12 @@ def _after_step(state: Any) -> TensorMap[int]:
     return table
 
 
-def _check(optimizer: Any, state: Any) -> Optional[Report]:
+def _stale(optimizer: Any, state: Any) -> list[Any]:
+    """The parameters whose gradient was added to since the last step that used it and not
+    zeroed in between."""
     after_step = state.rule_state.get(_AFTER_STEP)
     if not after_step:
-        return None
+        return []
     zeroed = state.rule_state.get(_ZEROED, set())
     stale = []
     for param in _params(optimizer):
@@ -134,15 +138,7 @@ def _check(optimizer: Any, state: Any) -> Optional[Report]:
         version = after_step.get(grad)
         if version is not None and grad._version != version and not _was_zeroed(grad, zeroed):
             stale.append(param)
-    if not stale:
-        return None
-    total = len(_params(optimizer))
-    return Report(
-        tensors=stale[:4],
-        message=_message(len(stale), total, "optimizer"),
-        operands=False,
-        extra={"stale": len(stale), "total": total},
-    )
+    return stale
 
 
 def _was_zeroed(grad: Any, zeroed: set[Any]) -> bool:

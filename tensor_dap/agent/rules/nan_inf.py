@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming
+from tensor_dap.agent.graph_nodes import saved_attribute_names
 from tensor_dap.agent.ops import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY
 from tensor_dap.agent.rules import Report
@@ -262,10 +263,9 @@ def _saved_finite(node: Any) -> bool:
     """Whether the tensors ``node`` saved in forward (its inputs or result) are finite, as far as
     can be told (read in its hook: they are freed once backward is past it)."""
     saved: list[Any] = []
-    for name in dir(node):
-        if name.startswith("_saved_"):
-            value = getattr(node, name, None)
-            saved.extend(value if isinstance(value, (list, tuple)) else (value,))
+    for name in saved_attribute_names(node):
+        value = getattr(node, name, None)
+        saved.extend(value if isinstance(value, (list, tuple)) else (value,))
     if not saved:  # a custom autograd.Function keeps them here
         saved.extend(getattr(node, "saved_tensors", None) or ())
     return all(_finite(t) is not False for t in saved if isinstance(t, _Tensor))
