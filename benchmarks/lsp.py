@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from tensor_dap.trace import Observation, TraceWriter, text_digest
+from tensor_dap.tracedb import Observation, TraceWriter, text_digest
 
 PROCESSES = ["main", "rank 1", "rank 2", "rank 3"]
 

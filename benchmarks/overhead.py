@@ -18,7 +18,7 @@ in CPU time, and reports the median ratio to plain execution:
 - ``TorchSnooper``: ``@torchsnooper.snoop()`` on the workload, output to a file (when the
   ``torchsnooper`` package imports; ``pip install -e .[bench]``), in a pass of its own.
 
-As in a program, the C operator shadows (``tensor_dap/agent/operators.py``) and the
+As in a program, the C operator shadows (``tensor_dap/agent/operator_shadows.py``) and the
 ``zero_grad`` wrapper (``tensor_dap/agent/optimizers.py``) stay installed once the first watch
 installed them; plain runs after it pass through them (one C check per operator, about 1% of a
 scalar op; one check per ``zero_grad()``), so the ratios below understate the watch by about

@@ -24,10 +24,10 @@ from timing import interleaved_ratios  # noqa: E402
 from workloads import make_mlp_step, make_scalar_autograd_loop, make_scalar_loop  # noqa: E402
 
 from tensor_dap.agent.engine import Watch  # noqa: E402
-from tensor_dap.tracing.backends import make_backend  # noqa: E402
-from tensor_dap.tracing.output import Sink  # noqa: E402
-from tensor_dap.tracing.store import LineStore  # noqa: E402
-from tensor_dap.tracing.tracer import Tracer  # noqa: E402
+from tensor_dap.linetrace.backends import make_backend  # noqa: E402
+from tensor_dap.linetrace.output import Sink  # noqa: E402
+from tensor_dap.linetrace.store import LineStore  # noqa: E402
+from tensor_dap.linetrace.tracer import Tracer  # noqa: E402
 
 Run = Callable[[int], None]
 _DIR = tempfile.mkdtemp(prefix="tensor-dap-trace-bench-")

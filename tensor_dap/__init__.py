@@ -25,8 +25,8 @@ def watch(*args: Any, **kwargs: Any) -> Any:
 
 def snoop(*args: Any, **kwargs: Any) -> Any:
     """Trace a function (``@snoop()``) or block (``with snoop():``) line by line, like
-    ``torchsnooper.snoop()``. See :class:`tensor_dap.tracing.snoop.snoop` for the arguments.
+    ``torchsnooper.snoop()``. See :class:`tensor_dap.linetrace.snoop.snoop` for the arguments.
     """
-    from tensor_dap.tracing.snoop import snoop as _snoop
+    from tensor_dap.linetrace.snoop import snoop as _snoop
 
     return _snoop(*args, **kwargs)

@@ -34,7 +34,7 @@ from tensor_dap.agent.recorder import TraceRecorder
 from tensor_dap.agent.spread import ChildConfig, Exported, child_environment
 from tensor_dap.agent.trace_session import TraceSession
 from tensor_dap.runner import ExitInfo, run_script
-from tensor_dap.trace import TraceStoreError, TraceWriter, default_trace_path, process_label
+from tensor_dap.tracedb import TraceStoreError, TraceWriter, default_trace_path, process_label
 
 USAGE_ERROR = 2
 

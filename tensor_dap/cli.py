@@ -182,7 +182,7 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     if not os.path.isfile(options.script):
         parser.exit(USAGE_ERROR, f"tensor-dap trace: no such script: {options.script}\n")
     _prepare_outputs(parser, "trace", [(options.output, "--output"), (options.trace, "--trace")])
-    from tensor_dap.tracing.command import run_trace
+    from tensor_dap.linetrace.command import run_trace
 
     return run_trace(
         options.script,

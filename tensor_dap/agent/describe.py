@@ -68,7 +68,7 @@ class Described:
         )
 
 
-def describe(tensor: Any, name: str, prov: Optional[Prov]) -> Described:
+def describe_tensor(tensor: Any, name: str, prov: Optional[Prov]) -> Described:
     try:
         shape = tuple(int(s) for s in tensor.shape)
     except Exception:
@@ -90,7 +90,7 @@ def describe(tensor: Any, name: str, prov: Optional[Prov]) -> Described:
 
 def summary(tensor: Any) -> str:
     """``tensor<(4, 1) float32 cpu grad AddmmBackward0>``, metadata only."""
-    d = describe(tensor, "", None)
+    d = describe_tensor(tensor, "", None)
     parts = [d.shape_text, d.dtype, d.device]
     if d.grad_fn:
         parts.append(f"grad {d.grad_fn}")

@@ -4,10 +4,10 @@ A ``TorchFunctionMode`` receives each torch function called while the watch is a
 methods, operators, ``torch.*`` functions, ``torch.nn.functional``). The per-op path is the
 whole cost of the engine, so it is lean:
 
-- a per-function *plan* is computed once (:mod:`tensor_dap.agent.ops`): which rule checks apply
+- a per-function *plan* is computed once (:mod:`tensor_dap.agent.op_kinds`): which rule checks apply
   to that function; metadata reads such as ``t.grad`` or ``t.shape`` pass straight through;
 - Tensor's operators (``a * b``, ``t += 1``...) skip the mode's dispatch and come straight to
-  the same per-op path (:mod:`tensor_dap.agent.operators`);
+  the same per-op path (:mod:`tensor_dap.agent.operator_shadows`);
 - that path runs in C where it is built (``_fastpath.c``, :mod:`tensor_dap.agent.native`),
   else in Python (:func:`handle_op`): the same steps, calling the same Python rules;
 - no pytree walks: arguments are scanned one level deep;
@@ -36,16 +36,16 @@ from tensor_dap.agent import (
     frames,
     naming,
     native,
-    operators,
+    operator_shadows,
     optimizers,
     tensor_map,
 )
-from tensor_dap.agent.describe import describe
+from tensor_dap.agent.describe import describe_tensor
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.library_calls import REWRAPPING, api_called
 from tensor_dap.agent.no_grad_source import no_grad_site
-from tensor_dap.agent.ops import OpInfo
-from tensor_dap.agent.ops import describe as describe_op
+from tensor_dap.agent.op_kinds import OpInfo
+from tensor_dap.agent.op_kinds import classify as classify_op
 from tensor_dap.agent.process import current_rank, process_info
 from tensor_dap.agent.provenance import MAX_DEPTH, NODE_PROV_KEY, Prov, ProvenanceRegistry
 from tensor_dap.agent.ranks import rules_for_rank
@@ -76,7 +76,7 @@ def handle_op(
     mode: Any, op: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
 ) -> Any:
     """Run ``func`` for the user's frame ``caller`` with the rules for ``op`` around it (the
-    mode is off the stack here: torch popped it, or :mod:`operators` did).
+    mode is off the stack here: torch popped it, or :mod:`operator_shadows` did).
 
     Every line here runs for every op: each is paid for in benchmarks/overhead.py. Its C twin
     in ``_fastpath.c`` runs the very same steps; change both together.
@@ -132,7 +132,7 @@ class _Mode(TorchFunctionMode):
         # it reads)
         caller = _getframe(1)
         code = caller.f_code
-        if code is operators.SHADOW_CODE:  # an operator the shadow handed on
+        if code is operator_shadows.SHADOW_CODE:  # an operator the shadow handed on
             caller = caller.f_back
         elif code is _DISPATCH_CODE and caller.f_back is not None:  # see _DISPATCH_CODE
             caller = caller.f_back.f_back or caller
@@ -156,7 +156,7 @@ def use_native(on: bool) -> bool:
     at the next watch that installs them (for tests and benchmarks, with no watch running).
     """
     native.enabled = on and native.fastpath is not None
-    operators.release()  # the next watch installs the shadows of the path chosen
+    operator_shadows.release()  # the next watch installs the shadows of the path chosen
     if native.enabled:
         _Mode.__torch_function__ = native.fastpath.TorchFunction()
     else:
@@ -164,7 +164,7 @@ def use_native(on: bool) -> bool:
     return native.enabled
 
 
-native.configure(_PASS, operators.PLAIN, RANKS_DIFFER)
+native.configure(_PASS, operator_shadows.PLAIN, RANKS_DIFFER)
 use_native(True)
 
 
@@ -272,8 +272,8 @@ class Watch:
                     self._rule_failed(rule_id)
         self._mode = _Mode(self)
         self._mode.__enter__()
-        operators.track(self._mode)
-        operators.install((_Mode,))
+        operator_shadows.track(self._mode)
+        operator_shadows.install((_Mode,))
         optimizers.install((_Mode,))
         tensor_map.guard_swaps()
         compile_guard.install()
@@ -286,17 +286,17 @@ class Watch:
         if self._operators:
             self._operators = False
             optimizers.uninstall()  # first: it puts back a mode a failed step took off
-            operators.uninstall()
+            operator_shadows.uninstall()
         if self._thread_hook is not None:
             if _thread_profile() is self._thread_hook:
                 threading.setprofile(self._previous_profile)
             self._thread_hook = None
         if self._mode is not None:
             mode, self._mode = self._mode, None
-            operators.untrack(self)
+            operator_shadows.untrack(self)
             try:
                 # wherever it is: a mode the program pushed after it stays where it is
-                operators.remove_mode(mode)
+                operator_shadows.remove_mode(mode)
             except Exception:
                 log.exception("tensor-dap: could not pop the watch mode")
         for handle in self._handles:
@@ -324,7 +324,7 @@ class Watch:
                 if self._mode is not None and not _is_tool_thread(threading.current_thread()):
                     mode = _Mode(self)
                     mode.__enter__()
-                    operators.track(mode)
+                    operator_shadows.track(mode)
             except Exception:
                 log.exception("tensor-dap: could not watch a new thread")
 
@@ -370,7 +370,7 @@ class Watch:
         # thread) may switch self._plans meanwhile, and a shared dict must hold its own plans
         plans = self._plans
         active, accelerator_seen = plans[_PLANNED_FOR]
-        info = describe_op(func)
+        info = classify_op(func)
         if info.passthrough:
             plan: Any = _PASS
         else:
@@ -547,7 +547,7 @@ class Watch:
                 return None
         names = naming.name_tensors(report.tensors, info.name, caller, user, report.operands)
         described = [
-            describe(t, n, self.provenance.lookup(t) or naming.assigned_before(user, n))
+            describe_tensor(t, n, self.provenance.lookup(t) or naming.assigned_before(user, n))
             for t, n in zip(report.tensors, names)
         ]
         if report.at is not None:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 from tensor_dap.agent import naming
 from tensor_dap.agent.describe import dtype_name, grad_fn_name
-from tensor_dap.trace import Observation
+from tensor_dap.tracedb import Observation
 
 LineHits = Callable[[CodeType, int], int]
 
@@ -99,7 +99,7 @@ class LabelledRecorder(TraceRecorder):
 
     def observations(self, line_hits: Optional[LineHits] = None) -> list[Observation]:
         from tensor_dap.agent.process import process_info
-        from tensor_dap.trace import process_label
+        from tensor_dap.tracedb import process_label
 
         self.process = process_label(process_info())
         return super().observations(line_hits)

@@ -15,9 +15,9 @@ from typing import Any, Optional
 from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.recorder import TraceRecorder
 from tensor_dap.agent.threads import start_tool_thread
-from tensor_dap.trace import TraceStoreError, TraceWriter, source_text, text_digest
+from tensor_dap.tracedb import TraceStoreError, TraceWriter, source_text, text_digest
 
-log = logging.getLogger("tensor_dap.trace")
+log = logging.getLogger("tensor_dap.tracedb")
 
 
 class TraceSession:

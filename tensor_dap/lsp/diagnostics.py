@@ -18,7 +18,7 @@ from typing import Sequence
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from tensor_dap.trace import StoredFinding
+from tensor_dap.tracedb import StoredFinding
 
 from .static_lints import LOAD_WITHOUT_MAP_LOCATION, Lint
 from .store import FileData

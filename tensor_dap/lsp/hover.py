@@ -13,7 +13,7 @@ from typing import Optional
 
 from lsprotocol import types
 
-from tensor_dap.trace import Observation
+from tensor_dap.tracedb import Observation
 
 from .inlay_hints import is_stale
 from .store import FileData
@@ -25,7 +25,7 @@ def matches(name: str, word: str) -> bool:
     return bool(word) and (name == word or name.endswith("." + word))
 
 
-def describe(obs: Observation) -> str:
+def observation_markdown(obs: Observation) -> str:
     """The markdown block for one observation."""
     grad = (
         f"grad_fn `{obs.grad_fn}`"
@@ -54,7 +54,7 @@ def hover(
     found = [o for o in data.by_line.get(position.line + 1, []) if matches(o.name, word)]
     if not found:
         return None
-    body = "\n\n---\n\n".join(describe(o) for o in found)
+    body = "\n\n---\n\n".join(observation_markdown(o) for o in found)
     return types.Hover(
         contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=body),
     )

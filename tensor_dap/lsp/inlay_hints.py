@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from lsprotocol import types
 
-from tensor_dap.trace import Observation
+from tensor_dap.tracedb import Observation
 
 from .store import (
     COL,

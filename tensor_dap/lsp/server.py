@@ -32,7 +32,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from tensor_dap import __version__
-from tensor_dap.trace import TRACE_ENV, default_trace_path, text_digest
+from tensor_dap.tracedb import TRACE_ENV, default_trace_path, text_digest
 
 from . import alignment, static_lints
 from . import code_actions as code_actions_feature

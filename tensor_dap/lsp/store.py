@@ -1,6 +1,6 @@
 """The language server's view of the trace store: lazy, cached, and never fatal.
 
-:class:`TraceStore` opens a :class:`~tensor_dap.trace.TraceReader` on first use, caches what it
+:class:`TraceStore` opens a :class:`~tensor_dap.tracedb.TraceReader` on first use, caches what it
 read per file, and drops the cache when the store's ``data_version()`` changes (checked on each
 read and by the server's poll). A missing, empty, locked, truncated or corrupt store answers empty
 results; what is wrong is queued once as a message for ``window/logMessage`` (again only after the
@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from lsprotocol import types
 
-from tensor_dap.trace import (
+from tensor_dap.tracedb import (
     Observation,
     StoredFinding,
     TraceReader,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tensor_dap.trace import Observation
+from tensor_dap.tracedb import Observation
 
 _SHORT_DTYPES = {
     "float32": "f32",

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tensor_dap.trace import TraceReader
+from tensor_dap.tracedb import TraceReader
 from tests.conftest import SAMPLES
 
 
@@ -115,7 +115,7 @@ def test_rule_selection(check) -> None:
     assert {f["rule"] for f in check(script, rules="broadcast").findings} == {"broadcast"}
 
 
-def test_trace_store_records_lines_and_findings(tmp_path: Path, check) -> None:
+def test_tracedb_records_lines_and_findings(tmp_path: Path, check) -> None:
     script = SAMPLES / "masked_scatter_on_cpu.py"
     check(script)
     db = tmp_path / "trace.db"
@@ -131,7 +131,7 @@ def test_trace_store_records_lines_and_findings(tmp_path: Path, check) -> None:
     assert [(f.rule, f.line) for f in findings] == [("device-mismatch", 17)]
 
 
-def test_trace_store_is_bounded_by_code_not_steps(tmp_path: Path, check) -> None:
+def test_tracedb_is_bounded_by_code_not_steps(tmp_path: Path, check) -> None:
     def rows_after(steps: int) -> int:
         script = write(
             tmp_path,

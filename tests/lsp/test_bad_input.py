@@ -16,7 +16,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tensor_dap.trace import Observation, TraceWriter, text_digest
+from tensor_dap.tracedb import Observation, TraceWriter, text_digest
 
 from .conftest import SERVER, eventually, hints, make_workspace, open_document
 from .conftest import run_check as check_script

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tensor_dap.lsp.alignment import aligned, line_map
 from tensor_dap.lsp.store import FileData
-from tensor_dap.trace import StoredFinding, text_digest
+from tensor_dap.tracedb import StoredFinding, text_digest
 
 RUN_TEXT = "a = f()\nb = g(a)\n\nc = a + b\nprint(c)\n"
 

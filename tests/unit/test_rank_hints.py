@@ -9,7 +9,7 @@ from lsprotocol import types
 
 from tensor_dap.lsp.inlay_hints import inlay_hints
 from tensor_dap.lsp.store import TraceStore
-from tensor_dap.trace import Observation, TraceWriter, text_digest
+from tensor_dap.tracedb import Observation, TraceWriter, text_digest
 
 TEXT = "import torch\nbatch = next(it)\nloss = model(batch)\n"
 

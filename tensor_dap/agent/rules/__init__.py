@@ -4,7 +4,7 @@ torch). A rule module defines ``RULE = catalog.rule(ID)`` and some of these hook
 (typed in :mod:`tensor_dap.agent.rules.hooks`):
 
 - ``applies(op) -> bool`` and ``before(op, args, kwargs, state) -> Report | None``: checked before
-  a torch function whose :class:`~tensor_dap.agent.ops.OpInfo` it ``applies`` to runs;
+  a torch function whose :class:`~tensor_dap.agent.op_kinds.OpInfo` it ``applies`` to runs;
 - ``applies_before(op) -> bool``: when defined, decides for ``before`` instead of ``applies``
   (``nan-inf`` reads every op's result ``after``, but only backward calls ``before``: decided
   once per function when it is planned, nothing per op);

@@ -20,7 +20,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import RANKS_DIFFER, Report
 
 RULE = catalog.rule("broadcast")

@@ -20,7 +20,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
-from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.provenance import Prov, first_cut, roots, untracked_input
 from tensor_dap.agent.rules import Report

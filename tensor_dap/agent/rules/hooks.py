@@ -13,7 +13,7 @@ from __future__ import annotations
 from types import FrameType
 from typing import Any, Optional, Protocol
 
-from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import ProvenanceRegistry
 from tensor_dap.agent.rules import Report
 from tensor_dap.catalog import Rule

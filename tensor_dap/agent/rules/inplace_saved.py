@@ -37,7 +37,7 @@ import torch
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.graph_nodes import saved_attribute_names
-from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.storage import storage_key

@@ -14,7 +14,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames
-from tensor_dap.agent.ops import HOST_COPIES, SCALAR_READS, OpInfo
+from tensor_dap.agent.op_kinds import HOST_COPIES, SCALAR_READS, OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created
 

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
-from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.storage import storage_key

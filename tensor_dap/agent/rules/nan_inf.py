@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.graph_nodes import saved_attribute_names
-from tensor_dap.agent.ops import OpInfo
+from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.grad_lost import backward_targets

@@ -13,9 +13,9 @@ import os
 from types import CodeType
 from typing import Any, Optional
 
-from tensor_dap.agent.describe import describe
+from tensor_dap.agent.describe import describe_tensor
 from tensor_dap.agent.recorder import value_name
-from tensor_dap.trace import Observation
+from tensor_dap.tracedb import Observation
 
 
 class LineStore:
@@ -30,11 +30,11 @@ class LineStore:
         key = (id(code), line, name)
         row = self._rows.get(key)
         if row is None:
-            self._rows[key] = [describe(tensor, name, None), 1, False, code, meta]
+            self._rows[key] = [describe_tensor(tensor, name, None), 1, False, code, meta]
             return
         row[1] += 1
         if row[4] != meta:
-            described = describe(tensor, name, None)
+            described = describe_tensor(tensor, name, None)
             if row[0].shape != described.shape:
                 row[2] = True
             row[0], row[4] = described, meta

@@ -16,7 +16,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import tensor_dap
-from tensor_dap.agent import native, operators
+from tensor_dap.agent import native, operator_shadows
 from tensor_dap.testing import accelerator_device
 
 #: every test here runs twice: with the engine's per-op path in C, then in Python
@@ -24,17 +24,17 @@ pytestmark = pytest.mark.usefixtures("engine_path")
 
 
 def shadowed(name: str) -> bool:
-    ours = operators._saved.get(name, (None, None))[1]
+    ours = operator_shadows._saved.get(name, (None, None))[1]
     return ours is not None and torch.Tensor.__dict__.get(name) is ours
 
 
 def own_operators() -> dict[str, object]:
     """What ``torch.Tensor`` itself defines under the shadowed names (most are inherited)."""
-    return {name: torch.Tensor.__dict__.get(name) for name in operators.OPERATORS}
+    return {name: torch.Tensor.__dict__.get(name) for name in operator_shadows.OPERATORS}
 
 
 def test_operators_are_shadowed_while_a_watch_runs_and_given_back() -> None:
-    operators.release()
+    operator_shadows.release()
     before = own_operators()
     outer = tensor_dap.watch(rules=["broadcast"])
     with outer:
@@ -45,7 +45,7 @@ def test_operators_are_shadowed_while_a_watch_runs_and_given_back() -> None:
         assert shadowed("__sub__")
     # C shadows stay (no type modification per watch), Python ones go with the last watch
     assert shadowed("__sub__") is native.enabled
-    assert operators.release()
+    assert operator_shadows.release()
     assert own_operators() == before
     assert torch.Tensor.__add__ is torch._C.TensorBase.__add__
 
@@ -83,8 +83,8 @@ def test_many_watches_modify_torch_tensor_once() -> None:
     if native.enabled:
         assert len(installs) == 1
         assert torch.Tensor.__dict__["__add__"] in installs  # kept after the last watch
-    elif operators._PYTHON_REINSTALLS is not None:
-        assert len(installs) == operators._PYTHON_REINSTALLS
+    elif operator_shadows._PYTHON_REINSTALLS is not None:
+        assert len(installs) == operator_shadows._PYTHON_REINSTALLS
         assert torch.Tensor.__dict__["__add__"] in installs
     else:  # before 3.13 nothing is lost by reinstalling: the originals come back each time
         assert len(installs) == watches
@@ -365,12 +365,12 @@ def test_a_stopped_watch_is_let_go() -> None:
         thread = threading.Thread(target=lambda: torch.ones(2) + 1)
         thread.start()
         thread.join()
-        assert len(operators._pushed) == 2  # this thread's mode and the worker's
+        assert len(operator_shadows._pushed) == 2  # this thread's mode and the worker's
     ref = weakref.ref(watch)
     del watch
     gc.collect()
     assert ref() is None
-    assert operators._pushed == {}
+    assert operator_shadows._pushed == {}
 
 
 def test_torch_compile_runs_under_the_watch() -> None:

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pytest
 
-from tests.trace.entries import parse
+from tests.linetrace.entries import parse
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

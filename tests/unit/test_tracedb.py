@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tensor_dap.trace import (
+from tensor_dap.tracedb import (
     MAX_RUNS_KEPT,
     Observation,
     TraceReader,
@@ -23,7 +23,7 @@ from tensor_dap.trace import (
     process_label,
     text_digest,
 )
-from tensor_dap.trace.schema import SCHEMA_VERSION
+from tensor_dap.tracedb.schema import SCHEMA_VERSION
 
 SCRIPT = "/project/train.py"
 

@@ -20,7 +20,7 @@ def default_trace_path(cwd: Optional[str] = None) -> pathlib.Path:
     """The trace store for a run in ``cwd`` (default: the current directory).
 
     ``$TENSOR_DAP_TRACE`` wins; a relative value is taken relative to ``cwd``. The folder is not
-    created here: :class:`~tensor_dap.trace.writer.TraceWriter` creates it when it first writes.
+    created here: :class:`~tensor_dap.tracedb.writer.TraceWriter` creates it when it first writes.
     """
     base = pathlib.Path(cwd) if cwd else pathlib.Path(os.getcwd())
     override = os.environ.get(TRACE_ENV, "").strip()

@@ -14,7 +14,7 @@ import sys
 from types import CodeType, FrameType
 from typing import Any, Optional
 
-from tensor_dap.tracing.tracer import Tracer
+from tensor_dap.linetrace.tracer import Tracer
 
 MONITORING = sys.version_info >= (3, 12) and hasattr(sys, "monitoring")
 

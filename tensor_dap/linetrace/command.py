@@ -15,12 +15,12 @@ from typing import Optional
 from tensor_dap import report
 from tensor_dap.agent.engine import Watch, process_info
 from tensor_dap.agent.trace_session import TraceSession
+from tensor_dap.linetrace.backends import make_backend
+from tensor_dap.linetrace.output import Sink
+from tensor_dap.linetrace.store import LineStore
+from tensor_dap.linetrace.tracer import Tracer
 from tensor_dap.runner import ExitInfo, run_script
-from tensor_dap.trace import default_trace_path, process_label
-from tensor_dap.tracing.backends import make_backend
-from tensor_dap.tracing.output import Sink
-from tensor_dap.tracing.store import LineStore
-from tensor_dap.tracing.tracer import Tracer
+from tensor_dap.tracedb import default_trace_path, process_label
 
 
 def run_trace(

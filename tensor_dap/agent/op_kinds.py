@@ -249,7 +249,7 @@ def op_name(func: Callable[..., Any]) -> str:
     return name
 
 
-def describe(func: Callable[..., Any]) -> OpInfo:
+def classify(func: Callable[..., Any]) -> OpInfo:
     info = _CACHE.get(func)
     if info is None:
         info = _CACHE[func] = _classify(func)

@@ -1,6 +1,6 @@
 """The per-line tracer: what to print when a traced frame starts, runs a line, returns.
 
-Backends (:mod:`tensor_dap.tracing.backends`: ``sys.monitoring`` on 3.12+, ``sys.settrace``
+Backends (:mod:`tensor_dap.linetrace.backends`: ``sys.monitoring`` on 3.12+, ``sys.settrace``
 before) only deliver events; this module decides which frames are traced and what is shown.
 
 Loops are summarised: each (code, line) is shown fully for its first ``FULL_RUNS`` executions;
@@ -21,9 +21,9 @@ from typing import Any, Optional, Sequence
 import torch
 
 from tensor_dap.agent import frames
-from tensor_dap.tracing import output
-from tensor_dap.tracing.store import LineStore
-from tensor_dap.tracing.values import extra_key, hidden, safe_repr, show, tensor_meta
+from tensor_dap.linetrace import output
+from tensor_dap.linetrace.store import LineStore
+from tensor_dap.linetrace.values import extra_key, hidden, safe_repr, show, tensor_meta
 
 FULL_RUNS = 3
 _MISSING = object()

@@ -1,7 +1,7 @@
 """A stand-in ``torch`` for running the tracer on Pythons that have no real torch installed.
 
-TEST DOUBLE, not a model of tensors: it only lets ``tensor_dap.tracing`` (and what it imports)
-load, so that ``tests/trace/test_monitoring_versions.py`` can run the interpreter-specific
+TEST DOUBLE, not a model of tensors: it only lets ``tensor_dap.linetrace`` (and what it imports)
+load, so that ``tests/linetrace/test_monitoring_versions.py`` can run the interpreter-specific
 event source (``sys.monitoring`` on 3.12+) on plain-Python code. Installing real torch for
 extra interpreters would download multi-GB wheels. Nothing here behaves like torch: no tensor
 is ever made, and code that traces tensors must be tested with the real torch.

@@ -7,7 +7,7 @@ user code only). Tensors are shown from metadata only; NaN/Inf flags are opt-in.
 
 from __future__ import annotations
 
-from tensor_dap.tracing.snoop import snoop
-from tensor_dap.tracing.tracer import Tracer
+from tensor_dap.linetrace.snoop import snoop
+from tensor_dap.linetrace.tracer import Tracer
 
 __all__ = ["Tracer", "snoop"]

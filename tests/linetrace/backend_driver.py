@@ -16,10 +16,10 @@ from collections import Counter
 from typing import Any
 
 import tensor_dap
-from tensor_dap.tracing import backends
-from tensor_dap.tracing.backends import make_backend
-from tensor_dap.tracing.output import Sink
-from tensor_dap.tracing.tracer import Tracer
+from tensor_dap.linetrace import backends
+from tensor_dap.linetrace.backends import make_backend
+from tensor_dap.linetrace.output import Sink
+from tensor_dap.linetrace.tracer import Tracer
 
 LIBRARY_FILES = (json.__file__, json.encoder.__file__, textwrap.__file__)
 #: backend events that reached library code: asked whether to trace it (``Tracer.wanted``,

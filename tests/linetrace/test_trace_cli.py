@@ -8,8 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tensor_dap.trace import TraceReader
-from tests.trace.entries import Entry, after_line, parse
+from tensor_dap.tracedb import TraceReader
+from tests.linetrace.entries import Entry, after_line, parse
 
 MASKED_SCATTER = """\
 import torch
@@ -147,7 +147,7 @@ def test_only_and_depth(tmp_path: Path) -> None:
     assert "c" in names and "b" not in names
 
 
-def test_trace_store_gets_the_observations(tmp_path: Path) -> None:
+def test_tracedb_gets_the_observations(tmp_path: Path) -> None:
     trace(tmp_path, REGRESSION.format(steps=3))
     script = str(tmp_path / "script.py")
     with TraceReader(tmp_path / "trace.db") as reader:

@@ -14,9 +14,9 @@ import inspect
 import sys
 from typing import Any, Callable, Iterable, Optional, TypeVar, Union
 
-from tensor_dap.tracing.backends import make_backend
-from tensor_dap.tracing.output import Output, Sink
-from tensor_dap.tracing.tracer import Tracer
+from tensor_dap.linetrace.backends import make_backend
+from tensor_dap.linetrace.output import Output, Sink
+from tensor_dap.linetrace.tracer import Tracer
 
 F = TypeVar("F", bound=Callable[..., Any])
 

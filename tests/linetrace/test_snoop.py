@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import tensor_dap
+from tensor_dap.linetrace import backends
+from tensor_dap.linetrace.output import Sink
+from tensor_dap.linetrace.tracer import Tracer
 from tensor_dap.testing import pick_device
-from tensor_dap.tracing import backends
-from tensor_dap.tracing.output import Sink
-from tensor_dap.tracing.tracer import Tracer
-from tests.trace.entries import Entry, after_line, parse
+from tests.linetrace.entries import Entry, after_line, parse
 
 
 def test_decorator_on_masked_scatter() -> None:
