@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` (install, then check the sample project) and
-# `make test` (install, then lint and run the whole test suite: Python, the VS Code extension's
+# `make test` (install, then lint (ruff, mypy, eslint) and run the whole test suite: Python, the VS Code extension's
 # unit tests, its end-to-end test in code-server). Python goes into .venv; Node packages into
 # vscode-extension/node_modules and tests/vscode/node_modules.
 VENV ?= .venv
@@ -37,6 +37,7 @@ demo: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 test: test-py ext-test e2e
 
