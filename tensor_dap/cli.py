@@ -159,6 +159,7 @@ def _prepare_outputs(
 def _add_trace(commands: argparse._SubParsersAction) -> None:
     trace = commands.add_parser(
         "trace",
+        usage="tensor-dap trace [options] SCRIPT [ARGS...]",
         help="run a script, printing each line of user code with its tensors",
         description="Run SCRIPT as `python SCRIPT ARGS...` would, printing each executed line "
         "of user code with the variables it made or changed (tensors as shape, dtype, device, "
@@ -170,7 +171,9 @@ def _add_trace(commands: argparse._SubParsersAction) -> None:
     trace.add_argument("--rules", default="default", help="comma list of rule ids, or default")
     trace.add_argument("--nan", action="store_true", help="flag NaN/Inf (reads tensor data)")
     trace.add_argument("--trace", metavar="PATH", help="trace store to write")
-    trace.add_argument("script", metavar="SCRIPT")
+    # optional to argparse, checked in _trace: a REMAINDER after a required positional makes
+    # argparse call ARGS required too
+    trace.add_argument("script", metavar="SCRIPT", nargs="?")
     trace.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
@@ -179,6 +182,8 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         rules = parse_rules(options.rules)
     except UnknownRuleError as error:
         parser.exit(USAGE_ERROR, f"tensor-dap trace: {error}\n")
+    if options.script is None:
+        parser.exit(USAGE_ERROR, "tensor-dap trace: SCRIPT is required\n")
     if not os.path.isfile(options.script):
         parser.exit(USAGE_ERROR, f"tensor-dap trace: no such script: {options.script}\n")
     _prepare_outputs(parser, "trace", [(options.output, "--output"), (options.trace, "--trace")])
