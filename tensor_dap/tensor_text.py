@@ -1,15 +1,14 @@
-"""How a tensor's metadata and device are written, in every place that shows them.
+"""How a tensor's metadata is written, in every place that shows it.
 
 One spelling for the whole tool: findings (``x (4, 1) float32``), the Variables view and the
 line tracer (``tensor<(4, 1) float32 cpu grad AddmmBackward0>``), the language server's hovers
-and hints (``(4, 1)``), and the device a fix names (``device="cuda:0"``). Imports no torch, so the
-language server and the CLI can use it without loading torch; the functions that take a tensor
-only read its attributes.
+and hints (``(4, 1)``). Imports no torch, so the language server and the CLI can use it without
+loading torch; the functions that take a tensor only read its attributes. How a fix names a
+device is :mod:`tensor_dap.device_fix`'s.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable, Optional
 
 _DTYPE_NAMES: dict[Any, str] = {}
@@ -64,20 +63,3 @@ def summary_text(
     elif requires_grad:
         parts.append("grad")
     return f"tensor<{' '.join(parts)}>"
-
-
-def device_in_fix(
-    device: str, *, variable: Optional[str] = None, holder: Optional[str] = None
-) -> str:
-    """The device as a fix writes it in code (``device=...``, ``.to(...)``).
-
-    In this order: the user's own variable (``device``) where the code binds one; else
-    ``holder.device``, ``holder`` being a tensor already on that device that is in scope where
-    the fix goes (a plain name); else the device as a string literal, double-quoted and with
-    its index as torch prints it (``"cuda:0"``).
-    """
-    if variable:
-        return variable
-    if holder and holder.isidentifier():
-        return f"{holder}.device"
-    return json.dumps(device)
