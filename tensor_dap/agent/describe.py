@@ -68,12 +68,4 @@ def describe_tensor(tensor: Any, name: str, prov: Optional[Prov]) -> Described:
         requires_grad = bool(tensor.requires_grad)
     except Exception:
         requires_grad = False
-    return Described(
-        name=name,
-        shape=shape,
-        dtype=dtype,
-        device=device,
-        requires_grad=requires_grad,
-        grad_fn=grad_fn_name(tensor),
-        prov=prov,
-    )
+    return Described(name, shape, dtype, device, requires_grad, grad_fn_name(tensor), prov=prov)
