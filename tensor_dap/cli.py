@@ -156,7 +156,7 @@ def _prepare_outputs(
             parser.exit(USAGE_ERROR, f"tensor-dap {command}: {error}\n")
 
 
-def _add_trace(commands: argparse._SubParsersAction) -> None:
+def _add_trace(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     trace = commands.add_parser(
         "trace",
         usage="tensor-dap trace [options] SCRIPT [ARGS...]",
@@ -201,7 +201,7 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     )
 
 
-def _add_run(commands: argparse._SubParsersAction) -> None:
+def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = commands.add_parser(
         "run",
         help="run a script under debugpy and the tensor agent, for a debugger to attach",

@@ -43,7 +43,8 @@ def _segment(path: str, node: ast.AST) -> Optional[str]:
     if end is None or end_col is None or start > len(lines):
         return None
     if start == end:
-        return lines[start - 1].encode()[col:end_col].decode(errors="replace")
+        text: str = lines[start - 1].encode()[col:end_col].decode(errors="replace")
+        return text
     parts = [lines[start - 1].encode()[col:].decode(errors="replace")]
     parts += lines[start : end - 1]
     parts.append(lines[end - 1].encode()[:end_col].decode(errors="replace"))
@@ -305,7 +306,7 @@ def assigned_before(frame: Optional[FrameType], name: str) -> Optional[Any]:
         named = any(isinstance(t, ast.Name) and t.id == name for t in targets)
         if named and (best is None or node.lineno > best.lineno):
             best = node
-    if best is None:
+    if best is None or best.value is None:
         return None
     text = _segment(code.co_filename, best.value) or "?"
     return Prov(code.co_filename, best.lineno, f"`{' '.join(text.split())}`")

@@ -123,7 +123,7 @@ def _accelerator(tensors: list[Any]) -> str:
     return "cuda"
 
 
-def _same_file(origin: dict, path: str) -> bool:
+def _same_file(origin: dict[str, Any], path: str) -> bool:
     where = str(origin.get("path") or "")
     return where == path or os.path.realpath(where) == os.path.realpath(path)
 
