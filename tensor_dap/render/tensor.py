@@ -16,19 +16,20 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap import tensor_text
 from tensor_dap.render.base import Entry, Text, safe
 from tensor_dap.render.layout import is_jagged, markers
 from tensor_dap.render.stats import Statistics
-from tensor_dap.tensor_text import dim_text, dtype_name, grad_fn_name, summary_text
+from tensor_dap.tensor_text import dim_text, dtype_name, grad_fn_name, shape_text, summary_text
 
 
-def shape_text(tensor: Any) -> str:
-    """``(4, 1)``, ``(5,)``, ``()``; ``(3, j1)`` for symbolic sizes; ``?`` when unreadable."""
+def _shape_of(tensor: Any) -> str:
+    """``tensor``'s shape as :func:`tensor_dap.tensor_text.shape_text` writes it (``(3, j1)``
+    for symbolic sizes), ``nested(N)`` for a nested tensor's N components, ``?`` when
+    unreadable."""
     try:
         if tensor.is_nested and not is_jagged(tensor):
             return f"nested({dim_text(tensor.size(0))})"
-        return tensor_text.shape_text(tensor.shape)
+        return shape_text(tensor.shape)
     except Exception:
         return "?"
 
@@ -38,7 +39,7 @@ def value_line(tensor: Any) -> str:
     try:
         with torch._C.DisableTorchFunction():
             return summary_text(
-                shape_text(tensor),
+                _shape_of(tensor),
                 safe(lambda: dtype_name(tensor.dtype), "?"),
                 safe(lambda: str(tensor.device), "?"),
                 grad_fn_name(tensor),
@@ -69,7 +70,7 @@ def children(tensor: Any) -> list[Entry]:
 def _children(tensor: Any) -> list[Entry]:
     is_leaf = safe(lambda: bool(tensor.is_leaf), None)
     entries = [
-        Entry("shape", Text(shape_text(tensor)), ".shape"),
+        Entry("shape", Text(_shape_of(tensor)), ".shape"),
         Entry("dtype", Text(safe(lambda: dtype_name(tensor.dtype), "?")), ".dtype"),
         Entry("device", Text(safe(lambda: str(tensor.device), "?")), ".device"),
         Entry(
