@@ -41,7 +41,9 @@ def _trace_arguments(trace: argparse.ArgumentParser) -> None:
     trace.add_argument("--rules", default="default", help="comma list of rule ids, or default")
     trace.add_argument("--nan", action="store_true", help="flag NaN/Inf (reads tensor data)")
     trace.add_argument("--trace", metavar="PATH", help="trace store to write")
-    trace.add_argument("script", metavar="SCRIPT")
+    # optional to argparse, checked in _trace: a REMAINDER after a required positional makes
+    # argparse call ARGS required too
+    trace.add_argument("script", metavar="SCRIPT", nargs="?")
     trace.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
@@ -95,6 +97,7 @@ _COMMANDS = {
     ),
     "trace": _Command(
         help="run a script, printing each line of user code with its tensors",
+        usage="tensor-dap trace [options] SCRIPT [ARGS...]",
         description="Run SCRIPT as `python SCRIPT ARGS...` would, printing each executed line "
         "of user code with the variables it made or changed (tensors as shape, dtype, device, "
         "grad), loops summarised, and the rules' findings inline. Exit status: the script's.",
@@ -228,6 +231,8 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         rules = parse_rules(options.rules)
     except UnknownRuleError as error:
         parser.exit(USAGE_ERROR, f"tensor-dap trace: {error}\n")
+    if options.script is None:
+        parser.exit(USAGE_ERROR, "tensor-dap trace: SCRIPT is required\n")
     if not os.path.isfile(options.script):
         parser.exit(USAGE_ERROR, f"tensor-dap trace: no such script: {options.script}\n")
     _prepare_outputs(parser, "trace", [(options.output, "--output"), (options.trace, "--trace")])

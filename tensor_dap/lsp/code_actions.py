@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Optional
+from typing import Any, Optional
 
 from lsprotocol import types
+
+from tensor_dap.device_fix import device_in_fix, device_variable
 
 from . import static_lints
 from .diagnostics import lint_diagnostic
@@ -82,7 +84,7 @@ def code_actions(
             )
     if tree is None or stale or not path:
         return found
-    device = static_lints.device_expression(tree)
+    variable = device_variable(ast.walk(tree))
     offered: set[int] = set()
     for finding in data.findings:
         if finding.rule != "device-mismatch":
@@ -104,6 +106,7 @@ def code_actions(
             if call is None:
                 continue
             offered.add(line)
+            device = device_in_fix(_accelerator(finding.tensors), variable=variable)
             title, edits = static_lints.device_fix(call, device)
             name = tensor.get("name") or "the tensor"
             title = title.replace("Create it", f"Create {name}", 1)
@@ -111,7 +114,16 @@ def code_actions(
     return found
 
 
-def _same_file(origin: dict, path: str) -> bool:
+def _accelerator(tensors: list[Any]) -> str:
+    """The device of the finding's tensor that is not on the CPU (``cuda:0``)."""
+    for tensor in tensors:
+        device = tensor.get("device") if isinstance(tensor, dict) else None
+        if isinstance(device, str) and device != "cpu":
+            return device
+    return "cuda"
+
+
+def _same_file(origin: dict[str, Any], path: str) -> bool:
     where = str(origin.get("path") or "")
     return where == path or os.path.realpath(where) == os.path.realpath(path)
 

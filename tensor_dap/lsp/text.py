@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from tensor_dap.tensor_text import shape_text as shape_text  # one spelling: ``(6,)``
 from tensor_dap.tracedb import Observation
 
 _SHORT_DTYPES = {
@@ -37,11 +38,6 @@ def short_dtype(dtype: str) -> str:
     """``torch.float32`` / ``float32`` -> ``f32``; unknown dtypes keep their name."""
     name = dtype[len("torch.") :] if dtype.startswith("torch.") else dtype
     return _SHORT_DTYPES.get(name, name)
-
-
-def shape_text(shape: tuple[int, ...]) -> str:
-    """A shape as Python writes a tuple: ``()``, ``(6,)``, ``(64, 10)``."""
-    return str(tuple(shape))
 
 
 def has_grad(obs: Observation) -> bool:
