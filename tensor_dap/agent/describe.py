@@ -11,8 +11,8 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent.findings import TensorInfo
 from tensor_dap.agent.provenance import Prov
+from tensor_dap.findings import TensorInfo
 
 _DTYPE_NAMES = {
     dtype: str(dtype).replace("torch.", "")

@@ -4,10 +4,11 @@ Each static lint that carries edits (see :mod:`tensor_dap.lsp.static_lints`) bec
 ``quickfix`` action with a ``WorkspaceEdit`` when its range meets the requested one: add
 ``device=...`` to a CPU accumulator, add ``map_location="cpu"`` to ``torch.load``, insert
 ``optimizer.zero_grad()`` as the loop's first statement, write under ``torch.no_grad()`` instead
-of through ``.data``. A runtime ``device-mismatch`` finding whose CPU tensor was made in this file
-by a factory call without ``device=`` (``torch.zeros(6)``) gets the same ``device=`` fix at the
-tensor's origin line, offered on the finding's line and on the origin line, as long as the
-document's text is the one the run saw.
+of through ``.data``. A runtime finding of a rule the catalogue marks ``fix_device_at_origin``
+(``device-mismatch``) whose CPU tensor was made in this file by a factory call without
+``device=`` (``torch.zeros(6)``) gets the same ``device=`` fix at the tensor's origin line,
+offered on the finding's line and on the origin line, as long as the document's text is the one
+the run saw.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import os
 from typing import Optional
 
 from lsprotocol import types
+
+from tensor_dap import catalog
+from tensor_dap.findings import Finding
 
 from . import static_lints
 from .diagnostics import lint_diagnostic
@@ -85,15 +89,15 @@ def code_actions(
     device = static_lints.device_expression(tree)
     offered: set[int] = set()
     for finding in data.findings:
-        if finding.rule != "device-mismatch":
+        if not fixes_device_at_origin(finding):
             continue
         diagnostic = next((d for d in runtime if d.range.start.line == finding.line - 1), None)
         for tensor in finding.tensors:
-            origin = tensor.get("origin") if isinstance(tensor, dict) else None
-            if tensor.get("device") != "cpu" or not isinstance(origin, dict):
+            origin = tensor.origin
+            if tensor.device != "cpu" or origin is None:
                 continue
-            line = origin.get("line")
-            if not isinstance(line, int) or line in offered or not _same_file(origin, path):
+            line = origin.line
+            if line in offered or not _same_file(origin.path, path):
                 continue
             if not (
                 _meets(line - 1, line - 1, requested)
@@ -105,14 +109,19 @@ def code_actions(
                 continue
             offered.add(line)
             title, edits = static_lints.device_fix(call, device)
-            name = tensor.get("name") or "the tensor"
-            title = title.replace("Create it", f"Create {name}", 1)
+            title = title.replace("Create it", f"Create {tensor.name or 'the tensor'}", 1)
             found.append(action(uri, lines, title, edits, diagnostic))
     return found
 
 
-def _same_file(origin: dict, path: str) -> bool:
-    where = str(origin.get("path") or "")
+def fixes_device_at_origin(finding: Finding) -> bool:
+    """Whether the finding's rule is fixed where its CPU tensors were made (the catalogue's
+    ``fix_device_at_origin``)."""
+    rule = catalog.find(finding.rule)
+    return rule is not None and rule.fix_device_at_origin
+
+
+def _same_file(where: str, path: str) -> bool:
     return where == path or os.path.realpath(where) == os.path.realpath(path)
 
 

@@ -18,7 +18,7 @@ from typing import Sequence
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from tensor_dap.tracedb import StoredFinding
+from tensor_dap.findings import Finding
 
 from .static_lints import LOAD_WITHOUT_MAP_LOCATION, Lint
 from .store import FileData
@@ -38,23 +38,22 @@ def line_range(lines: list[str], index: int) -> types.Range:
     )
 
 
-def related(finding: StoredFinding) -> list[types.DiagnosticRelatedInformation]:
+def related(finding: Finding) -> list[types.DiagnosticRelatedInformation]:
     """Where each tensor named in the finding was created, when the run knew."""
     found = []
     for tensor in finding.tensors:
-        origin = tensor.get("origin") if isinstance(tensor, dict) else None
-        if not isinstance(origin, dict) or not origin.get("path") or not origin.get("line"):
+        origin = tensor.origin
+        if origin is None or not origin.path or not origin.line:
             continue
-        line = max(int(origin["line"]) - 1, 0)
-        where = types.Position(line=line, character=0)
-        op = f" by {origin['op']}" if origin.get("op") else ""
+        where = types.Position(line=max(origin.line - 1, 0), character=0)
+        op = f" by {origin.op}" if origin.op else ""
         found.append(
             types.DiagnosticRelatedInformation(
                 location=types.Location(
-                    uri=from_fs_path(str(origin["path"])) or str(origin["path"]),
+                    uri=from_fs_path(origin.path) or origin.path,
                     range=types.Range(start=where, end=where),
                 ),
-                message=f"{tensor.get('name', 'tensor')} created here{op}",
+                message=f"{tensor.name or 'tensor'} created here{op}",
             )
         )
     return found
@@ -89,9 +88,7 @@ def diagnostics(
     found = []
     for finding in data.findings:
         index = min(max(finding.line - 1, 0), max(len(lines) - 1, 0))
-        message = finding.message
-        if finding.process != "main":
-            message = f"{message} ({finding.process})"
+        message = f"{finding.message} ({finding.tag})" if finding.tag else finding.message
         found.append(
             types.Diagnostic(
                 range=line_range(lines, index),

@@ -6,10 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.findings_log import FindingsLog, collect
-from tensor_dap.agent.process import ROOT_ENV, process_tag
+from tensor_dap.agent.process import ROOT_ENV
 from tensor_dap.agent.spread import BOOTSTRAP_DIR, CONFIG_ENV, ChildConfig, child_environment
+from tensor_dap.findings import Finding, process_tag
 
 
 def _finding(line: int, **process: object) -> Finding:
