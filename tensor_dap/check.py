@@ -23,12 +23,13 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from typing import Optional
+from typing import Any, Optional
 
 from tensor_dap import report
 from tensor_dap.agent.child import ProcessAgent, follow_forks
-from tensor_dap.agent.engine import Watch, process_info
+from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.findings_log import Collected, collect
+from tensor_dap.agent.process import process_info
 from tensor_dap.agent.recorder import TraceRecorder
 from tensor_dap.agent.spread import ChildConfig, Exported, child_environment
 from tensor_dap.agent.trace_session import TraceSession
@@ -45,7 +46,7 @@ def run_check(
     rules: list[str],
     report_path: Optional[str] = None,
     trace_path: Optional[str] = None,
-    options: Optional[dict] = None,
+    options: Optional[dict[str, Any]] = None,
 ) -> int:
     """``check SCRIPT ARGS``: the script in this process, its child processes watched too."""
     cwd = os.getcwd()
@@ -102,7 +103,7 @@ def run_check_command(
     rules: list[str],
     report_path: Optional[str] = None,
     trace_path: Optional[str] = None,
-    options: Optional[dict] = None,
+    options: Optional[dict[str, Any]] = None,
 ) -> int:
     """``check -- COMMAND ARGS``: the command as a child, every Python process in it watched."""
     cwd = os.getcwd()
@@ -158,7 +159,7 @@ def _begin_run(
         return None, None, f"{type(error).__name__}: {error}"
 
 
-def _wait(process: subprocess.Popen) -> ExitInfo:
+def _wait(process: subprocess.Popen[bytes]) -> ExitInfo:
     """Wait for the command; Ctrl-C reaches it (same process group) and we report after it."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -220,11 +220,11 @@ def _is_integer(value: Any) -> bool:
 
 def _integer(record: Mapping[str, Any], key: str) -> int:
     value = record.get(key)
-    if not _is_integer(value):
+    if not isinstance(value, int) or isinstance(value, bool):
         missing = key not in record
         raise MalformedFinding(
             f"a finding record without {key!r}"
             if missing
             else f"a finding record's {key!r} is {value!r}, not an integer"
         )
-    return int(value)
+    return value

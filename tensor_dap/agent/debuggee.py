@@ -59,12 +59,14 @@ class _Starter:
 
     def rules_changed(self, rules: list[str]) -> None:
         self.watch.set_enabled(rules)
+        main = threading.main_thread()
         if (
             rules
             and self.signal is not None
-            and threading.current_thread() is not threading.main_thread()
+            and main.ident is not None
+            and threading.current_thread() is not main
         ):
-            signal.pthread_kill(threading.main_thread().ident, self.signal)
+            signal.pthread_kill(main.ident, self.signal)
 
 
 def _run_module(name: str, args: list[str]) -> ExitInfo:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Optional
+from typing import Optional, Sequence
 
 from lsprotocol import types
 
@@ -29,13 +29,13 @@ from .store import FileData
 from .text import byte_col_to_utf16, line_at
 
 
-def position(lines: list[str], line: int, col: int) -> types.Position:
+def position(lines: Sequence[str], line: int, col: int) -> types.Position:
     """The LSP position of ``ast`` line ``line`` (1-based), UTF-8 byte column ``col``."""
     text = line_at(lines, line - 1) or ""
     return types.Position(line=line - 1, character=byte_col_to_utf16(text, col))
 
 
-def text_edit(lines: list[str], edit: Edit) -> types.TextEdit:
+def text_edit(lines: Sequence[str], edit: Edit) -> types.TextEdit:
     return types.TextEdit(
         range=types.Range(
             start=position(lines, edit.line, edit.col),
@@ -52,7 +52,7 @@ def _meets(first: int, last: int, requested: types.Range) -> bool:
 
 def action(
     uri: str,
-    lines: list[str],
+    lines: Sequence[str],
     title: str,
     edits: tuple[Edit, ...],
     diagnostic: Optional[types.Diagnostic],
@@ -69,7 +69,7 @@ def action(
 def code_actions(
     uri: str,
     path: Optional[str],
-    lines: list[str],
+    lines: Sequence[str],
     tree: Optional[ast.Module],
     lints: list[Lint],
     data: FileData,

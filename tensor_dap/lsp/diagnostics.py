@@ -27,7 +27,7 @@ from .text import byte_col_to_utf16, line_at, utf16_len
 SOURCE = "tensor-dap"
 
 
-def line_range(lines: list[str], index: int) -> types.Range:
+def line_range(lines: Sequence[str], index: int) -> types.Range:
     """The range of line ``index``'s text without indentation and trailing blanks."""
     text = lines[index].rstrip("\r\n") if 0 <= index < len(lines) else ""
     body = text.rstrip()
@@ -59,7 +59,7 @@ def related(finding: Finding) -> list[types.DiagnosticRelatedInformation]:
     return found
 
 
-def lint_diagnostic(lint: Lint, lines: list[str]) -> types.Diagnostic:
+def lint_diagnostic(lint: Lint, lines: Sequence[str]) -> types.Diagnostic:
     """The diagnostic of a static lint (``ast`` positions made LSP's)."""
     start = line_at(lines, lint.line - 1) or ""
     end = line_at(lines, lint.end_line - 1) or ""
@@ -81,7 +81,7 @@ def lint_diagnostic(lint: Lint, lines: list[str]) -> types.Diagnostic:
 
 
 def diagnostics(
-    data: FileData, lines: list[str], lints: Sequence[Lint] = ()
+    data: FileData, lines: Sequence[str], lints: Sequence[Lint] = ()
 ) -> list[types.Diagnostic]:
     """The diagnostics for a document with text ``lines``: the run's findings, then the
     static lints."""

@@ -145,8 +145,9 @@ class TraceReader:
             sql += " ORDER BY path, line, rule, process, finding_id"
             return conn.execute(sql, params).fetchall()
 
-        found = []
-        for row in self._read(query, []):
+        found: list[Finding] = []
+        empty: list[tuple[Any, ...]] = []
+        for row in self._read(query, empty):
             try:
                 found.append(finding_from_row(row))
             except MalformedFinding as error:
@@ -175,7 +176,8 @@ class TraceReader:
                     return []
                 raise
 
-        rows = self._read(query, [])
+        empty: list[tuple[Any, ...]] = []
+        rows = self._read(query, empty)
         return rows[0][0] if rows else None
 
     def data_version(self) -> int:

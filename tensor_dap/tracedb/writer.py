@@ -76,7 +76,7 @@ class TraceWriter:
                 "INSERT INTO runs (started, command, argv_json, cwd) VALUES (?, ?, ?, ?)",
                 (started, str(command), argv_json, str(cwd)),
             )
-            run_id = int(cursor.lastrowid)
+            run_id = int(cursor.lastrowid or 0)
             oldest_kept = conn.execute(
                 "SELECT run_id FROM runs ORDER BY run_id DESC LIMIT 1 OFFSET ?",
                 (MAX_RUNS_KEPT - 1,),
