@@ -172,6 +172,23 @@ def test_findings_round_trip(db: pathlib.Path, writer: TraceWriter) -> None:
     assert json.loads(latest.exit_json or "null") == {"code": 1, "reason": "findings"}
 
 
+def test_a_damaged_finding_row_is_left_out_with_a_warning(
+    db: pathlib.Path, writer: TraceWriter, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = writer.begin_run("check", ["train.py"], "/project")
+    writer.add_findings(run, [finding("grad-lost", 3), finding("broadcast", 5)])
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE findings SET tensors_json = '[{\"name\": 1' WHERE line = 3")
+        conn.execute("UPDATE findings SET line = 'x' WHERE line = 5")
+    writer.add_findings(run, [finding("nan-inf", 8)])
+    with TraceReader(db) as reader:
+        found = reader.findings_for(SCRIPT)
+    assert [(f.rule, f.line) for f in found] == [("nan-inf", 8)]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any("the tensors of a finding are not JSON" in w for w in warnings), warnings
+    assert any("'line' is 'x', not an integer" in w for w in warnings), warnings
+
+
 def test_findings_of_old_runs_are_pruned(db: pathlib.Path, writer: TraceWriter) -> None:
     runs = []
     for i in range(MAX_RUNS_KEPT + 5):
