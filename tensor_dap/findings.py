@@ -16,7 +16,9 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
+
+T = TypeVar("T")
 
 
 class MalformedFinding(ValueError):
@@ -203,28 +205,21 @@ def _record(data: Any, what: str) -> Mapping[str, Any]:
 
 
 def _text(record: Mapping[str, Any], key: str) -> str:
+    return _field(record, key, str, "a string")
+
+
+def _integer(record: Mapping[str, Any], key: str) -> int:
+    return _field(record, key, int, "an integer")
+
+
+def _field(record: Mapping[str, Any], key: str, kind: type[T], what: str) -> T:
     value = record.get(key)
-    if not isinstance(value, str):
-        missing = key not in record
-        raise MalformedFinding(
-            f"a finding record without {key!r}"
-            if missing
-            else f"a finding record's {key!r} is {value!r}, not a string"
-        )
+    if not isinstance(value, kind) or isinstance(value, bool):
+        if key not in record:
+            raise MalformedFinding(f"a finding record without {key!r}")
+        raise MalformedFinding(f"a finding record's {key!r} is {value!r}, not {what}")
     return value
 
 
 def _is_integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _integer(record: Mapping[str, Any], key: str) -> int:
-    value = record.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        missing = key not in record
-        raise MalformedFinding(
-            f"a finding record without {key!r}"
-            if missing
-            else f"a finding record's {key!r} is {value!r}, not an integer"
-        )
-    return value
