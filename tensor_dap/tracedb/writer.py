@@ -160,7 +160,7 @@ class TraceWriter:
                 finding.path,
                 int(finding.line),
                 finding.message,
-                json.dumps(finding.to_json()["tensors"]),
+                json.dumps(finding.to_json()["tensors"], default=str),
                 process_label(finding.process),
             )
             for finding in findings
