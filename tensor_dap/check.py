@@ -29,12 +29,12 @@ from typing import Any, Optional
 from tensor_dap import report
 from tensor_dap.agent.child import ProcessAgent, follow_forks
 from tensor_dap.agent.engine import Watch
-from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.findings_log import Collected, collect
 from tensor_dap.agent.process import process_info
 from tensor_dap.agent.recorder import TraceRecorder
 from tensor_dap.agent.spread import ChildConfig, Exported, child_environment
 from tensor_dap.agent.trace_session import TraceSession
+from tensor_dap.findings import Finding
 from tensor_dap.runner import ExitInfo, run_script
 from tensor_dap.tracedb import TraceStoreError, TraceWriter, default_trace_path, process_label
 

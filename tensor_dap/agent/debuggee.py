@@ -21,9 +21,10 @@ import sys
 import threading
 from typing import Optional
 
-from tensor_dap.agent.channel import ChannelClient, ChannelListener, agent_config
+from tensor_dap.agent.channel import ChannelClient, ChannelListener
 from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.suspend import suspend_on_finding
+from tensor_dap.channel_protocol import address_from_environment
 from tensor_dap.runner import ExitInfo, run_script
 
 log = logging.getLogger("tensor_dap.agent")
@@ -58,12 +59,14 @@ class _Starter:
 
     def rules_changed(self, rules: list[str]) -> None:
         self.watch.set_enabled(rules)
+        main = threading.main_thread()
         if (
             rules
             and self.signal is not None
-            and threading.current_thread() is not threading.main_thread()
+            and main.ident is not None
+            and threading.current_thread() is not main
         ):
-            signal.pthread_kill(threading.main_thread().ident, self.signal)
+            signal.pthread_kill(main.ident, self.signal)
 
 
 def _run_module(name: str, args: list[str]) -> ExitInfo:
@@ -111,7 +114,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     options = _parse(sys.argv[1:] if argv is None else argv)
     rules = [r for r in options.rules.split(",") if r]
     watch, starter = _watch(rules)
-    config = agent_config()
+    config = address_from_environment()
     if config is not None:
         try:
             client = ChannelClient(config, starter.rules_changed)

@@ -41,7 +41,6 @@ from tensor_dap.agent import (
     tensor_map,
 )
 from tensor_dap.agent.describe import describe_tensor
-from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.library_calls import REWRAPPING, api_called
 from tensor_dap.agent.no_grad_source import no_grad_site
 from tensor_dap.agent.op_kinds import OpInfo
@@ -51,6 +50,7 @@ from tensor_dap.agent.provenance import MAX_DEPTH, NODE_PROV_KEY, Prov, Provenan
 from tensor_dap.agent.ranks import rules_for_rank
 from tensor_dap.agent.rules import RANKS_DIFFER, Report, parse_rules, rule_modules
 from tensor_dap.agent.threads import is_tool_thread
+from tensor_dap.findings import Finding
 
 log = logging.getLogger("tensor_dap.engine")
 
