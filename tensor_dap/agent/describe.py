@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from tensor_dap.findings import TensorInfo
 from tensor_dap.agent.provenance import Prov
+from tensor_dap.findings import TensorInfo
 from tensor_dap.tensor_text import dtype_name, grad_fn_name, shape_text
 
 
