@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import json
 import runpy
 import textwrap
 from pathlib import Path
@@ -14,11 +13,11 @@ from pathlib import Path
 from lsprotocol import types
 
 import tensor_dap
+from tensor_dap.findings import Finding, Origin, TensorInfo
 from tensor_dap.lsp.code_actions import code_actions
 from tensor_dap.lsp.static_lints import lint
 from tensor_dap.lsp.store import FileData
 from tensor_dap.testing import accelerator_device
-from tensor_dap.tracedb.records import StoredFinding
 
 
 def _mismatch_message(tmp_path: Path, source: str) -> str:
@@ -76,10 +75,10 @@ def test_the_quick_fix_for_a_finding_names_the_findings_device() -> None:
     path = "/project/train.py"
     source = "import torch\ntotal = torch.zeros(3)\ntotal = total + weights\n"
     tensors = [
-        {"name": "total", "device": "cpu", "origin": {"path": path, "line": 2, "op": "zeros"}},
-        {"name": "weights", "device": "cuda:1"},
+        TensorInfo("total", (3,), "float32", "cpu", origin=Origin(path, 2, "zeros")),
+        TensorInfo("weights", (3,), "float32", "cuda:1"),
     ]
-    finding = StoredFinding(1, "device-mismatch", path, 3, "...", json.dumps(tensors), "main")
+    finding = Finding("device-mismatch", path, 3, "...", tensors)
     everything = types.Range(start=types.Position(0, 0), end=types.Position(3, 0))
     [fix] = code_actions(
         "file:///project/train.py",
