@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tensor_dap.lsp.static_lints import Edit, lint
+from tensor_dap.lsp.lints import Edit, lint
 
 HEADER = "import torch\ndevice = torch.device('cuda')\n"
 

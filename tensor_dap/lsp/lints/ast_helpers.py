@@ -1,0 +1,121 @@
+"""Shared questions about ``ast`` nodes: what a call calls (``torch.<name>(...)``,
+``<x>.<method>(...)``), whether a keyword is passed, where a node is, and the torch factory
+calls that make a tensor without ``device=``.
+
+``FACTORIES`` is this package's own list of torch factory names; a shared torch-free list is on
+its way (issue 15), at which point this one should import it.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional, Union
+
+FACTORIES = {"zeros", "ones", "tensor", "Tensor", "empty", "full", "FloatTensor"}
+"""``torch.<name>(...)`` calls that make a tensor from a shape or values."""
+
+NO_GRAD = {"no_grad", "inference_mode"}
+"""Context managers (and decorators) under which no autograd graph is recorded."""
+
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def called_name(node: ast.AST) -> Optional[str]:
+    """``torch.no_grad()`` / ``no_grad()`` -> ``no_grad``."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            return func.attr
+        if isinstance(func, ast.Name):
+            return func.id
+    return None
+
+
+def is_torch_call(node: ast.AST, names: set[str]) -> bool:
+    """``torch.<name>(...)`` with ``name`` in ``names``."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "torch"
+        and node.func.attr in names
+    )
+
+
+def has_keyword(call: ast.Call, name: str) -> bool:
+    """Whether ``call`` passes ``name=`` (or ``**kwargs``, which may)."""
+    return any(k.arg == name or k.arg is None for k in call.keywords)
+
+
+def method_call(node: ast.AST, name: str) -> Optional[ast.Call]:
+    """``<receiver>.<name>(...)`` -> the call, else None."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == name
+    ):
+        return node
+    return None
+
+
+def span(node: ast.AST) -> tuple[int, int, int, int]:
+    """``node``'s ``line, col, end_line, end_col`` (1-based lines, UTF-8 byte columns)."""
+    return (
+        node.lineno,  # type: ignore[attr-defined]
+        node.col_offset,  # type: ignore[attr-defined]
+        node.end_lineno or node.lineno,  # type: ignore[attr-defined]
+        node.end_col_offset or 0,  # type: ignore[attr-defined]
+    )
+
+
+def device_expression(tree: Union[ast.Module, list[ast.AST]]) -> str:
+    """``device`` when the file binds a name ``device`` (assignment or parameter), else
+    ``"cuda"``."""
+    for node in tree if isinstance(tree, list) else ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "device" and isinstance(node.ctx, ast.Store):
+            return "device"
+        if isinstance(node, ast.arg) and node.arg == "device":
+            return "device"
+    return '"cuda"'
+
+
+def uses_accelerator(nodes: list[ast.AST]) -> bool:
+    """Whether the file moves or makes tensors on a device (so that CPU tensors may mix)."""
+    for node in nodes:
+        if isinstance(node, ast.keyword) and node.arg == "device":
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in ("cuda", "to"):
+            return True
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith(("cuda", "mps", "xpu"))
+        ):
+            return True
+    return False
+
+
+def factory_without_device(node: ast.AST) -> Optional[ast.Call]:
+    """The ``torch.zeros(...)`` / ``torch.Tensor([...])`` call without ``device=`` that makes
+    ``node``'s value, through chained calls like ``.float()``; None if the chain moves it
+    (``.to()``, ``.cuda()``) or it is no such factory."""
+    while isinstance(node, ast.Call):
+        if is_torch_call(node, FACTORIES):
+            return None if has_keyword(node, "device") else node
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr in ("to", "cuda", "type"):
+            return None
+        node = func.value
+    return None
+
+
+def is_literal(node: ast.AST) -> bool:
+    """Numbers, and tuples or lists of them (a small constant shape or value)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp):
+        return is_literal(node.operand)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(is_literal(e) for e in node.elts)
+    return False

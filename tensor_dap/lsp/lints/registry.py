@@ -1,0 +1,43 @@
+"""The registry of static lints, and :func:`lint`, which runs them.
+
+Adding a lint is one module in this package (its ``CODE``, ``check`` and ``SPEC``) and one line
+in :data:`LINTS`; the language server, ``tensor-dap lint`` and the docs' table read this list.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from . import cpu_accumulator, data_write, leaf_rebound, load_map_location, missing_zero_grad
+from .context import LintContext, parse
+from .model import Lint, LintSpec
+
+LINTS: tuple[LintSpec, ...] = (
+    cpu_accumulator.SPEC,
+    load_map_location.SPEC,
+    missing_zero_grad.SPEC,
+    data_write.SPEC,
+    leaf_rebound.SPEC,
+)
+
+BY_CODE: dict[str, LintSpec] = {spec.code: spec for spec in LINTS}
+
+
+def severity(found: Lint) -> str:
+    """The finding's severity: its own, else its lint's default."""
+    spec = BY_CODE.get(found.code)
+    return found.severity or (spec.severity if spec is not None else "warning")
+
+
+def lint(source: str, tree: Optional[ast.Module] = None) -> list[Lint]:
+    """Every static lint of ``source``, in source order."""
+    tree = tree if tree is not None else parse(source)
+    if tree is None:
+        return []
+    context = LintContext(tree, source)
+    found: list[Lint] = []
+    for spec in LINTS:
+        if spec.wanted(source):
+            found.extend(spec.check(context))
+    return sorted(found, key=lambda f: (f.line, f.col, f.code))
