@@ -101,9 +101,9 @@ async def test_static_lints_are_published(client: LanguageClient, root: Path) ->
     uri = open_document(client, root / "pitfalls.py")
     await eventually(lambda: bool(client.diagnostics.get(uri)))
     found = [(d.code, d.range, d.source, d.severity) for d in client.diagnostics[uri]]
-    warning, info = types.DiagnosticSeverity.Warning, types.DiagnosticSeverity.Information
+    warning, hint = types.DiagnosticSeverity.Warning, types.DiagnosticSeverity.Hint
     assert found == [
-        ("load-without-map-location", span(5, 8, 30), "tensor-dap", info),
+        ("load-without-map-location", span(5, 8, 30), "tensor-dap", hint),
         ("cpu-accumulator", span(8, 8, 22), "tensor-dap", warning),
         ("missing-zero-grad", span(12, 4, 20), "tensor-dap", warning),
         ("leaf-rebound", span(14, 4, 24), "tensor-dap", warning),

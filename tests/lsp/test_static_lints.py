@@ -126,3 +126,96 @@ def test_leaf_rebound() -> None:
 )
 def test_correct_idioms_stay_clean(source: str) -> None:
     assert lint(source if source.startswith("import") else HEADER + source) == []
+
+
+def severities(source: str) -> list[tuple[str, int, str]]:
+    from tensor_dap.lsp.lints import severity
+
+    return [(f.code, f.line, severity(f)) for f in lint(textwrap.dedent(source))]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a Dataset's own attribute named `data`: not Tensor.data
+        """\
+        class Pairs(torch.utils.data.Dataset):
+            def __init__(self, path):
+                self.data = [line.split() for line in open(path)]
+            def shuffle(self):
+                self.data = sorted(self.data)
+        """,
+        "config.data = 'cifar10'\n",
+        "record.data = {'x': 1}\n",
+        "self.data += [x]\n",
+    ],
+)
+def test_data_that_is_not_tensor_data_stays_clean(source: str) -> None:
+    assert lint(HEADER + textwrap.dedent(source)) == []
+
+
+def test_data_writes_while_building_the_model_are_hints() -> None:
+    source = """\
+    import torch
+
+    class GPT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = torch.nn.Linear(4, 4)
+            self.head.weight.data.zero_()
+            self.apply(self._init_weights)
+
+        def _init_weights(self, module):
+            if isinstance(module, torch.nn.Linear):
+                module.weight.data.normal_(mean=0.0, std=0.02)
+                if module.bias is not None:
+                    module.bias.data.zero_()
+
+    def init_weights(m):
+        m.bias.data.fill_(0.01)
+
+    def fill(m):
+        m.weight.data.uniform_(-0.1, 0.1)
+
+    net.apply(fill)
+    """
+    found = lint(textwrap.dedent(source))
+    assert severities(source) == [
+        ("data-write", 7, "hint"),
+        ("data-write", 12, "hint"),
+        ("data-write", 14, "hint"),
+        ("data-write", 17, "hint"),
+        ("data-write", 20, "hint"),
+    ]
+    assert "harmless here, since no autograd graph holds the tensor yet" in found[0].message
+    assert "matter when a backward later runs" in found[0].message
+
+
+def test_data_writes_on_parameters_in_training_are_warnings() -> None:
+    source = """\
+    import torch
+    for x, y in loader:
+        loss = f(model(x), y)
+        loss.backward()
+        for name, p in model.named_parameters():
+            p.data.add_(p.grad, alpha=-lr)
+        model.fc.weight.data.clamp_(-1, 1)
+        w.data = w.data * 0.5
+    """
+    assert severities(source) == [
+        ("data-write", 6, "warning"),
+        ("data-write", 7, "warning"),
+        ("data-write", 8, "hint"),  # w's kind is unknown here
+    ]
+
+
+def test_load_without_map_location_is_a_hint_where_another_device_is_plausible() -> None:
+    [found] = lint("import torch\nmodel.load_state_dict(torch.load(args.checkpoint))\n")
+    assert found.code == "load-without-map-location"
+    from tensor_dap.lsp.lints import severity
+
+    assert severity(found) == "hint"
+    assert "matters when the file was saved on a device this machine lacks" in found.message
+    # a script that saves and loads its own file loads on the device it saved from
+    round_trip = "import torch\ntorch.save(model, args.save)\nmodel = torch.load(args.save)\n"
+    assert [f.code for f in lint(round_trip)] == []

@@ -1,5 +1,12 @@
 """``data-write``: ``p.data = ...``, ``p.data -= ...``, ``p.data.add_(...)`` outside
-``torch.no_grad()`` (``p.grad.data`` and reads like ``p.data.clone()`` are fine)."""
+``torch.no_grad()`` (``p.grad.data`` and reads like ``p.data.clone()`` are fine).
+
+A warning only where the receiver is known to be a tensor autograd tracks (``m.weight``, a loop
+variable over ``parameters()``, an ``nn.Parameter``) and the write is not part of building the
+model: in ``__init__``, an ``_init_weights``-style function or one given to ``model.apply``, no
+graph exists yet, so the write is a hint. An object's own attribute (``self.data = [...]`` in a
+``Dataset``) or a plain value (a list, a string) is not ``Tensor.data`` at all: no lint.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,13 @@ from typing import Iterator, Optional
 from .ast_helpers import span
 from .context import LintContext
 from .model import Edit, Lint, LintSpec
+from .names import (
+    applied_functions,
+    in_init_function,
+    is_own_attribute,
+    is_parameter,
+    is_plain_value,
+)
 
 CODE = "data-write"
 
@@ -24,12 +38,15 @@ def _data_of(node: ast.AST) -> Optional[ast.Attribute]:
 
 
 def check(context: LintContext) -> Iterator[Lint]:
+    applied: Optional[set[str]] = None
     for node in context.nodes:
         data: Optional[ast.Attribute] = None
         statement: Optional[ast.stmt] = None
         new_text: Optional[str] = None
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             data = _data_of(node.targets[0])
+            if data is not None and is_plain_value(node.value):
+                data = None
             if data is not None:
                 receiver = context.segment(data.value)
                 statement, new_text = node, f"{receiver}.copy_({context.segment(node.value)})"
@@ -45,17 +62,45 @@ def check(context: LintContext) -> Iterator[Lint]:
             ):
                 data = _data_of(func.value)
                 statement = node if data is not None else None
-        if data is None or statement is None or context.in_no_grad(statement):
+        if data is None or statement is None or is_own_attribute(data):
             continue
+        if context.in_no_grad(statement):
+            continue
+        if applied is None:
+            applied = applied_functions(context)
         title, edits = _no_grad_fix(context, statement, data, new_text)
+        text = ast.unparse(data)
+        if in_init_function(context, statement, applied):
+            message, severity = (
+                f"`{text}` is written while the model is built: harmless here, since no "
+                "autograd graph holds the tensor yet. `.data` writes matter when a backward "
+                "later runs through values saved before the write. `torch.nn.init` functions, "
+                "or a write under `torch.no_grad()`, say the same without `.data`.",
+                "hint",
+            )
+        elif is_parameter(context, data.value):
+            message, severity = (
+                f"`{text}` writes bypass autograd: the change is invisible to its version "
+                "counter, so a backward through values saved before the write silently uses "
+                "the new numbers (it matters while a graph that used the tensor is still to be "
+                "backpropagated). Write under `with torch.no_grad():` to the tensor itself.",
+                "warning",
+            )
+        else:
+            message, severity = (
+                f"If `{ast.unparse(data.value)}` is a tensor, `{text}` writes bypass autograd: "
+                "this matters when a backward later runs through values saved before the write "
+                "(it silently uses the new numbers). Write under `with torch.no_grad():` to the "
+                "tensor itself.",
+                "hint",
+            )
         yield Lint(
             CODE,
-            f"`{ast.unparse(data)}` writes bypass autograd: the change is invisible to its "
-            "version counter, so a backward through saved values may silently use wrong "
-            "numbers. Write under `with torch.no_grad():` to the tensor itself.",
+            message,
             *span(statement),
             fix_title=title,
             edits=edits,
+            severity=severity,
         )
 
 

@@ -1,4 +1,8 @@
-"""``load-without-map-location``: ``torch.load(...)`` without ``map_location``."""
+"""``load-without-map-location``: ``torch.load(...)`` without ``map_location``, a hint.
+
+Only where loading on another device is plausible: a script that saves with ``torch.save``
+itself loads on the device it saved from (a round trip in one run), so it is left alone.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ CODE = "load-without-map-location"
 
 
 def check(context: LintContext) -> Iterator[Lint]:
+    if any(is_torch_call(node, {"save"}) for node in context.nodes):
+        return
     for node in context.nodes:
         if (
             is_torch_call(node, {"load"})
@@ -23,9 +29,10 @@ def check(context: LintContext) -> Iterator[Lint]:
         ):
             yield Lint(
                 CODE,
-                "`torch.load` without `map_location` restores tensors on the device they were "
-                "saved from, which fails where that device is missing (a CPU machine, another "
-                'GPU). Pass `map_location="cpu"` (or the target device).',
+                "`torch.load` restores tensors on the device they were saved from. This "
+                "matters when the file was saved on a device this machine lacks (a checkpoint "
+                "from a GPU, loaded on a CPU-only machine or another GPU), where the load "
+                'fails. `map_location="cpu"` (or the target device) loads anywhere.',
                 *span(node),
                 fix_title='Add `map_location="cpu"`',
                 edits=(add_keyword_edit(node, 'map_location="cpu"'),),
@@ -34,8 +41,8 @@ def check(context: LintContext) -> Iterator[Lint]:
 
 SPEC = LintSpec(
     CODE,
-    "information",
-    "`torch.load` without `map_location`",
+    "hint",
+    "`torch.load` without `map_location` of a file this script did not save",
     check,
     needs=("load",),
 )

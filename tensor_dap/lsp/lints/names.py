@@ -1,0 +1,138 @@
+"""What a name or an expression holds, as far as the source tells: an object's own attribute, a
+plain Python value (a list, a string), a parameter of a model, and whether code runs in an init
+function (where no autograd graph exists yet).
+
+Checks ask these before judging: ``self.data = [...]`` in a ``Dataset`` is not ``Tensor.data``,
+and ``m.weight.data.normal_(0, 0.02)`` in ``_init_weights`` is not a training step.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Optional, Union
+
+from .ast_helpers import SCOPES, called_name, method_call
+from .context import LintContext, walk_scope
+
+Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+
+_PLAIN_VALUES = (
+    ast.List,
+    ast.ListComp,
+    ast.Dict,
+    ast.DictComp,
+    ast.Set,
+    ast.SetComp,
+    ast.Tuple,
+    ast.JoinedStr,
+    ast.GeneratorExp,
+)
+_PLAIN_CALLS = {"list", "dict", "set", "tuple", "str", "sorted", "open", "len", "range", "zip"}
+_INIT_NAME = re.compile(r"init|reset_param", re.IGNORECASE)
+_PARAMETER_ATTRIBUTES = {"weight", "bias", "weight_ih", "weight_hh", "bias_ih", "bias_hh"}
+
+
+def is_plain_value(value: ast.AST) -> bool:
+    """Whether ``value`` makes a plain Python object, never a tensor: a list, dict, set or tuple
+    display or comprehension, a string, ``None``, ``list(...)``, ``open(...)``..."""
+    if isinstance(value, _PLAIN_VALUES):
+        return True
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, (str, bytes)) or value.value is None
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in _PLAIN_CALLS
+    )
+
+
+def is_own_attribute(node: ast.AST) -> bool:
+    """``self.<x>`` / ``cls.<x>``: an attribute of the object a method runs on."""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("self", "cls")
+    )
+
+
+def enclosing_function(context: LintContext, node: ast.AST) -> Optional[Function]:
+    """The innermost function ``node`` is in, or None at module level."""
+    for parent in context.ancestors(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return parent
+    return None
+
+
+def applied_functions(context: LintContext) -> set[str]:
+    """Names passed to ``<model>.apply(...)``: functions run once over every submodule."""
+    found = set()
+    for node in context.nodes:
+        call = method_call(node, "apply")
+        if call is not None and len(call.args) == 1 and isinstance(call.args[0], ast.Name):
+            found.add(call.args[0].id)
+    return found
+
+
+def in_init_function(context: LintContext, node: ast.AST, applied: set[str]) -> bool:
+    """Whether ``node`` runs while a model is being built: in ``__init__``, in a function named
+    like an initialiser (``_init_weights``, ``weights_init``, ``reset_parameters``) or in one
+    passed to ``model.apply(...)``."""
+    function = enclosing_function(context, node)
+    while function is not None:
+        if _INIT_NAME.search(function.name) or function.name in applied:
+            return True
+        function = enclosing_function(context, function)
+    return False
+
+
+def _loop_over_parameters(loop: ast.AST, name: str) -> bool:
+    """``for <name> in m.parameters()`` / ``for n, <name> in m.named_parameters()`` /
+    ``for <name> in group["params"]``."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension)):
+        return False
+    target = loop.target
+    names = [target] if isinstance(target, ast.Name) else []
+    if isinstance(target, ast.Tuple):
+        names = [e for e in target.elts if isinstance(e, ast.Name)]
+    if not any(n.id == name for n in names):
+        return False
+    return "param" in ast.unparse(loop.iter).lower()
+
+
+def _makes_parameter(value: ast.AST) -> bool:
+    """``nn.Parameter(...)``, ``torch.randn(..., requires_grad=True)``, ``x.requires_grad_()``."""
+    if not isinstance(value, ast.Call):
+        return False
+    if called_name(value) in ("Parameter", "requires_grad_"):
+        return True
+    return any(
+        k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in value.keywords
+    )
+
+
+def is_parameter(context: LintContext, node: ast.AST) -> bool:
+    """Whether ``node`` is known to hold a tensor autograd tracks: ``m.weight`` / ``m.bias``, a
+    loop variable over ``parameters()``, a name made by ``nn.Parameter`` or with
+    ``requires_grad=True`` in the same function."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in _PARAMETER_ATTRIBUTES
+    if not isinstance(node, ast.Name):
+        return False
+    for parent in context.ancestors(node):
+        if _loop_over_parameters(parent, node.id):
+            return True
+        if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)) and any(
+            _loop_over_parameters(g, node.id) for g in parent.generators
+        ):
+            return True
+        if isinstance(parent, (*SCOPES, ast.Module)):
+            body = parent.body if not isinstance(parent, ast.Lambda) else []
+            return any(
+                isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)
+                and _makes_parameter(n.value)
+                for n in walk_scope(body)
+            )
+    return False
