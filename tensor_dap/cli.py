@@ -1,4 +1,5 @@
-"""The ``tensor-dap`` command: ``check``, ``trace``, ``rules``, ``adapter``, ``run``, ``lsp``."""
+"""The ``tensor-dap`` command: ``check``, ``trace``, ``rules``, ``lint``, ``adapter``, ``run``,
+``lsp``."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         "checkboxes take, with what each reports.",
     )
     rules.add_argument("--json", action="store_true", help="print them as JSON")
+    _add_lint(commands)
     commands.add_parser(
         "lsp",
         help="run the language server on stdio",
@@ -88,6 +90,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         from tensor_dap.rules_command import print_rules
 
         return print_rules(sys.stdout, as_json=options.json)
+    if options.command == "lint":
+        from tensor_dap.lint_command import run_lint
+
+        return run_lint(
+            options.paths, sys.stdout, sys.stderr, options.format == "json", options.severity
+        )
     if options.command == "run":
         return _run(parser, options)
     if options.command == "lsp":
@@ -156,7 +164,29 @@ def _prepare_outputs(
             parser.exit(USAGE_ERROR, f"tensor-dap {command}: {error}\n")
 
 
-def _add_trace(commands: argparse._SubParsersAction) -> None:
+def _add_lint(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    lint = commands.add_parser(
+        "lint",
+        help="report PyTorch pitfalls found in the source, without running it",
+        usage="tensor-dap lint [--format text|json] [--severity LEVEL] [PATH...]",
+        description="Run the language server's static lints on each PATH (a file, or a folder "
+        "walked for *.py; default: the current folder) and print one line per finding: "
+        "`path:line:col code message`. A `# tensor-dap: ignore[code]` comment (or a bare "
+        "`# tensor-dap: ignore`) silences its line. Exit status: 0 clean, 1 findings, 2 usage "
+        "error.",
+    )
+    lint.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    lint.add_argument(
+        "--severity",
+        choices=("error", "warning", "information", "hint"),
+        default="information",
+        help="report findings of this severity or worse (default information: hints, such as "
+        "a .data write in an init function, are left out)",
+    )
+    lint.add_argument("paths", metavar="PATH", nargs="*")
+
+
+def _add_trace(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     trace = commands.add_parser(
         "trace",
         help="run a script, printing each line of user code with its tensors",
@@ -196,7 +226,7 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     )
 
 
-def _add_run(commands: argparse._SubParsersAction) -> None:
+def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = commands.add_parser(
         "run",
         help="run a script under debugpy and the tensor agent, for a debugger to attach",

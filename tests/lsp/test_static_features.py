@@ -11,7 +11,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from .conftest import SERVER, eventually, open_document
+from .conftest import SERVER, eventually, open_document, replace_text
 from .conftest import start as start_client
 
 PITFALLS = textwrap.dedent(
@@ -142,7 +142,8 @@ async def test_quick_fixes_edit_exactly(client: LanguageClient, root: Path) -> N
         ),
     }
     for line, (title, where, text) in expected.items():
-        [fix] = await actions(client, uri, line)
+        [fix, ignore] = await actions(client, uri, line)
+        assert ignore.title.startswith("Ignore `") and ignore.title.endswith("` on this line")
         assert fix.title == title
         assert fix.kind == types.CodeActionKind.QuickFix
         assert fix.edit is not None and fix.edit.changes is not None
@@ -154,6 +155,28 @@ async def test_quick_fixes_edit_exactly(client: LanguageClient, root: Path) -> N
                 line, {12: "missing-zero-grad", 17: "data-write"}.get(line)
             )
         ]
-    # the leaf rebound has no automatic fix; a clean line has none either
-    assert await actions(client, uri, 14) == []
+    # the leaf rebound has no automatic fix, only the comment; a clean line has nothing
+    assert [a.title for a in await actions(client, uri, 14)] == [
+        "Ignore `leaf-rebound` on this line"
+    ]
     assert await actions(client, uri, 0) == []
+
+
+@pytest.mark.asyncio
+async def test_ignore_comment_is_offered_with_the_fix_and_silences_the_line(
+    client: LanguageClient, root: Path
+) -> None:
+    uri = open_document(client, root / "pitfalls.py")
+    await eventually(lambda: bool(client.diagnostics.get(uri)))
+    fix, ignore = await actions(client, uri, 17)
+    assert fix.is_preferred and not ignore.is_preferred
+    assert ignore.edit is not None and ignore.edit.changes is not None
+    assert list(ignore.edit.changes[uri]) == [
+        types.TextEdit(range=span(17, 35, 35), new_text="  # tensor-dap: ignore[data-write]")
+    ]
+    # the comment applied: the lint is gone, the others stay
+    lines = PITFALLS.splitlines(keepends=True)
+    lines[17] = lines[17].rstrip("\n") + "  # tensor-dap: ignore[data-write]\n"
+    replace_text(client, uri, "".join(lines), 2)
+    await eventually(lambda: "data-write" not in [d.code for d in client.diagnostics[uri]])
+    assert len(client.diagnostics[uri]) == 4

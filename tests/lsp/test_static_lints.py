@@ -219,3 +219,24 @@ def test_load_without_map_location_is_a_hint_where_another_device_is_plausible()
     # a script that saves and loads its own file loads on the device it saved from
     round_trip = "import torch\ntorch.save(model, args.save)\nmodel = torch.load(args.save)\n"
     assert [f.code for f in lint(round_trip)] == []
+
+
+def test_ignore_comments_silence_their_line() -> None:
+    from tensor_dap.lsp.lints import ignore_edit
+
+    body = "for p in model.parameters():\n    p.data.add_(p.grad)\n"
+    [found] = lint(body)
+    assert ignore_edit(found, body.splitlines()) == Edit(
+        2, 23, 2, 23, "  # tensor-dap: ignore[data-write]"
+    )
+    silenced = [
+        "    p.data.add_(p.grad)  # tensor-dap: ignore[data-write]\n",
+        "    p.data.add_(p.grad)  # tensor-dap: ignore\n",
+        "    p.data.add_(p.grad)  # step  #tensor-dap:ignore[missing-zero-grad, data-write]\n",
+    ]
+    for line in silenced:
+        assert lint(body.splitlines(keepends=True)[0] + line) == [], line
+    other = body.splitlines(keepends=True)[0] + "    p.data.add_(p.grad)  # tensor-dap: ignore[x]\n"
+    [found] = lint(other)
+    # a comment naming another code gets this one added to it
+    assert ignore_edit(found, other.splitlines()) == Edit(2, 47, 2, 47, ", data-write")

@@ -17,6 +17,7 @@ from .context import MAX_SOURCE, parse
 from .fixes import device_fix
 from .model import SEVERITIES, Edit, Lint, LintSpec
 from .registry import BY_CODE, LINTS, lint, severity
+from .suppression import ignore_edit
 
 __all__ = [
     "BY_CODE",
@@ -29,6 +30,7 @@ __all__ = [
     "device_expression",
     "device_fix",
     "factory_without_device",
+    "ignore_edit",
     "lint",
     "parse",
     "severity",

@@ -12,6 +12,7 @@ from typing import Optional
 from . import cpu_accumulator, data_write, leaf_rebound, load_map_location, missing_zero_grad
 from .context import LintContext, parse
 from .model import Lint, LintSpec
+from .suppression import is_ignored
 
 LINTS: tuple[LintSpec, ...] = (
     cpu_accumulator.SPEC,
@@ -31,7 +32,8 @@ def severity(found: Lint) -> str:
 
 
 def lint(source: str, tree: Optional[ast.Module] = None) -> list[Lint]:
-    """Every static lint of ``source``, in source order."""
+    """Every static lint of ``source`` that no ``# tensor-dap: ignore`` comment silences, in
+    source order."""
     tree = tree if tree is not None else parse(source)
     if tree is None:
         return []
@@ -40,4 +42,5 @@ def lint(source: str, tree: Optional[ast.Module] = None) -> list[Lint]:
     for spec in LINTS:
         if spec.wanted(source):
             found.extend(spec.check(context))
-    return sorted(found, key=lambda f: (f.line, f.col, f.code))
+    kept = [f for f in found if not is_ignored(f, context.lines)]
+    return sorted(kept, key=lambda f: (f.line, f.col, f.code))
