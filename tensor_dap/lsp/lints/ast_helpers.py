@@ -119,3 +119,42 @@ def is_literal(node: ast.AST) -> bool:
     if isinstance(node, (ast.Tuple, ast.List)):
         return all(is_literal(e) for e in node.elts)
     return False
+
+
+def adds_tensor(value: ast.AST) -> bool:
+    """Whether an added value may be a tensor: not a number, ``x.item()``, ``float(x)``."""
+    if isinstance(value, ast.Constant):
+        return False
+    if isinstance(value, ast.Call):
+        if method_call(value, "item") or method_call(value, "tolist"):
+            return False
+        if isinstance(value.func, ast.Name) and value.func.id in ("float", "int", "len"):
+            return False
+    return not (isinstance(value, ast.UnaryOp) and isinstance(value.operand, ast.Constant))
+
+
+def accumulated(node: ast.AST) -> Optional[tuple[str, ast.expr]]:
+    """``name += x`` / ``name = name + x`` / ``name = x + name`` (x maybe a tensor) -> the name
+    and ``x``, else None."""
+    if (
+        isinstance(node, ast.AugAssign)
+        and isinstance(node.op, ast.Add)
+        and isinstance(node.target, ast.Name)
+        and adds_tensor(node.value)
+    ):
+        return node.target.id, node.value
+    if (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.BinOp)
+        and isinstance(node.value.op, ast.Add)
+    ):
+        name = node.targets[0].id
+        left, right = node.value.left, node.value.right
+        other = right if isinstance(left, ast.Name) and left.id == name else None
+        if other is None and isinstance(right, ast.Name) and right.id == name:
+            other = left
+        if other is not None and adds_tensor(other):
+            return name, other
+    return None

@@ -23,12 +23,14 @@ def parse(source: str) -> Optional[ast.Module]:
 
 
 def walk_scope(nodes: Union[ast.AST, list[ast.stmt]]) -> Iterator[ast.AST]:
-    """Like ``ast.walk`` but not into nested functions, classes and lambdas."""
+    """Like ``ast.walk`` but not into functions, classes and lambdas (which are yielded, not
+    entered, when they are among ``nodes`` themselves)."""
     todo: list[ast.AST] = list(nodes) if isinstance(nodes, list) else [nodes]
     while todo:
         node = todo.pop()
         yield node
-        todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, SCOPES))
+        if not isinstance(node, SCOPES):
+            todo.extend(ast.iter_child_nodes(node))
 
 
 class LintContext:

@@ -53,7 +53,7 @@ Check = Callable[["LintContext"], Iterator[Lint]]
 class LintSpec:
     """One lint of the registry: its code, default severity, a one-line description (for
     ``tensor-dap lint`` and the docs), its check, and the words a source must contain for the
-    check to be worth running (a cheap filter on big files)."""
+    check to be worth running (a cheap filter on big files; ``a|b``: either)."""
 
     code: str
     severity: str
@@ -62,4 +62,4 @@ class LintSpec:
     needs: tuple[str, ...] = ()
 
     def wanted(self, source: str) -> bool:
-        return all(word in source for word in self.needs)
+        return all(any(w in source for w in word.split("|")) for word in self.needs)

@@ -12,7 +12,7 @@ import ast
 import re
 from typing import Optional, Union
 
-from .ast_helpers import SCOPES, called_name, method_call
+from .ast_helpers import NO_GRAD, SCOPES, called_name, method_call
 from .context import LintContext, walk_scope
 
 Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -136,3 +136,61 @@ def is_parameter(context: LintContext, node: ast.AST) -> bool:
                 for n in walk_scope(body)
             )
     return False
+
+
+def decorated_no_grad(function: Function) -> bool:
+    """``@torch.no_grad()`` / ``@torch.inference_mode()`` on ``function``."""
+    for decorator in function.decorator_list:
+        name = called_name(decorator)
+        if name is None and isinstance(decorator, ast.Attribute):
+            name = decorator.attr
+        if name in NO_GRAD:
+            return True
+    return False
+
+
+def no_grad_callees(context: LintContext) -> set[str]:
+    """Names of the functions the file calls inside ``with torch.no_grad():`` (an evaluation
+    helper is often called that way: its own body needs no ``no_grad``)."""
+    found = set()
+    for node in context.nodes:
+        if isinstance(node, ast.Call) and context.in_no_grad(node):
+            name = called_name(node)
+            if name is not None:
+                found.add(name)
+    return found
+
+
+def runs_without_grad(context: LintContext, node: ast.AST, callees: set[str]) -> bool:
+    """Whether ``node`` runs with autograd off: under ``no_grad``/``inference_mode``, in a
+    function decorated so, or in a function the file calls under ``no_grad``."""
+    if context.in_no_grad(node):
+        return True
+    function = enclosing_function(context, node)
+    while function is not None:
+        if decorated_no_grad(function) or function.name in callees:
+            return True
+        function = enclosing_function(context, function)
+    return False
+
+
+def scope_body(context: LintContext, node: ast.AST) -> list[ast.stmt]:
+    """The statements of the function ``node`` is in (the module's at module level)."""
+    function = enclosing_function(context, node)
+    return function.body if function is not None else context.tree.body
+
+
+def latest_value(context: LintContext, name: str, before: ast.AST) -> Optional[ast.expr]:
+    """The value last assigned to ``name`` (``name = value``) in ``before``'s function, on a
+    line before ``before``'s; None when there is none."""
+    line = before.lineno  # type: ignore[attr-defined]
+    best: Optional[ast.Assign] = None
+    for node in walk_scope(scope_body(context, before)):
+        if (
+            isinstance(node, ast.Assign)
+            and node.lineno < line
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+            and (best is None or node.lineno > best.lineno)
+        ):
+            best = node
+    return best.value if best is not None else None

@@ -9,7 +9,21 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from . import cpu_accumulator, data_write, leaf_rebound, load_map_location, missing_zero_grad
+from . import (
+    cpu_accumulator,
+    data_write,
+    eval_without_no_grad,
+    eval_without_train,
+    leaf_rebound,
+    load_map_location,
+    load_weights_only,
+    loss_accumulated,
+    missing_zero_grad,
+    nll_loss_input,
+    requires_grad_non_leaf,
+    softmax_cross_entropy,
+    zero_grad_before_step,
+)
 from .context import LintContext, parse
 from .model import Lint, LintSpec
 from .suppression import is_ignored
@@ -20,6 +34,14 @@ LINTS: tuple[LintSpec, ...] = (
     missing_zero_grad.SPEC,
     data_write.SPEC,
     leaf_rebound.SPEC,
+    softmax_cross_entropy.SPEC,
+    nll_loss_input.SPEC,
+    eval_without_train.SPEC,
+    eval_without_no_grad.SPEC,
+    zero_grad_before_step.SPEC,
+    loss_accumulated.SPEC,
+    requires_grad_non_leaf.SPEC,
+    load_weights_only.SPEC,
 )
 
 BY_CODE: dict[str, LintSpec] = {spec.code: spec for spec in LINTS}
