@@ -185,3 +185,76 @@ async def test_ignore_comment_is_offered_with_the_fix_and_silences_the_line(
     replace_text(client, uri, "".join(lines), 2)
     await eventually(lambda: "data-write" not in [d.code for d in client.diagnostics[uri]])
     assert len(client.diagnostics[uri]) == 6
+
+
+NEW_PITFALLS = textwrap.dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+
+    device = torch.device("cuda")
+    w = torch.randn(4, 1, requires_grad=True).to(device)
+
+
+    def train(model, loader, val_loader, optimizer):
+        for epoch in range(3):
+            for x, y in loader:
+                loss = F.cross_entropy(F.softmax(model(x), dim=1), y)
+                loss.backward()
+                optimizer.zero_grad()
+                optimizer.step()
+            model.eval()
+
+
+    def test(model, loader):
+        model.eval()
+        for x, y in loader:
+            print(model(x).argmax(1))
+    """
+)
+
+
+@pytest.mark.asyncio
+async def test_new_lints_with_their_severities_and_fixes(
+    client: LanguageClient, root: Path
+) -> None:
+    path = root / "new_pitfalls.py"
+    path.write_text(NEW_PITFALLS)
+    uri = open_document(client, path)
+    await eventually(lambda: bool(client.diagnostics.get(uri)))
+    warning = types.DiagnosticSeverity.Warning
+    info = types.DiagnosticSeverity.Information
+    assert [(d.code, d.range.start.line, d.severity) for d in client.diagnostics[uri]] == [
+        ("requires-grad-non-leaf", 4, warning),
+        ("softmax-into-cross-entropy", 10, warning),
+        ("zero-grad-before-step", 12, warning),
+        ("eval-without-train", 14, warning),
+        ("eval-without-no-grad", 20, info),
+    ]
+
+    async def fix(line: int) -> list[types.TextEdit]:
+        found = await actions(client, uri, line)
+        assert [a.title.startswith("Ignore `") for a in found] == [False, True]
+        assert found[0].edit is not None and found[0].edit.changes is not None
+        return list(found[0].edit.changes[uri])
+
+    assert await fix(4) == [
+        types.TextEdit(range=span(4, 40, 40), new_text=", device=device"),
+        types.TextEdit(range=span(4, 41, 52), new_text=""),
+    ]
+    assert await fix(10) == [types.TextEdit(range=span(10, 35, 61), new_text="model(x)")]
+    assert await fix(12) == [
+        types.TextEdit(range=span(12, 0, 0, end_line=13), new_text=""),
+        types.TextEdit(range=span(14, 0, 0), new_text="            optimizer.zero_grad()\n"),
+    ]
+    assert await fix(14) == [
+        types.TextEdit(range=span(9, 0, 0), new_text="        model.train()\n")
+    ]
+    assert await fix(20) == [
+        types.TextEdit(
+            range=span(19, 0, 33, end_line=20),
+            new_text="    with torch.no_grad():\n"
+            "        for x, y in loader:\n"
+            "            print(model(x).argmax(1))",
+        )
+    ]
