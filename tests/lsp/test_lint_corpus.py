@@ -93,3 +93,9 @@ def test_quick_fixes_leave_code_that_parses_and_is_clean(path: Path) -> None:
         ]
         assert still == [], (found.code, found.line, after)
     assert fixed > 0
+
+
+def test_the_docs_list_every_lint() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "language-server.md").read_text()
+    rows = set(re.findall(r"^\| `([a-z-]+)` \|", docs, re.MULTILINE))
+    assert rows == {spec.code for spec in LINTS}
