@@ -210,6 +210,7 @@ NEW_PITFALLS = textwrap.dedent(
         model.eval()
         for x, y in loader:
             print(model(x).argmax(1))
+        print(w.grad)
     """
 )
 

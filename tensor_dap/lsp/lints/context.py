@@ -33,6 +33,15 @@ def walk_scope(nodes: Union[ast.AST, list[ast.stmt]]) -> Iterator[ast.AST]:
             todo.extend(ast.iter_child_nodes(node))
 
 
+def target_key(node: ast.AST) -> Optional[str]:
+    """``x`` for a name, ``obj.attr`` for an attribute of a name; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
 class LintContext:
     """The tree with parent links, and what several checks ask of it."""
 
@@ -42,7 +51,38 @@ class LintContext:
         self.lines = source.splitlines()
         self.nodes = list(ast.walk(tree))
         self._parents: Optional[dict[ast.AST, ast.AST]] = None
+        self._assignments: Optional[dict[str, list[ast.Assign]]] = None
+        self._no_grad_callees: Optional[set[str]] = None
         self.device = device_expression(self.nodes)
+
+    @property
+    def assignments(self) -> dict[str, list[ast.Assign]]:
+        """The ``=`` statements per target (``name`` or ``obj.attr``, see :func:`target_key`),
+        in source order: what lets checks ask what a name holds without walking the tree."""
+        if self._assignments is None:
+            self._assignments = {}
+            for node in self.nodes:
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        key = target_key(target)
+                        if key is not None:
+                            self._assignments.setdefault(key, []).append(node)
+            for found in self._assignments.values():
+                found.sort(key=lambda a: (a.lineno, a.col_offset))
+        return self._assignments
+
+    @property
+    def no_grad_callees(self) -> set[str]:
+        """Names of the functions the file calls inside ``with torch.no_grad():`` (an
+        evaluation helper is often called that way: its own body needs no ``no_grad``)."""
+        if self._no_grad_callees is None:
+            self._no_grad_callees = set()
+            for node in self.nodes:
+                if isinstance(node, ast.Call):
+                    name = called_name(node)
+                    if name is not None and self.in_no_grad(node):
+                        self._no_grad_callees.add(name)
+        return self._no_grad_callees
 
     @property
     def parents(self) -> dict[ast.AST, ast.AST]:

@@ -19,6 +19,7 @@ from .model import Edit, Lint, LintSpec
 from .names import (
     applied_functions,
     in_init_function,
+    in_training_code,
     is_own_attribute,
     is_parameter,
     is_plain_value,
@@ -78,7 +79,7 @@ def check(context: LintContext) -> Iterator[Lint]:
                 "or a write under `torch.no_grad()`, say the same without `.data`.",
                 "hint",
             )
-        elif is_parameter(context, data.value):
+        elif is_parameter(context, data.value) and in_training_code(context, statement):
             message, severity = (
                 f"`{text}` writes bypass autograd: the change is invisible to its version "
                 "counter, so a backward through values saved before the write silently uses "

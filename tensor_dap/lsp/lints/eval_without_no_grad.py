@@ -10,7 +10,7 @@ from typing import Iterator, Optional
 from .ast_helpers import LOOPS, called_name, span
 from .context import LintContext, walk_scope
 from .model import Edit, Lint, LintSpec
-from .names import no_grad_callees, runs_without_grad
+from .names import runs_without_grad
 from .training_mode import eval_receiver, train_receiver, trains
 
 CODE = "eval-without-no-grad"
@@ -28,7 +28,6 @@ def _disables_grad(node: ast.AST) -> bool:
 
 
 def check(context: LintContext) -> Iterator[Lint]:
-    callees: Optional[set[str]] = None
     for body in context.scopes():
         nodes = list(walk_scope(body))
         evals = [(n, eval_receiver(n)) for n in nodes]
@@ -56,9 +55,7 @@ def check(context: LintContext) -> Iterator[Lint]:
             )
             if forward is None:
                 continue
-            if callees is None:
-                callees = no_grad_callees(context)
-            if runs_without_grad(context, forward, callees):
+            if runs_without_grad(context, forward):
                 continue
             title, edits = _wrap_fix(context, loop)
             yield Lint(

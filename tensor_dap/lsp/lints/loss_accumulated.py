@@ -15,7 +15,7 @@ from typing import Iterator, Optional
 from .ast_helpers import LOOPS, accumulated, called_name, method_call, span
 from .context import LintContext, walk_scope
 from .model import Edit, Lint, LintSpec
-from .names import latest_value, no_grad_callees, runs_without_grad
+from .names import latest_value, runs_without_grad
 
 CODE = "loss-accumulated-with-graph"
 
@@ -65,7 +65,6 @@ def _kept(node: ast.AST) -> Optional[tuple[str, ast.expr, bool]]:
 
 
 def check(context: LintContext) -> Iterator[Lint]:
-    callees: Optional[set[str]] = None
     for body in context.scopes():
         nodes = list(walk_scope(body))
         backwarded: Optional[set[str]] = None
@@ -81,9 +80,7 @@ def check(context: LintContext) -> Iterator[Lint]:
                     backwarded = _backwarded(nodes)
                 if total in backwarded or not _is_loss(context, value, backwarded):
                     continue
-                if callees is None:
-                    callees = no_grad_callees(context)
-                if runs_without_grad(context, node, callees):
+                if runs_without_grad(context, node):
                     continue
                 yield _lint(context, nodes, total, value, summed)
 

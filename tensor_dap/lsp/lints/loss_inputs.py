@@ -14,7 +14,7 @@ import ast
 from typing import Iterator, Optional
 
 from .ast_helpers import called_name
-from .context import LintContext
+from .context import LintContext, target_key
 from .names import latest_value
 
 SOFTMAX, LOG_SOFTMAX, LOGITS = "softmax", "log_softmax", "logits"
@@ -111,18 +111,12 @@ def _forward_of(context: LintContext, class_name: str) -> Optional[ast.FunctionD
 
 
 def _bound_value(context: LintContext, target: ast.expr, use: ast.AST) -> Optional[ast.expr]:
-    """The value bound to ``target`` (a name, or ``self.<attr>`` assigned anywhere in the
-    file): the latest assignment in the same function, else the file's only one."""
+    """The value bound to ``target`` (a name, or ``obj.attr`` assigned anywhere in the file):
+    the latest assignment in the same function, else the file's only one."""
     if isinstance(target, ast.Name):
         value = latest_value(context, target.id, use)
         if value is not None:
             return value
-    text = ast.unparse(target)
-    values = [
-        node.value
-        for node in context.nodes
-        if isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and ast.unparse(node.targets[0]) == text
-    ]
+    key = target_key(target)
+    values = [a.value for a in context.assignments.get(key, ())] if key is not None else []
     return values[0] if len(values) == 1 else None

@@ -149,26 +149,14 @@ def decorated_no_grad(function: Function) -> bool:
     return False
 
 
-def no_grad_callees(context: LintContext) -> set[str]:
-    """Names of the functions the file calls inside ``with torch.no_grad():`` (an evaluation
-    helper is often called that way: its own body needs no ``no_grad``)."""
-    found = set()
-    for node in context.nodes:
-        if isinstance(node, ast.Call) and context.in_no_grad(node):
-            name = called_name(node)
-            if name is not None:
-                found.add(name)
-    return found
-
-
-def runs_without_grad(context: LintContext, node: ast.AST, callees: set[str]) -> bool:
+def runs_without_grad(context: LintContext, node: ast.AST) -> bool:
     """Whether ``node`` runs with autograd off: under ``no_grad``/``inference_mode``, in a
     function decorated so, or in a function the file calls under ``no_grad``."""
     if context.in_no_grad(node):
         return True
     function = enclosing_function(context, node)
     while function is not None:
-        if decorated_no_grad(function) or function.name in callees:
+        if decorated_no_grad(function) or function.name in context.no_grad_callees:
             return True
         function = enclosing_function(context, function)
     return False
@@ -184,13 +172,20 @@ def latest_value(context: LintContext, name: str, before: ast.AST) -> Optional[a
     """The value last assigned to ``name`` (``name = value``) in ``before``'s function, on a
     line before ``before``'s; None when there is none."""
     line = before.lineno  # type: ignore[attr-defined]
+    function = enclosing_function(context, before)
     best: Optional[ast.Assign] = None
-    for node in walk_scope(scope_body(context, before)):
-        if (
-            isinstance(node, ast.Assign)
-            and node.lineno < line
-            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-            and (best is None or node.lineno > best.lineno)
-        ):
+    for node in context.assignments.get(name, ()):
+        if node.lineno >= line:
+            break
+        if enclosing_function(context, node) is function:
             best = node
     return best.value if best is not None else None
+
+
+def in_training_code(context: LintContext, node: ast.AST) -> bool:
+    """Whether ``node``'s function (or the module, at module level) runs a backward pass:
+    ``.backward()`` or ``torch.autograd.grad``, where a graph may still hold saved values."""
+    for other in walk_scope(scope_body(context, node)):
+        if method_call(other, "backward") is not None or method_call(other, "grad") is not None:
+            return True
+    return False

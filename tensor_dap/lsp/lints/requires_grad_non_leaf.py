@@ -9,12 +9,27 @@ import ast
 from typing import Iterator, Optional
 
 from .ast_helpers import called_name, has_keyword, span
-from .context import LintContext
+from .context import LintContext, target_key
 from .fixes import add_keyword_edit
 from .model import Edit, Lint, LintSpec
 
 CODE = "requires-grad-non-leaf"
 
+_OPTIMIZERS = {
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "ASGD",
+    "Rprop",
+    "LBFGS",
+    "SparseAdam",
+}
 _DTYPES = {"float": "torch.float32", "double": "torch.float64", "half": "torch.float16"}
 _MOVES = {"to", "cuda", "type", "bfloat16", *_DTYPES}
 
@@ -50,6 +65,22 @@ def _fix(move: ast.Call, made: ast.Call) -> Optional[tuple[str, str]]:
     return None
 
 
+def _grad_wanted(context: LintContext, key: str) -> bool:
+    """Whether the file reads ``<key>.grad`` or gives ``key`` to an optimizer: only then does
+    a non-leaf's missing ``.grad`` matter."""
+    for node in context.nodes:
+        if isinstance(node, ast.Attribute) and node.attr == "grad":
+            if target_key(node.value) == key:
+                return True
+        elif (
+            isinstance(node, ast.Call)
+            and called_name(node) in _OPTIMIZERS
+            and any(target_key(n) == key for a in node.args for n in ast.walk(a))
+        ):
+            return True
+    return False
+
+
 def check(context: LintContext) -> Iterator[Lint]:
     for node in context.nodes:
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
@@ -62,6 +93,8 @@ def check(context: LintContext) -> Iterator[Lint]:
         if not (_made_with_grad(made) and isinstance(made, ast.Call)):
             continue
         target = ast.unparse(node.targets[0])
+        key = target_key(node.targets[0])
+        wanted = key is not None and _grad_wanted(context, key)
         title: Optional[str] = None
         edits: tuple[Edit, ...] = ()
         keyword = _fix(move, made)
@@ -77,11 +110,14 @@ def check(context: LintContext) -> Iterator[Lint]:
             CODE,
             f"`{target}` holds the result of `.{func.attr}(...)`, a copy of the tensor made "
             f"with `requires_grad=True`: a non-leaf, so `{target}.grad` stays None after "
-            "`backward()` and an optimizer given it never updates it. Create the tensor on "
-            "its device and dtype: pass `device=` / `dtype=` to the factory.",
+            "`backward()` and an optimizer given it never updates it"
+            + ("" if wanted else " (it matters once you read its `.grad` or optimize it)")
+            + ". Create the tensor on its device and dtype: pass `device=` / `dtype=` to the "
+            "factory.",
             *span(move),
             fix_title=title,
             edits=edits,
+            severity="warning" if wanted else "hint",
         )
 
 

@@ -59,6 +59,19 @@ class Affine(nn.Module):
         self.scale = nn.Parameter(torch.ones(1, requires_grad=True).to(device))
 
 
+def check_gradients(model):
+    probe = torch.rand(2, 3, requires_grad=True).cuda()  # hint: requires-grad-non-leaf
+    model(probe).sum().backward()
+    return [p.grad for p in model.parameters()]
+
+
+def flatten_parameters(params, flat):
+    offset = 0
+    for p in params:
+        p.data = flat[offset : offset + p.numel()].view_as(p)  # hint: data-write
+        offset += p.numel()
+
+
 def lbfgs(model, x, y, criterion):
     optimizer = torch.optim.LBFGS(model.parameters())
 
