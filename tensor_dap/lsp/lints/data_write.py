@@ -2,9 +2,11 @@
 ``torch.no_grad()`` (``p.grad.data`` and reads like ``p.data.clone()`` are fine).
 
 A warning only where the receiver is known to be a tensor autograd tracks (``m.weight``, a loop
-variable over ``parameters()``, an ``nn.Parameter``) and the write is not part of building the
-model: in ``__init__``, an ``_init_weights``-style function or one given to ``model.apply``, no
-graph exists yet, so the write is a hint. An object's own attribute (``self.data = [...]`` in a
+variable over ``parameters()``, an ``nn.Parameter``) and the write comes between a forward pass
+and its backward, where a saved value may change under autograd's feet. Elsewhere it is a hint
+saying when it would matter: in ``__init__``, an ``_init_weights``-style function or one given
+to ``model.apply`` no graph exists yet; a manual step after ``backward()`` finds the graph
+freed. An object's own attribute (``self.data = [...]`` in a
 ``Dataset``) or a plain value (a list, a string) is not ``Tensor.data`` at all: no lint.
 """
 
@@ -18,8 +20,8 @@ from .context import LintContext
 from .model import Edit, Lint, LintSpec
 from .names import (
     applied_functions,
+    between_forward_and_backward,
     in_init_function,
-    in_training_code,
     is_own_attribute,
     is_parameter,
     is_plain_value,
@@ -79,13 +81,21 @@ def check(context: LintContext) -> Iterator[Lint]:
                 "or a write under `torch.no_grad()`, say the same without `.data`.",
                 "hint",
             )
-        elif is_parameter(context, data.value) and in_training_code(context, statement):
+        elif is_parameter(context, data.value) and between_forward_and_backward(context, statement):
             message, severity = (
                 f"`{text}` writes bypass autograd: the change is invisible to its version "
                 "counter, so a backward through values saved before the write silently uses "
                 "the new numbers (it matters while a graph that used the tensor is still to be "
                 "backpropagated). Write under `with torch.no_grad():` to the tensor itself.",
                 "warning",
+            )
+        elif is_parameter(context, data.value):
+            message, severity = (
+                f"`{text}` writes bypass autograd, harmless here: no backward is pending (the "
+                "write is not between a forward pass and its `backward()`). They matter while "
+                "a graph that used the tensor is still to be backpropagated. Writing under "
+                "`with torch.no_grad():` says the same without `.data`.",
+                "hint",
             )
         else:
             message, severity = (

@@ -6,6 +6,7 @@ dict gets ``weights_only=True`` (a safe fix, offered); a whole model is a warnin
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator, Optional
 
 from .ast_helpers import called_name, has_keyword, is_torch_call, span
@@ -15,17 +16,21 @@ from .model import Lint, LintSpec
 from .names import scope_body
 
 CODE = "load-without-weights-only"
+_MODEL_NAME = re.compile(r"(model|net)$", re.IGNORECASE)
 _MODEL_USES = {"eval", "train", "parameters", "forward", "named_parameters", "modules"}
 
 
 def _use(context: LintContext, call: ast.Call) -> Optional[str]:
     """``state_dict`` when the load feeds ``load_state_dict`` directly, ``model`` when its
-    result is used as a module (``model.eval()``, ``model(x)``), else None."""
+    result is named like one (``model``, ``netG``) or used as a module (``model.eval()``,
+    ``model(x)``), else None."""
     parent = context.parents.get(call)
     if isinstance(parent, ast.Call) and called_name(parent) == "load_state_dict":
         return "state_dict"
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
         target = parent.targets[0]
+        if isinstance(target, ast.Name) and _MODEL_NAME.search(target.id):
+            return "model"
         if isinstance(target, ast.Name):
             for node in walk_scope(scope_body(context, call)):
                 if isinstance(node, ast.Call):

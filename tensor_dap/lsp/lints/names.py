@@ -182,10 +182,38 @@ def latest_value(context: LintContext, name: str, before: ast.AST) -> Optional[a
     return best.value if best is not None else None
 
 
-def in_training_code(context: LintContext, node: ast.AST) -> bool:
-    """Whether ``node``'s function (or the module, at module level) runs a backward pass:
-    ``.backward()`` or ``torch.autograd.grad``, where a graph may still hold saved values."""
-    for other in walk_scope(scope_body(context, node)):
-        if method_call(other, "backward") is not None or method_call(other, "grad") is not None:
-            return True
-    return False
+_NOT_FORWARD = {"next", "iter", "enumerate", "range", "len", "zip", "to", "cuda", "size", "item"}
+
+
+def between_forward_and_backward(context: LintContext, node: ast.stmt) -> bool:
+    """Whether ``node`` runs after a forward pass and before its backward, in its innermost
+    loop (else its function): a value is computed by a call before it (``out = model(x)``) and
+    ``.backward()`` comes after it, with no backward before it (a loop over ``parameters()``
+    does not count as the loop). Only there can a graph that
+    saved a tensor still be waiting for its backward: after ``backward()`` (a manual SGD step)
+    the graph is freed, and before any forward (WGAN's clipping) there is none."""
+    container: Optional[ast.AST] = None
+    for parent in context.ancestors(node):
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and "param" in ast.unparse(parent.iter):
+            continue  # ``for p in model.parameters()``: the step's own loop, not training's
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While, *SCOPES, ast.Module)):
+            container = parent
+            break
+    body = getattr(container, "body", None)
+    if not isinstance(body, list):
+        return False
+    line = node.lineno
+    backward_before = backward_after = forward_before = False
+    for other in walk_scope(body):
+        at = getattr(other, "lineno", 0)
+        if method_call(other, "backward") is not None:
+            backward_before |= at < line
+            backward_after |= at > line
+        elif (
+            isinstance(other, ast.Assign)
+            and at < line
+            and isinstance(other.value, ast.Call)
+            and called_name(other.value) not in _NOT_FORWARD
+        ):
+            forward_before = True
+    return forward_before and backward_after and not backward_before

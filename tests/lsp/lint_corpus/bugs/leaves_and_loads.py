@@ -20,3 +20,9 @@ def load_full(path):
     model = torch.load(path, map_location="cpu")  # expect: load-without-weights-only
     model.eval()
     return model
+
+
+def load_best(save_path):
+    with open(save_path, "rb") as f:
+        best_model = torch.load(f)  # expect: load-without-weights-only, load-without-map-location
+    return best_model
