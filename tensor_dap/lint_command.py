@@ -3,19 +3,21 @@
 One line per finding, ``path:line:col code message`` (1-based line and character column), or
 ``--format json``. Directories are walked for ``*.py`` (hidden folders, virtual environments and
 ``__pycache__`` skipped). Hints (a ``.data`` write in an init function, ``torch.load`` without
-``map_location``) are left out unless ``--severity hint``. Exit status: 1 when something is
-reported, 0 when clean, 2 on usage errors (a path that does not exist). Reads no torch.
+``map_location``) are left out unless ``--severity hint``. A file that does not parse is named
+on stderr and skipped. Exit status: 1 when something is reported, 0 when clean, 2 on usage
+errors (a path that does not exist). Reads no torch.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import tokenize
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, Iterator, Optional, TextIO
 
-from tensor_dap.lsp.lints import SEVERITIES, Lint, lint, severity
+from tensor_dap.lsp.lints import MAX_SOURCE, SEVERITIES, Lint, lint, severity
 
 USAGE_ERROR = 2
 FOUND = 1
@@ -67,6 +69,20 @@ def _record(path: Path, lines: list[str], found: Lint) -> dict[str, Any]:
     }
 
 
+def _parsed(path: Path, source: str, err: TextIO) -> Optional[ast.Module]:
+    """The file's tree; None, with one line on ``err``, for a file that cannot be linted."""
+    if len(source) > MAX_SOURCE:
+        err.write(f"tensor-dap lint: {path}: not linted (over {MAX_SOURCE} characters)\n")
+        return None
+    try:
+        return ast.parse(source)
+    except SyntaxError as error:
+        err.write(f"tensor-dap lint: {path}:{error.lineno}: not linted: {error.msg}\n")
+    except (ValueError, RecursionError, MemoryError) as error:
+        err.write(f"tensor-dap lint: {path}: not linted: {error}\n")
+    return None
+
+
 def run_lint(
     paths: list[str], out: TextIO, err: TextIO, as_json: bool = False, least: str = "information"
 ) -> int:
@@ -86,8 +102,11 @@ def run_lint(
         except (OSError, SyntaxError, UnicodeDecodeError) as error:
             err.write(f"tensor-dap lint: cannot read {path}: {error}\n")
             continue
+        tree = _parsed(path, source, err)
+        if tree is None:
+            continue
         lines = source.splitlines()
-        records.extend(_record(path, lines, f) for f in lint(source) if severity(f) in shown)
+        records.extend(_record(path, lines, f) for f in lint(source, tree) if severity(f) in shown)
     if as_json:
         json.dump({"files": len(files), "findings": records}, out, indent=2)
         out.write("\n")

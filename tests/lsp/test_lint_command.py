@@ -107,6 +107,16 @@ def test_json(tmp_path: Path) -> None:
     assert (clean.returncode, json.loads(clean.stdout)) == (0, {"files": 1, "findings": []})
 
 
+def test_a_file_that_does_not_parse_is_named_on_stderr(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "train.py").write_text(BUGGY)
+    run = lint(".", cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.stderr.startswith("tensor-dap lint: broken.py:1: not linted: ")
+    assert len(run.stderr.splitlines()) == 1
+    assert run.stdout.startswith("train.py:6:5 missing-zero-grad")
+
+
 def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     run = lint("missing.py", cwd=tmp_path)
     assert (run.returncode, run.stdout) == (2, "")
