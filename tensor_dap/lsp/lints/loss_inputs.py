@@ -63,6 +63,14 @@ def produces(context: LintContext, node: ast.AST, depth: int = 0) -> Optional[st
         return None
     func = node.func
     name = called_name(node)
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+    ):  # self.softmax(x): what the module bound to self.softmax returns
+        bound = _bound_value(context, func, node)
+        if bound is not None:
+            return _module_output(context, bound, depth)
     if name in _FUNCTION_KINDS:
         return _FUNCTION_KINDS[name]
     if name == "log":

@@ -82,3 +82,18 @@ def distill_step(student, teacher, x, y, optimizer, temperature=2.0):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+
+
+class MisnamedHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 4)
+        self.softmax = nn.LogSoftmax(dim=1)
+
+    def forward(self, x):
+        return self.softmax(self.fc(x))
+
+
+def nll_on_log_probabilities(x, y):
+    head = MisnamedHead()
+    return F.nll_loss(head(x), y)
