@@ -1,4 +1,5 @@
-"""The ``tensor-dap`` command: ``check``, ``trace``, ``rules``, ``adapter``, ``run``, ``lsp``."""
+"""The ``tensor-dap`` command: ``check``, ``trace``, ``rules``, ``lint``, ``adapter``, ``run``,
+``lsp``."""
 
 from __future__ import annotations
 
@@ -49,6 +50,18 @@ def _trace_arguments(trace: argparse.ArgumentParser) -> None:
 
 def _rules_arguments(rules: argparse.ArgumentParser) -> None:
     rules.add_argument("--json", action="store_true", help="print them as JSON")
+
+
+def _lint_arguments(lint: argparse.ArgumentParser) -> None:
+    lint.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    lint.add_argument(
+        "--severity",
+        choices=("error", "warning", "information", "hint"),
+        default="information",
+        help="report findings of this severity or worse (default information: hints, such as "
+        "a .data write in an init function, are left out)",
+    )
+    lint.add_argument("paths", metavar="PATH", nargs="*")
 
 
 def _adapter_arguments(adapter: argparse.ArgumentParser) -> None:
@@ -109,6 +122,16 @@ _COMMANDS = {
         "checkboxes take, with what each reports.",
         arguments=_rules_arguments,
     ),
+    "lint": _Command(
+        help="report PyTorch pitfalls found in the source, without running it",
+        usage="tensor-dap lint [--format text|json] [--severity LEVEL] [PATH...]",
+        description="Run the language server's static lints on each PATH (a file, or a folder "
+        "walked for *.py; default: the current folder) and print one line per finding: "
+        "`path:line:col code message`. A `# tensor-dap: ignore[code]` comment (or a bare "
+        "`# tensor-dap: ignore`) silences its line. Exit status: 0 clean, 1 findings, 2 usage "
+        "error.",
+        arguments=_lint_arguments,
+    ),
     "lsp": _Command(
         help="run the language server on stdio",
         description="Speak LSP on stdin/stdout: inlay hints, hovers and diagnostics from the "
@@ -160,6 +183,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         from tensor_dap.rules_command import print_rules
 
         return print_rules(sys.stdout, as_json=options.json)
+    if options.command == "lint":
+        from tensor_dap.lint_command import run_lint
+
+        return run_lint(
+            options.paths, sys.stdout, sys.stderr, options.format == "json", options.severity
+        )
     if options.command == "run":
         return _run(parser, options)
     if options.command == "lsp":

@@ -4,11 +4,12 @@ Each static lint that carries edits (see :mod:`tensor_dap.lsp.static_lints`) bec
 ``quickfix`` action with a ``WorkspaceEdit`` when its range meets the requested one: add
 ``device=...`` to a CPU accumulator, add ``map_location="cpu"`` to ``torch.load``, insert
 ``optimizer.zero_grad()`` as the loop's first statement, write under ``torch.no_grad()`` instead
-of through ``.data``. A runtime finding of a rule the catalogue marks ``fix_device_at_origin``
-(``device-mismatch``) whose CPU tensor was made in this file by a factory call without
-``device=`` (``torch.zeros(6)``) gets the same ``device=`` fix at the tensor's origin line,
-offered on the finding's line and on the origin line, as long as the document's text is the one
-the run saw.
+of through ``.data``; each lint also gets an "ignore this line" action adding a
+``# tensor-dap: ignore[code]`` comment. A runtime finding of a rule the catalogue marks
+``fix_device_at_origin`` (``device-mismatch``) whose CPU tensor was made in this file by a factory
+call without ``device=`` (``torch.zeros(6)``) gets the same ``device=`` fix at the tensor's origin
+line, offered on the finding's line and on the origin line, as long as the document's text is the
+one the run saw.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tensor_dap.findings import Finding, TensorInfo
 
 from . import static_lints
 from .diagnostics import lint_diagnostic
+from .lints import ignore_edit
 from .static_lints import Edit, Lint
 from .store import FileData
 from .text import byte_col_to_utf16, line_at
@@ -67,6 +69,17 @@ def action(
     )
 
 
+def ignore_action(
+    uri: str, lines: list[str], lint: Lint, diagnostic: types.Diagnostic
+) -> types.CodeAction:
+    """ "Ignore this line": the lint's code added as a ``# tensor-dap: ignore[code]`` comment."""
+    ignore = action(
+        uri, lines, f"Ignore `{lint.code}` on this line", (ignore_edit(lint, lines),), diagnostic
+    )
+    ignore.is_preferred = None
+    return ignore
+
+
 def code_actions(
     uri: str,
     path: Optional[str],
@@ -81,10 +94,12 @@ def code_actions(
     """The quick fixes for ``requested`` in a document (``runtime``: its published findings)."""
     found = []
     for lint in lints:
-        if lint.edits and lint.fix_title and _meets(lint.line - 1, lint.end_line - 1, requested):
-            found.append(
-                action(uri, lines, lint.fix_title, lint.edits, lint_diagnostic(lint, lines))
-            )
+        if not _meets(lint.line - 1, lint.end_line - 1, requested):
+            continue
+        shown = lint_diagnostic(lint, lines)
+        if lint.edits and lint.fix_title:
+            found.append(action(uri, lines, lint.fix_title, lint.edits, shown))
+        found.append(ignore_action(uri, lines, lint, shown))
     if tree is None or stale or not path:
         return found
     variable = device_variable(ast.walk(tree))

@@ -6,9 +6,10 @@ related information at the line where each named tensor was created. Findings ar
 open documents on open, change and save, and again whenever the trace store changes (the server
 polls it). After an edit a finding follows its line; editing the line itself (the fix) removes it.
 
-The static lints of :mod:`tensor_dap.lsp.static_lints` (no run needed) are published with them,
-over the flagged expression, ``source`` ``tensor-dap`` and ``code`` the lint's; a lint is left
-out where the run found the same rule on the same line.
+The static lints of :mod:`tensor_dap.lsp.lints` (no run needed) are published with them, over
+the flagged expression, ``source`` ``tensor-dap``, ``code`` the lint's and the severity its
+registry entry (or the finding itself) gives; a lint is left out where the run found the same
+rule on the same line.
 """
 
 from __future__ import annotations
@@ -20,11 +21,18 @@ from pygls.uris import from_fs_path
 
 from tensor_dap.findings import Finding
 
-from .static_lints import LOAD_WITHOUT_MAP_LOCATION, Lint
+from .lints import Lint, severity
 from .store import FileData
 from .text import byte_col_to_utf16, line_at, utf16_len
 
 SOURCE = "tensor-dap"
+
+SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "information": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
 
 
 def line_range(lines: Sequence[str], index: int) -> types.Range:
@@ -63,9 +71,6 @@ def lint_diagnostic(lint: Lint, lines: Sequence[str]) -> types.Diagnostic:
     """The diagnostic of a static lint (``ast`` positions made LSP's)."""
     start = line_at(lines, lint.line - 1) or ""
     end = line_at(lines, lint.end_line - 1) or ""
-    severity = types.DiagnosticSeverity.Warning
-    if lint.code == LOAD_WITHOUT_MAP_LOCATION:
-        severity = types.DiagnosticSeverity.Information
     return types.Diagnostic(
         range=types.Range(
             start=types.Position(line=lint.line - 1, character=byte_col_to_utf16(start, lint.col)),
@@ -74,7 +79,7 @@ def lint_diagnostic(lint: Lint, lines: Sequence[str]) -> types.Diagnostic:
             ),
         ),
         message=lint.message,
-        severity=severity,
+        severity=SEVERITY.get(severity(lint), types.DiagnosticSeverity.Warning),
         source=SOURCE,
         code=lint.code,
     )

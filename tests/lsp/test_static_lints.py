@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tensor_dap.lsp.static_lints import Edit, lint
+from tensor_dap.lsp.lints import Edit, lint
 
 HEADER = "import torch\ndevice = torch.device('cuda')\n"
 
@@ -30,7 +30,11 @@ def test_cpu_accumulator_with_its_fix() -> None:
 
 
 def test_load_without_map_location() -> None:
-    [found] = lint("import torch\nstate = torch.load(path)\n")
+    [found] = [
+        f
+        for f in lint("import torch\nstate = torch.load(path)\n")
+        if f.code != "load-without-weights-only"
+    ]
     assert (found.code, found.line, found.col, found.end_col) == (
         "load-without-map-location",
         2,
@@ -98,8 +102,8 @@ def test_leaf_rebound() -> None:
         "total = torch.zeros(1)\nfor x in xs:\n    total += 1\n",
         # a CPU-only file: accumulating on the CPU is right
         "import torch\ntotal = torch.zeros(1)\nfor x in xs:\n    total += model(x)\n",
-        'state = torch.load(path, map_location="cpu")\n',
-        "state = torch.load(path, device)\n",
+        'state = torch.load(path, map_location="cpu", weights_only=True)\n',
+        "state = torch.load(path, device, weights_only=True)\n",
         "state = torch.load(path, **kwargs)\n",
         # gradient accumulation: zero_grad under an if
         "for i, (x, y) in enumerate(loader):\n"
@@ -126,3 +130,129 @@ def test_leaf_rebound() -> None:
 )
 def test_correct_idioms_stay_clean(source: str) -> None:
     assert lint(source if source.startswith("import") else HEADER + source) == []
+
+
+def severities(source: str) -> list[tuple[str, int, str]]:
+    from tensor_dap.lsp.lints import severity
+
+    return [(f.code, f.line, severity(f)) for f in lint(textwrap.dedent(source))]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a Dataset's own attribute named `data`: not Tensor.data
+        """\
+        class Pairs(torch.utils.data.Dataset):
+            def __init__(self, path):
+                self.data = [line.split() for line in open(path)]
+            def shuffle(self):
+                self.data = sorted(self.data)
+        """,
+        "config.data = 'cifar10'\n",
+        "record.data = {'x': 1}\n",
+        "self.data += [x]\n",
+    ],
+)
+def test_data_that_is_not_tensor_data_stays_clean(source: str) -> None:
+    assert lint(HEADER + textwrap.dedent(source)) == []
+
+
+def test_data_writes_while_building_the_model_are_hints() -> None:
+    source = """\
+    import torch
+
+    class GPT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = torch.nn.Linear(4, 4)
+            self.head.weight.data.zero_()
+            self.apply(self._init_weights)
+
+        def _init_weights(self, module):
+            if isinstance(module, torch.nn.Linear):
+                module.weight.data.normal_(mean=0.0, std=0.02)
+                if module.bias is not None:
+                    module.bias.data.zero_()
+
+    def init_weights(m):
+        m.bias.data.fill_(0.01)
+
+    def fill(m):
+        m.weight.data.uniform_(-0.1, 0.1)
+
+    net.apply(fill)
+    """
+    found = lint(textwrap.dedent(source))
+    assert severities(source) == [
+        ("data-write", 7, "hint"),
+        ("data-write", 12, "hint"),
+        ("data-write", 14, "hint"),
+        ("data-write", 17, "hint"),
+        ("data-write", 20, "hint"),
+    ]
+    assert "harmless here, since no autograd graph holds the tensor yet" in found[0].message
+    assert "matter when a backward later runs" in found[0].message
+
+
+def test_data_writes_warn_only_between_forward_and_backward() -> None:
+    source = """\
+    import torch
+    for x, y in loader:
+        loss = f(model(x), y)
+        for name, p in model.named_parameters():
+            p.data.clamp_(-1, 1)
+        model.fc.weight.data.mul_(0.5)
+        loss.backward()
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)
+        w.data = w.data * 0.5
+    for real in critic_loader:
+        for p in critic.parameters():
+            p.data.clamp_(-0.01, 0.01)
+        critic(real).mean().backward()
+    """
+    found = lint(textwrap.dedent(source))
+    assert severities(source) == [
+        ("data-write", 5, "warning"),  # saved by the forward, backpropagated after
+        ("data-write", 6, "warning"),
+        ("data-write", 9, "hint"),  # a manual step: backward() freed the graph
+        ("data-write", 10, "hint"),  # w's kind is unknown here
+        ("data-write", 13, "hint"),  # WGAN's clipping: before any forward
+    ]
+    assert "a backward through values saved before the write" in found[0].message
+    assert "harmless here: no backward is pending" in found[2].message
+
+
+def test_load_without_map_location_is_a_hint_where_another_device_is_plausible() -> None:
+    source = "import torch\nmodel.load_state_dict(torch.load(args.checkpoint, weights_only=True))\n"
+    [found] = lint(source)
+    assert found.code == "load-without-map-location"
+    from tensor_dap.lsp.lints import severity
+
+    assert severity(found) == "hint"
+    assert "matters when the file was saved on a device this machine lacks" in found.message
+    # a script that saves and loads its own file loads on the device it saved from
+    round_trip = "import torch\ntorch.save(model, args.save)\nmodel = torch.load(args.save)\n"
+    assert [f.code for f in lint(round_trip)] == ["load-without-weights-only"]
+
+
+def test_ignore_comments_silence_their_line() -> None:
+    from tensor_dap.lsp.lints import ignore_edit
+
+    body = "for p in model.parameters():\n    p.data.add_(p.grad)\n"
+    [found] = lint(body)
+    assert ignore_edit(found, body.splitlines()) == Edit(
+        2, 23, 2, 23, "  # tensor-dap: ignore[data-write]"
+    )
+    silenced = [
+        "    p.data.add_(p.grad)  # tensor-dap: ignore[data-write]\n",
+        "    p.data.add_(p.grad)  # tensor-dap: ignore\n",
+        "    p.data.add_(p.grad)  # step  #tensor-dap:ignore[missing-zero-grad, data-write]\n",
+    ]
+    for line in silenced:
+        assert lint(body.splitlines(keepends=True)[0] + line) == [], line
+    other = body.splitlines(keepends=True)[0] + "    p.data.add_(p.grad)  # tensor-dap: ignore[x]\n"
+    [found] = lint(other)
+    # a comment naming another code gets this one added to it
+    assert ignore_edit(found, other.splitlines()) == Edit(2, 47, 2, 47, ", data-write")

@@ -1,0 +1,135 @@
+"""Datasets with their own `data`, init functions, manual SGD under no_grad, leaves made on
+their device, checkpoints loaded with weights_only, closures, and eval loops done right."""
+
+import torch
+import torch.nn as nn
+from torch.utils.data import Dataset
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class TextDataset(Dataset):
+    def __init__(self, path, tokenizer):
+        self.data = []
+        with open(path) as f:
+            for line in f:
+                self.data.append(tokenizer(line))
+        self.targets = [len(x) for x in self.data]
+
+    def subset(self, n):
+        self.data = self.data[:n]
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, index):
+        return self.data[index], self.targets[index]
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.proj = nn.Linear(n_embd, n_embd)
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            module.weight.data.normal_(mean=0.0, std=0.02)  # hint: data-write
+            if module.bias is not None:
+                module.bias.data.zero_()  # hint: data-write
+
+
+def manual_sgd(x, y, lr=0.1, steps=100):
+    w = torch.randn(3, 1, requires_grad=True, device=device)
+    b = torch.zeros(1, requires_grad=True, device=device)
+    for _ in range(steps):
+        loss = ((x @ w + b - y) ** 2).mean()
+        loss.backward()
+        with torch.no_grad():
+            w -= lr * w.grad
+            b -= lr * b.grad
+            w.grad.zero_()
+            b.grad.zero_()
+    return w, b
+
+
+class Affine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1, requires_grad=True).to(device))
+
+
+def check_gradients(model):
+    probe = torch.rand(2, 3, requires_grad=True).cuda()  # hint: requires-grad-non-leaf
+    model(probe).sum().backward()
+    return [p.grad for p in model.parameters()]
+
+
+def flatten_parameters(params, flat):
+    offset = 0
+    for p in params:
+        p.data = flat[offset : offset + p.numel()].view_as(p)  # hint: data-write
+        offset += p.numel()
+
+
+def lbfgs(model, x, y, criterion):
+    optimizer = torch.optim.LBFGS(model.parameters())
+
+    def closure():
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        return loss
+
+    for _ in range(10):
+        optimizer.step(closure)
+
+
+def resume(model, optimizer, path):
+    checkpoint = torch.load(path, map_location=device, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    return checkpoint["epoch"]
+
+
+def accuracy(model, loader):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+    model.train()
+    return correct
+
+
+def saliency(model, images):
+    model.eval()
+    maps = []
+    for image in images:
+        image = image.clone().requires_grad_()
+        model(image).max().backward()
+        maps.append(image.grad.abs())
+    return maps
+
+
+def fit_with_toggle(model, loader, val_loader, optimizer, criterion, epochs):
+    for _epoch in range(epochs):
+        model.train()
+        running_loss = 0.0
+        for x, y in loader:
+            optimizer.zero_grad(set_to_none=True)
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            running_loss += loss.item()
+        print(accuracy(model, val_loader), running_loss)
+
+
+def gradient_accumulation(model, loader, optimizer, criterion, k=4):
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y) / k
+        loss.backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
