@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -29,6 +29,7 @@ from tensor_dap.agent import native, operator_shadows
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.plans import PASS
 from tensor_dap.agent.rules import RANKS_DIFFER
+from tensor_dap.agent.rules.hooks import Args, Kwargs
 
 if TYPE_CHECKING:
     from tensor_dap.agent.engine import Watch
@@ -115,8 +116,8 @@ class WatchMode(TorchFunctionMode):
         self,
         func: Any,
         types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: Optional[dict[str, Any]] = None,
+        args: Args = (),
+        kwargs: Kwargs = None,
     ) -> Any:
         # (the Python path's; in C this is ``_fastpath.TorchFunction``: see use_native. It calls
         # handle_op itself, not ``self.run``: torch.compile inlines this and guards on what
