@@ -82,7 +82,8 @@ class ProvenanceRegistry(TensorMap[Prov]):
         self.set(tensor, prov)
 
     def lookup(self, tensor: Any) -> Optional[Prov]:
-        return self.get(tensor)
+        prov: Optional[Prov] = self.get(tensor)
+        return prov
 
     #: how many numbers read by ``.item()`` are remembered (the newest; each kept alive)
     NUMBERS = 4096
