@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` (install, then check the sample project) and
-# `make test` (install, then lint and run the whole test suite: Python, the VS Code extension's
-# unit tests, its end-to-end test in code-server). Python goes into .venv; Node packages into
-# vscode-extension/node_modules and tests/vscode/node_modules.
+# `make test` (install, then lint and run the whole test suite: Python (ruff, mypy, pytest), the
+# VS Code extension's (eslint, mocha unit tests), its end-to-end test in code-server). Python goes
+# into .venv; Node packages into vscode-extension/node_modules and tests/vscode/node_modules.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # torch is pinned here (and only here): a CPU wheel of 2.13.0 lies on these machines' disk,
@@ -34,9 +34,11 @@ demo: install
 		esac; \
 	done
 
+# ruff; mypy, strict on tensor_dap/ ([tool.mypy] in pyproject.toml)
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 test: test-py ext-test e2e
 
@@ -52,8 +54,9 @@ $(EXT)/node_modules/.package-lock.json: $(EXT)/package-lock.json
 	cd $(EXT) && npm ci --no-audit --no-fund
 	touch $@
 
-# the extension's unit tests (mocha)
+# the extension's lint (eslint with typescript-eslint: eslint.config.mjs) and unit tests (mocha)
 ext-test: $(EXT)/node_modules/.package-lock.json
+	cd $(EXT) && npm run lint
 	cd $(EXT) && npm test
 
 # the extension's end-to-end test in code-server + headless Chromium (tests/vscode/run-e2e.sh:

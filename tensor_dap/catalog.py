@@ -31,6 +31,9 @@ class Rule:
     needs_accelerator: bool = False
     #: the module in :mod:`tensor_dap.agent.rules` holding its checks
     module: str = ""
+    #: its fix is the device of a CPU tensor the finding names: the language server offers to
+    #: add ``device=`` to the torch factory call that made it, at the tensor's origin line
+    fix_device_at_origin: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,6 +52,7 @@ RULES: tuple[Rule, ...] = (
         "An operation receives tensors on more than one device.",
         needs_accelerator=True,
         module="device_mismatch",
+        fix_device_at_origin=True,
     ),
     Rule(
         "grad-lost",

@@ -23,51 +23,69 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from tensor_dap import report
 from tensor_dap.agent.child import ProcessAgent, follow_forks
-from tensor_dap.agent.engine import Watch, process_info
-from tensor_dap.agent.findings import Finding
+from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.findings_log import Collected, collect
+from tensor_dap.agent.process import process_info
 from tensor_dap.agent.recorder import TraceRecorder
 from tensor_dap.agent.spread import ChildConfig, Exported, child_environment
 from tensor_dap.agent.trace_session import TraceSession
+from tensor_dap.findings import Finding
 from tensor_dap.runner import ExitInfo, run_script
 from tensor_dap.tracedb import TraceStoreError, TraceWriter, default_trace_path, process_label
 
 USAGE_ERROR = 2
+RUN_DIR_PREFIX = "tensor-dap-run-"
 
 
-def run_check(
-    script: str,
-    args: list[str],
-    rules: list[str],
-    report_path: Optional[str] = None,
-    trace_path: Optional[str] = None,
-    options: Optional[dict] = None,
-) -> int:
+@dataclass(frozen=True)
+class CheckRequest:
+    """What ``check`` is asked for besides the program: the rules, their options, the outputs."""
+
+    #: rule entries as ``parse_rules`` returns them
+    rules: list[str]
+    #: the JSON report to write (None: none)
+    report_path: Optional[str] = None
+    #: the trace store (None: ``.tensor-dap/trace.db`` under the current directory)
+    trace_path: Optional[str] = None
+    #: per-rule options, e.g. ``{"leaves-device": {"scalars": True}}``
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def trace_db(self, cwd: str) -> str:
+        """The trace store's absolute path."""
+        return os.path.abspath(self.trace_path or default_trace_path(cwd))
+
+    def child_config(self, run_dir: str, db_path: str, run_id: Optional[int]) -> ChildConfig:
+        """What every process of the run is told: the rules, and where its findings go."""
+        return ChildConfig(
+            rules=list(self.rules),
+            options=dict(self.options),
+            run_dir=run_dir,
+            trace=db_path if run_id is not None else None,
+            run_id=run_id,
+            echo=True,
+        )
+
+
+def run_check(script: str, args: list[str], request: CheckRequest) -> int:
     """``check SCRIPT ARGS``: the script in this process, its child processes watched too."""
     cwd = os.getcwd()
     recorder = TraceRecorder(process=process_label(process_info()))
     watch = Watch(
-        rules=rules,
+        rules=request.rules,
         on_finding=lambda f, _frame: report.print_finding(f),
         recorder=recorder,
-        options=options,
+        options=request.options,
     )
-    db_path = os.path.abspath(trace_path or default_trace_path(cwd))
+    db_path = request.trace_db(cwd)
     session = TraceSession(db_path, recorder, watch.line_hits, "check", [script, *args], cwd)
     session.start(watch.findings)
-    run_dir = tempfile.mkdtemp(prefix="tensor-dap-run-")
-    config = ChildConfig(
-        rules=list(rules),
-        options=dict(options or {}),
-        run_dir=run_dir,
-        trace=db_path if session.run_id is not None else None,
-        run_id=session.run_id,
-        echo=True,
-    )
+    run_dir = tempfile.mkdtemp(prefix=RUN_DIR_PREFIX)
+    config = request.child_config(run_dir, db_path, session.run_id)
     agent = ProcessAgent(config, watch, own_process=True)
     agent.session = session
     follow_forks(agent)  # DataLoader workers forked from here report as themselves
@@ -83,41 +101,19 @@ def run_check(
         collected = _collect(run_dir)
         findings = [*watch.findings, *collected.findings]
         times = [watch.counts.get((f.rule, f.path, f.line), 1) for f in watch.findings]
+        times += collected.times
         failed = {**collected.failed, **watch.failed}
-        _report(
-            findings,
-            [*times, *collected.times],
-            collected,
-            exit_info,
-            rules,
-            failed,
-            report_path,
-            session.error,
-        )
+        _report(findings, times, collected, exit_info, request, failed, session.error)
     return 1 if (findings or failed or exit_info.failed) else 0
 
 
-def run_check_command(
-    command: list[str],
-    rules: list[str],
-    report_path: Optional[str] = None,
-    trace_path: Optional[str] = None,
-    options: Optional[dict] = None,
-) -> int:
+def run_check_command(command: list[str], request: CheckRequest) -> int:
     """``check -- COMMAND ARGS``: the command as a child, every Python process in it watched."""
     cwd = os.getcwd()
-    db_path = os.path.abspath(trace_path or default_trace_path(cwd))
+    db_path = request.trace_db(cwd)
     writer, run_id, trace_error = _begin_run(db_path, command, cwd)
-    run_dir = tempfile.mkdtemp(prefix="tensor-dap-run-")
-    config = ChildConfig(
-        rules=list(rules),
-        options=dict(options or {}),
-        run_dir=run_dir,
-        trace=db_path if run_id is not None else None,
-        run_id=run_id,
-        echo=True,
-    )
-    env = child_environment(config, os.environ, os.getpid())
+    run_dir = tempfile.mkdtemp(prefix=RUN_DIR_PREFIX)
+    env = child_environment(request.child_config(run_dir, db_path, run_id), os.environ, os.getpid())
     exit_info = ExitInfo("exception", 1, "did not run")
     try:
         try:
@@ -139,9 +135,8 @@ def run_check_command(
         collected.times,
         collected,
         exit_info,
-        rules,
+        request,
         collected.failed,
-        report_path,
         trace_error,
     )
     return 1 if (collected.findings or collected.failed or exit_info.failed) else 0
@@ -158,7 +153,7 @@ def _begin_run(
         return None, None, f"{type(error).__name__}: {error}"
 
 
-def _wait(process: subprocess.Popen) -> ExitInfo:
+def _wait(process: subprocess.Popen[bytes]) -> ExitInfo:
     """Wait for the command; Ctrl-C reaches it (same process group) and we report after it."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -190,9 +185,8 @@ def _report(
     times: list[int],
     collected: Collected,
     exit_info: ExitInfo,
-    rules: list[str],
+    request: CheckRequest,
     failed: dict[str, str],
-    report_path: Optional[str],
     trace_error: Optional[str],
 ) -> None:
     """The merged report: stderr summary, warnings, and the JSON file."""
@@ -208,7 +202,7 @@ def _report(
             )
     if trace_error:
         report.warn(f"trace store not written: {trace_error}")
-    if report_path:
+    if request.report_path:
         processes = [
             {
                 "pid": record.pid,
@@ -219,5 +213,10 @@ def _report(
             for record in collected.processes
         ]
         report.write_json_report(
-            report_path, findings, exit_info.to_json(), rules, failed, processes or None
+            request.report_path,
+            findings,
+            exit_info.to_json(),
+            request.rules,
+            failed,
+            processes or None,
         )

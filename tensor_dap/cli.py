@@ -5,30 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, parse_rules
 
 USAGE_ERROR = 2
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tensor-dap", description="A PyTorch-aware debugger and checker."
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    check = commands.add_parser(
-        "check",
-        help="run a script and report tensor bugs",
-        usage="tensor-dap check [options] SCRIPT [ARGS...]\n"
-        "       tensor-dap check [options] -- COMMAND [ARGS...]",
-        description="Run SCRIPT as `python SCRIPT ARGS...` would, watching every tensor "
-        "operation, and report the problems the rules find. After `--`, run COMMAND instead "
-        "(`-- torchrun --nproc_per_node 2 train.py`, `-- python -m torch.distributed.run ...`). "
-        "Every Python process the run starts (torchrun ranks, DataLoader workers) is watched; "
-        "one merged report labels each finding with its rank, worker or pid. Exit status: 0 "
-        "clean, 1 findings (in any process) or the program failed, 2 usage error.",
-    )
+def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--rules",
         default="default",
@@ -47,28 +32,115 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("script", metavar="SCRIPT", nargs="?")
     check.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
-    _add_trace(commands)
-    rules = commands.add_parser(
-        "rules",
+
+
+def _trace_arguments(trace: argparse.ArgumentParser) -> None:
+    trace.add_argument("--output", metavar="FILE", help="write the trace to FILE, not stderr")
+    trace.add_argument("--depth", type=int, help="trace calls at most N levels deep")
+    trace.add_argument("--only", metavar="PATTERN", help="fnmatch on file path or function")
+    trace.add_argument("--rules", default="default", help="comma list of rule ids, or default")
+    trace.add_argument("--nan", action="store_true", help="flag NaN/Inf (reads tensor data)")
+    trace.add_argument("--trace", metavar="PATH", help="trace store to write")
+    # optional to argparse, checked in _trace: a REMAINDER after a required positional makes
+    # argparse call ARGS required too
+    trace.add_argument("script", metavar="SCRIPT", nargs="?")
+    trace.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+
+def _rules_arguments(rules: argparse.ArgumentParser) -> None:
+    rules.add_argument("--json", action="store_true", help="print them as JSON")
+
+
+def _adapter_arguments(adapter: argparse.ArgumentParser) -> None:
+    adapter.add_argument("--port", type=int, help="serve one client on this loopback TCP port")
+    adapter.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--listen", required=True, metavar="[HOST:]PORT", help="debugpy's address")
+    run.add_argument("--wait", action="store_true", help="wait for the debugger before starting")
+    run.add_argument("--rules", default="", help="rules enabled before a debugger attaches")
+    run.add_argument(
+        "--allow-remote", action="store_true", help="allow a HOST that is not loopback"
+    )
+    run.add_argument("-m", dest="module", metavar="MODULE", help="run a module, not a script")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS]")
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class _Command:
+    """A subcommand as ``tensor-dap --help`` and ``tensor-dap COMMAND --help`` show it."""
+
+    help: str
+    description: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    usage: Optional[str] = None
+
+
+# in the order ``tensor-dap --help`` lists them
+_COMMANDS = {
+    "check": _Command(
+        help="run a script and report tensor bugs",
+        usage="tensor-dap check [options] SCRIPT [ARGS...]\n"
+        "       tensor-dap check [options] -- COMMAND [ARGS...]",
+        description="Run SCRIPT as `python SCRIPT ARGS...` would, watching every tensor "
+        "operation, and report the problems the rules find. After `--`, run COMMAND instead "
+        "(`-- torchrun --nproc_per_node 2 train.py`, `-- python -m torch.distributed.run ...`). "
+        "Every Python process the run starts (torchrun ranks, DataLoader workers) is watched; "
+        "one merged report labels each finding with its rank, worker or pid. Exit status: 0 "
+        "clean, 1 findings (in any process) or the program failed, 2 usage error.",
+        arguments=_check_arguments,
+    ),
+    "trace": _Command(
+        help="run a script, printing each line of user code with its tensors",
+        usage="tensor-dap trace [options] SCRIPT [ARGS...]",
+        description="Run SCRIPT as `python SCRIPT ARGS...` would, printing each executed line "
+        "of user code with the variables it made or changed (tensors as shape, dtype, device, "
+        "grad), loops summarised, and the rules' findings inline. Exit status: the script's.",
+        arguments=_trace_arguments,
+    ),
+    "rules": _Command(
         help="list the rules (ids, checkbox titles, defaults)",
         description="List the rules `--rules`, `tensorBreakpoints` and the editor's breakpoint "
         "checkboxes take, with what each reports.",
-    )
-    rules.add_argument("--json", action="store_true", help="print them as JSON")
-    commands.add_parser(
-        "lsp",
+        arguments=_rules_arguments,
+    ),
+    "lsp": _Command(
         help="run the language server on stdio",
         description="Speak LSP on stdin/stdout: inlay hints, hovers and diagnostics from the "
         "trace store at <workspace root>/.tensor-dap/trace.db ($TENSOR_DAP_TRACE overrides).",
-    )
-    adapter = commands.add_parser(
-        "adapter",
+        arguments=_no_arguments,
+    ),
+    "adapter": _Command(
         help="the debug adapter (DAP on stdio, or --port)",
         description="Speak the Debug Adapter Protocol on stdin/stdout, in front of debugpy.",
+        arguments=_adapter_arguments,
+    ),
+    "run": _Command(
+        help="run a script under debugpy and the tensor agent, for a debugger to attach",
+        description="Run SCRIPT (or -m MODULE) as python would, with debugpy listening on "
+        "HOST:PORT and the tensor agent loaded: attach with `tensor-dap adapter` "
+        '(attach arguments {"connect": {"host": HOST, "port": PORT}}) to get tensor breakpoints.',
+        arguments=_run_arguments,
+    ),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tensor-dap", description="A PyTorch-aware debugger and checker."
     )
-    adapter.add_argument("--port", type=int, help="serve one client on this loopback TCP port")
-    adapter.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
-    _add_run(commands)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, command in _COMMANDS.items():
+        command.arguments(
+            commands.add_parser(
+                name, help=command.help, description=command.description, usage=command.usage
+            )
+        )
     return parser
 
 
@@ -124,23 +196,21 @@ def _check(
         rules = parse_rules(options.rules)
     except UnknownRuleError as error:
         parser.exit(USAGE_ERROR, f"tensor-dap check: {error}\n")
-    rule_options = {"leaves-device": {"scalars": True}} if options.scalars else None
+    rule_options = {"leaves-device": {"scalars": True}} if options.scalars else {}
     _prepare_outputs(parser, "check", [(options.report, "--report"), (options.trace, "--trace")])
+    if command is None:
+        if options.script is None:
+            parser.exit(USAGE_ERROR, "tensor-dap check: SCRIPT (or -- COMMAND) is required\n")
+        if not os.path.isfile(options.script):
+            parser.exit(USAGE_ERROR, f"tensor-dap check: no such script: {options.script}\n")
+    elif not command:
+        parser.exit(USAGE_ERROR, "tensor-dap check: a COMMAND is required after --\n")
+    from tensor_dap.check import CheckRequest, run_check, run_check_command
+
+    request = CheckRequest(rules, options.report, options.trace, rule_options)
     if command is not None:
-        if not command:
-            parser.exit(USAGE_ERROR, "tensor-dap check: a COMMAND is required after --\n")
-        from tensor_dap.check import run_check_command
-
-        return run_check_command(command, rules, options.report, options.trace, rule_options)
-    if options.script is None:
-        parser.exit(USAGE_ERROR, "tensor-dap check: SCRIPT (or -- COMMAND) is required\n")
-    if not os.path.isfile(options.script):
-        parser.exit(USAGE_ERROR, f"tensor-dap check: no such script: {options.script}\n")
-    from tensor_dap.check import run_check
-
-    return run_check(
-        options.script, options.args, rules, options.report, options.trace, rule_options
-    )
+        return run_check_command(command, request)
+    return run_check(options.script, options.args, request)
 
 
 def _prepare_outputs(
@@ -156,29 +226,13 @@ def _prepare_outputs(
             parser.exit(USAGE_ERROR, f"tensor-dap {command}: {error}\n")
 
 
-def _add_trace(commands: argparse._SubParsersAction) -> None:
-    trace = commands.add_parser(
-        "trace",
-        help="run a script, printing each line of user code with its tensors",
-        description="Run SCRIPT as `python SCRIPT ARGS...` would, printing each executed line "
-        "of user code with the variables it made or changed (tensors as shape, dtype, device, "
-        "grad), loops summarised, and the rules' findings inline. Exit status: the script's.",
-    )
-    trace.add_argument("--output", metavar="FILE", help="write the trace to FILE, not stderr")
-    trace.add_argument("--depth", type=int, help="trace calls at most N levels deep")
-    trace.add_argument("--only", metavar="PATTERN", help="fnmatch on file path or function")
-    trace.add_argument("--rules", default="default", help="comma list of rule ids, or default")
-    trace.add_argument("--nan", action="store_true", help="flag NaN/Inf (reads tensor data)")
-    trace.add_argument("--trace", metavar="PATH", help="trace store to write")
-    trace.add_argument("script", metavar="SCRIPT")
-    trace.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-
-
 def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     try:
         rules = parse_rules(options.rules)
     except UnknownRuleError as error:
         parser.exit(USAGE_ERROR, f"tensor-dap trace: {error}\n")
+    if options.script is None:
+        parser.exit(USAGE_ERROR, "tensor-dap trace: SCRIPT is required\n")
     if not os.path.isfile(options.script):
         parser.exit(USAGE_ERROR, f"tensor-dap trace: no such script: {options.script}\n")
     _prepare_outputs(parser, "trace", [(options.output, "--output"), (options.trace, "--trace")])
@@ -194,24 +248,6 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         options.nan,
         options.trace,
     )
-
-
-def _add_run(commands: argparse._SubParsersAction) -> None:
-    run = commands.add_parser(
-        "run",
-        help="run a script under debugpy and the tensor agent, for a debugger to attach",
-        description="Run SCRIPT (or -m MODULE) as python would, with debugpy listening on "
-        "HOST:PORT and the tensor agent loaded: attach with `tensor-dap adapter` "
-        '(attach arguments {"connect": {"host": HOST, "port": PORT}}) to get tensor breakpoints.',
-    )
-    run.add_argument("--listen", required=True, metavar="[HOST:]PORT", help="debugpy's address")
-    run.add_argument("--wait", action="store_true", help="wait for the debugger before starting")
-    run.add_argument("--rules", default="", help="rules enabled before a debugger attaches")
-    run.add_argument(
-        "--allow-remote", action="store_true", help="allow a HOST that is not loopback"
-    )
-    run.add_argument("-m", dest="module", metavar="MODULE", help="run a module, not a script")
-    run.add_argument("args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS]")
 
 
 def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:

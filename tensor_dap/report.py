@@ -11,8 +11,7 @@ from typing import Any, Optional
 from rich.console import Console
 from rich.text import Text
 
-from tensor_dap.agent.findings import Finding
-from tensor_dap.agent.process import process_tag
+from tensor_dap.findings import Finding, process_tag
 
 
 def _console() -> Console:

@@ -73,9 +73,9 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
         threading.excepthook = _thread_excepthook
     main = types.ModuleType("__main__")
     main.__file__ = path
-    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    main.__dict__["__builtins__"] = builtins
     main.__spec__ = None
-    main.__loader__ = None  # type: ignore[assignment]
+    main.__loader__ = None
     sys.modules["__main__"] = main  # classes defined in the script pickle as __main__.X
     try:
         with io.open_code(path) as source_file:
@@ -88,8 +88,8 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
         if reraise:
             raise
         print_user_traceback(error)
-        code = 130 if isinstance(error, KeyboardInterrupt) else 1  # as Python's exit status
-        return ExitInfo("exception", code, f"{type(error).__name__}: {error}", _where(error))
+        status = 130 if isinstance(error, KeyboardInterrupt) else 1  # as Python's exit status
+        return ExitInfo("exception", status, f"{type(error).__name__}: {error}", _where(error))
     finally:
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
@@ -124,7 +124,7 @@ def _exit_info(stop: SystemExit) -> ExitInfo:
     return ExitInfo("exit", 1, str(code))
 
 
-def _thread_excepthook(args: Any) -> None:
+def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
     """What Python prints for an exception that ends a thread, without tensor-dap's frames
     (the engine watches threads too, so its hook sits between the user's line and torch)."""
     if args.exc_type is SystemExit:
@@ -137,7 +137,7 @@ def _thread_excepthook(args: Any) -> None:
     print_user_traceback(args.exc_value)
 
 
-def _is_dispatch(code: Any) -> bool:
+def _is_dispatch(code: types.CodeType) -> bool:
     """``torch.overrides.handle_torch_function``: how Python functions reach a mode."""
     return code.co_name == "handle_torch_function" and code.co_filename.replace("\\", "/").endswith(
         "torch/overrides.py"
@@ -147,7 +147,7 @@ def _is_dispatch(code: Any) -> bool:
 def print_user_traceback(error: BaseException) -> None:
     """The traceback Python would print, without tensor-dap's own frames."""
     tb = error.__traceback__
-    frames: list[Any] = []
+    frames: list[types.TracebackType] = []
     while tb is not None:
         code = tb.tb_frame.f_code
         if _is_dispatch(code):
@@ -160,9 +160,9 @@ def print_user_traceback(error: BaseException) -> None:
             frames.append(tb)
         tb = tb.tb_next
     # rebuild the chain of kept frames
-    head = None
+    head: Optional[types.TracebackType] = None
     for kept in reversed(frames):
-        head = type(kept)(head, kept.tb_frame, kept.tb_lasti, kept.tb_lineno)
+        head = types.TracebackType(head, kept.tb_frame, kept.tb_lasti, kept.tb_lineno)
     lines = traceback.format_exception(type(error), error, head)
     sys.stderr.write("".join(lines))
     sys.stderr.flush()

@@ -1,22 +1,21 @@
-"""The adapter's side of the agent channel: loopback TCP, a random token, JSON lines.
+"""The adapter's end of the agent channel (the protocol: :mod:`tensor_dap.channel_protocol`).
 
-Each debuggee process (and each subprocess debugpy follows) runs an agent that connects here,
-proves it knows the token, receives the enabled tensor rules at once, and again whenever the
-user ticks or unticks a rule checkbox — also while the program runs. When the client attaches
-to a ``tensor-dap run`` process, the agent listens instead and the adapter connects to it
+Each debuggee process (and each subprocess debugpy follows) runs an agent that connects here
+and receives the enabled tensor rules at once, and again whenever the user ticks or unticks a
+rule checkbox — also while the program runs. When the client attaches to a ``tensor-dap run``
+process, the agent listens instead and the adapter connects to it
 (:meth:`AgentChannel.connect`); the messages are the same.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import secrets
 import socket
 import threading
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
+from tensor_dap import channel_protocol
 from tensor_dap.agent.ranks import scoped
 
 log = logging.getLogger("tensor_dap.adapter")
@@ -24,85 +23,64 @@ log = logging.getLogger("tensor_dap.adapter")
 
 class AgentChannel:
     def __init__(self, host: str = "127.0.0.1") -> None:
-        self.token = secrets.token_hex(16)
-        self._server = socket.create_server((host, 0))
-        self.host, self.port = self._server.getsockname()[:2]
         self._agents: list[socket.socket] = []
         self._lock = threading.Lock()
         self._rules: list[str] = []
         #: the launch's ``tensorRanks`` ("1+3"): every rule sent is limited to these ranks
         self.ranks: Optional[str] = None
         self._closed = False
-        threading.Thread(target=self._accept, name="tensor-dap-channel", daemon=True).start()
+        self._listener = channel_protocol.Listener(
+            self._greeted, "tensor-dap-channel", host, on_refused=_refused
+        )
 
     def environment(self) -> dict[str, str]:
         """What a debuggee needs to connect (passed in its environment)."""
-        return {
-            "TENSOR_DAP_AGENT": json.dumps(
-                {"host": self.host, "port": self.port, "token": self.token}
-            )
-        }
+        return channel_protocol.environment(self._listener.address())
 
     def set_rules(self, rules: list[str]) -> None:
         with self._lock:
             self._rules = scoped(rules, self.ranks)
             agents = list(self._agents)
-            message = {"rules": list(self._rules)}
+            message = channel_protocol.rules_message(self._rules)
         for agent in agents:
             self._send(agent, message)
 
-    def connect(self, config: dict[str, Any]) -> None:
+    def connect(self, address: dict[str, Any]) -> None:
         """Attach: connect to the listening agent of a ``tensor-dap run`` process."""
-        connection = socket.create_connection((config["host"], int(config["port"])), timeout=10)
-        connection.sendall(json.dumps({"token": config["token"]}).encode() + b"\n")
+        connection = channel_protocol.connect(address)
         connection.settimeout(None)
-        with self._lock:
-            if self._closed:
-                connection.close()
-                return
-            self._agents.append(connection)
-            rules = list(self._rules)
-        self._send(connection, {"rules": rules})
+        self._add(connection)
 
     def close(self) -> None:
         self._closed = True
-        with contextlib.suppress(OSError):
-            self._server.close()
+        self._listener.close()
         with self._lock:
             for agent in self._agents:
                 with contextlib.suppress(OSError):
                     agent.close()
             self._agents.clear()
 
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                connection, _ = self._server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._greet, args=(connection,), daemon=True).start()
+    def _greeted(self, connection: socket.socket, stream: IO[bytes]) -> None:
+        self._add(connection)
 
-    def _greet(self, connection: socket.socket) -> None:
-        connection.settimeout(10)
-        try:
-            line = connection.makefile("rb").readline()
-            hello = json.loads(line or b"{}")
-        except (OSError, ValueError):
-            hello = {}
-        if not isinstance(hello, dict) or hello.get("token") != self.token:
-            log.warning("tensor-dap: refused an agent connection without the session token")
-            connection.close()
-            return
-        connection.settimeout(None)
+    def _add(self, connection: socket.socket) -> None:
+        """Keep ``connection`` for later rule sets and send it the current one."""
         with self._lock:
+            if self._closed:
+                connection.close()
+                return
             self._agents.append(connection)
-            rules = list(self._rules)
-        self._send(connection, {"rules": rules})
+            message = channel_protocol.rules_message(self._rules)
+        self._send(connection, message)
 
     def _send(self, connection: socket.socket, message: dict[str, Any]) -> None:
         try:
-            connection.sendall(json.dumps(message).encode() + b"\n")
+            channel_protocol.send(connection, message)
         except OSError:
             with self._lock:
                 if connection in self._agents:
                     self._agents.remove(connection)
+
+
+def _refused() -> None:
+    log.warning("tensor-dap: refused an agent connection without the session token")

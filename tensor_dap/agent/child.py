@@ -151,9 +151,10 @@ class ProcessAgent:
 
     def connect_debugger(self, wait: bool = True) -> None:
         """Under the debug adapter: take its rule set now and whenever the user changes it."""
-        from tensor_dap.agent.channel import ChannelClient, agent_config
+        from tensor_dap.agent.channel import ChannelClient
+        from tensor_dap.channel_protocol import address_from_environment
 
-        address = agent_config()
+        address = address_from_environment()
         if address is None or not self.config.suspend:
             return
         from tensor_dap.agent.late_start import rules_callback

@@ -19,10 +19,11 @@ import runpy
 import sys
 from typing import Optional
 
-from tensor_dap.agent.channel import ChannelClient, ChannelListener, agent_config
+from tensor_dap.agent.channel import ChannelClient, ChannelListener
 from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.late_start import Starter
 from tensor_dap.agent.suspend import suspend_on_finding
+from tensor_dap.channel_protocol import address_from_environment
 from tensor_dap.runner import ExitInfo, run_script
 
 log = logging.getLogger("tensor_dap.agent")
@@ -90,7 +91,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     options = _parse(sys.argv[1:] if argv is None else argv)
     rules = [r for r in options.rules.split(",") if r]
     watch, starter = _watch(rules)
-    config = agent_config()
+    config = address_from_environment()
     if config is not None:
         try:
             client = ChannelClient(config, starter.rules_changed)

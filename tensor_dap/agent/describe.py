@@ -2,6 +2,8 @@
 
 Never reads data, never syncs a device, never touches autograd state: every attribute read
 here is metadata kept on the host. A tensor whose attributes raise is described by a marker.
+How the metadata is written (shape, dtype) is :mod:`tensor_dap.tensor_text`'s, shared with the
+Variables view, the line tracer and the language server.
 """
 
 from __future__ import annotations
@@ -9,41 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import torch
-
-from tensor_dap.agent.findings import TensorInfo
 from tensor_dap.agent.provenance import Prov
-
-_DTYPE_NAMES = {
-    dtype: str(dtype).replace("torch.", "")
-    for dtype in vars(torch).values()
-    if isinstance(dtype, torch.dtype)
-}
-
-
-def dtype_name(dtype: Any) -> str:
-    return _DTYPE_NAMES.get(dtype) or str(dtype).replace("torch.", "")
-
-
-def grad_fn_name(tensor: Any) -> Optional[str]:
-    try:
-        fn = tensor.grad_fn
-    except Exception:
-        return None
-    return type(fn).__name__ if fn is not None else None
+from tensor_dap.findings import TensorInfo
+from tensor_dap.tensor_text import dtype_name, grad_fn_name, shape_text
 
 
 @dataclass
-class Described:
-    """A tensor as named in a finding."""
+class Described(TensorInfo):
+    """A tensor as named in a finding: the :class:`TensorInfo` the finding carries (its
+    ``origin`` filled in from ``prov``), and the creation record the rules' messages quote."""
 
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    device: str
-    requires_grad: bool
-    grad_fn: Optional[str]
-    prov: Optional[Prov]
+    prov: Optional[Prov] = None
+
+    def __post_init__(self) -> None:
+        if self.origin is None and self.prov is not None:
+            self.origin = self.prov.origin()
 
     @property
     def created(self) -> str:
@@ -54,9 +36,10 @@ class Described:
 
     @property
     def shape_text(self) -> str:
-        return str(self.shape) if len(self.shape) != 1 else f"({self.shape[0]},)"
+        return shape_text(self.shape)
 
     def info(self) -> TensorInfo:
+        """The finding's record of the tensor, without the creation record's internals."""
         return TensorInfo(
             name=self.name,
             shape=self.shape,
@@ -64,7 +47,7 @@ class Described:
             device=self.device,
             requires_grad=self.requires_grad,
             grad_fn=self.grad_fn,
-            origin=self.prov.origin() if self.prov is not None else None,
+            origin=self.origin,
         )
 
 
@@ -85,15 +68,4 @@ def describe_tensor(tensor: Any, name: str, prov: Optional[Prov]) -> Described:
         requires_grad = bool(tensor.requires_grad)
     except Exception:
         requires_grad = False
-    return Described(name, shape, dtype, device, requires_grad, grad_fn_name(tensor), prov)
-
-
-def summary(tensor: Any) -> str:
-    """``tensor<(4, 1) float32 cpu grad AddmmBackward0>``, metadata only."""
-    d = describe_tensor(tensor, "", None)
-    parts = [d.shape_text, d.dtype, d.device]
-    if d.grad_fn:
-        parts.append(f"grad {d.grad_fn}")
-    elif d.requires_grad:
-        parts.append("grad")
-    return f"tensor<{' '.join(parts)}>"
+    return Described(name, shape, dtype, device, requires_grad, grad_fn_name(tensor), prov=prov)

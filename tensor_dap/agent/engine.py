@@ -38,13 +38,13 @@ from tensor_dap.agent import (
     sampling,
     tensor_map,
 )
-from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.mode import WatchMode
 from tensor_dap.agent.process import current_rank, process_info
 from tensor_dap.agent.provenance import ProvenanceRegistry
 from tensor_dap.agent.ranks import rules_for_rank
 from tensor_dap.agent.rules import parse_rules, rule_modules
 from tensor_dap.agent.threads import NewThreads
+from tensor_dap.findings import Finding
 
 #: ``process_info`` is imported from here by the CLI (check, trace)
 __all__ = ["FindingSink", "Watch", "process_info"]

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Optional
 
-from tensor_dap.agent.findings import Finding
-from tensor_dap.agent.process import process_info, process_tag
+from tensor_dap.agent.process import process_info
+from tensor_dap.findings import Finding, MalformedFinding, process_tag
 
 SUFFIX = ".jsonl"
 
@@ -120,7 +120,7 @@ def _read_one(path: str, result: Collected) -> None:
         elif isinstance(entry.get("finding"), dict):
             try:
                 finding = Finding.from_json(entry["finding"])
-            except (KeyError, TypeError, ValueError):
+            except MalformedFinding:
                 continue
             result.findings.append(finding)
             record.process = dict(finding.process)

@@ -9,12 +9,16 @@ parameter of a module in the torch frames between the op and the user; else ``op
 from __future__ import annotations
 
 import ast
+import io
 import linecache
 import sys
+import tokenize
 from types import FrameType
 from typing import Any, Optional
 
 import torch
+
+from tensor_dap import device_fix
 
 _TREES: dict[str, Optional[ast.Module]] = {}
 
@@ -42,11 +46,12 @@ def _segment(path: str, node: ast.AST) -> Optional[str]:
     if end is None or end_col is None or start > len(lines):
         return None
     if start == end:
-        return lines[start - 1].encode()[col:end_col].decode(errors="replace")
+        text: str = lines[start - 1].encode()[col:end_col].decode(errors="replace")
+        return text
     parts = [lines[start - 1].encode()[col:].decode(errors="replace")]
     parts += lines[start : end - 1]
     parts.append(lines[end - 1].encode()[:end_col].decode(errors="replace"))
-    return "".join(parts).strip()
+    return without_comments("".join(parts))  # a node over several lines spans their comments
 
 
 def current_node(frame: FrameType) -> Optional[ast.AST]:
@@ -240,8 +245,19 @@ def source_line(path: str, line: int) -> str:
 
 
 def without_comments(text: str) -> str:
-    """``text`` with each line's ``#`` comment cut off (a ``#`` inside a string stays)."""
-    return "\n".join(_cut_comment(line) for line in text.split("\n")).strip()
+    """``text`` with each line's ``#`` comment cut off (a ``#`` inside a string stays, even in
+    a string over several lines); line by line when ``text`` does not tokenize."""
+    lines = text.split("\n")
+    try:
+        cuts = {
+            token.start[0] - 1: token.start[1]
+            for token in tokenize.generate_tokens(io.StringIO(text).readline)
+            if token.type == tokenize.COMMENT
+        }
+    except (tokenize.TokenError, SyntaxError):
+        return "\n".join(_cut_comment(line) for line in lines).strip()
+    kept = (line[: cuts.get(number, len(line))].rstrip() for number, line in enumerate(lines))
+    return "\n".join(kept).strip()
 
 
 def _cut_comment(line: str) -> str:
@@ -260,6 +276,13 @@ def _cut_comment(line: str) -> str:
         elif char == "#":
             return line[:index].rstrip()
     return line.rstrip()
+
+
+def device_variable(path: Optional[str]) -> Optional[str]:
+    """The user's own name for the device in the file at ``path`` (``device``), read statically,
+    for a fix to use (:func:`tensor_dap.device_fix.device_in_fix`); None when it binds none."""
+    tree = _tree(path) if path else None
+    return device_fix.device_variable(ast.walk(tree)) if tree is not None else None
 
 
 def assigned_before(frame: Optional[FrameType], name: str) -> Optional[Any]:

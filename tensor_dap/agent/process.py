@@ -1,10 +1,11 @@
 """Which process of a multi-process run this is: pid, rank, DataLoader worker id.
 
 Findings and trace-store rows carry it, so that a report of a torchrun job says which rank hit a
-bug. The rank comes from ``RANK`` / ``LOCAL_RANK`` (set by torchrun) or, when those are missing,
-from an initialised ``torch.distributed``; the worker id from
-``torch.utils.data.get_worker_info()``. A process that tensor-dap reached through its children's
-bootstrap (:mod:`tensor_dap.agent.spread`) and that has neither is named by its pid.
+bug (named by :func:`tensor_dap.findings.process_tag`). The rank comes from ``RANK`` /
+``LOCAL_RANK`` (set by torchrun) or, when those are missing, from an initialised
+``torch.distributed``; the worker id from ``torch.utils.data.get_worker_info()``. A process
+that tensor-dap reached through its children's bootstrap (:mod:`tensor_dap.agent.spread`) and
+that has neither is named by its pid.
 """
 
 from __future__ import annotations
@@ -56,11 +57,3 @@ def process_info() -> dict[str, Any]:
     if is_child():
         info["child"] = True
     return info
-
-
-def process_tag(process: dict[str, Any]) -> str:
-    """``"rank 1, worker 0"``, ``"pid 4242"`` for a child without either, ``""`` for the root."""
-    parts = [f"{key} {process[key]}" for key in ("rank", "worker") if key in process]
-    if not parts and process.get("child") and "pid" in process:
-        parts.append(f"pid {process['pid']}")
-    return ", ".join(parts)

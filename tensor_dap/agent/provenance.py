@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional
 
-from tensor_dap.agent.findings import Origin
 from tensor_dap.agent.tensor_map import TensorMap
+from tensor_dap.findings import Origin
 
 #: key in ``grad_fn.metadata`` holding the Prov of the op that created that graph node
 NODE_PROV_KEY = "tensor_dap"
@@ -82,8 +82,8 @@ class ProvenanceRegistry(TensorMap[Prov]):
         self.set(tensor, prov)
 
     def lookup(self, tensor: Any) -> Optional[Prov]:
-        prov: Optional[Prov] = self.get(tensor)
-        return prov
+        found: Optional[Prov] = self.get(tensor)
+        return found
 
     #: how many numbers read by ``.item()`` are remembered (the newest; each kept alive)
     NUMBERS = 4096

@@ -16,7 +16,7 @@ from types import CodeType, FrameType
 from typing import Any, Callable, Optional
 
 from tensor_dap.agent import naming
-from tensor_dap.agent.describe import dtype_name, grad_fn_name
+from tensor_dap.tensor_text import dtype_name, grad_fn_name
 from tensor_dap.tracedb import Observation
 
 LineHits = Callable[[CodeType, int], int]

@@ -20,10 +20,10 @@ import torch
 
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.describe import describe_tensor
-from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.process import process_info
 from tensor_dap.agent.rules import Report
+from tensor_dap.findings import Finding
 
 if TYPE_CHECKING:
     from tensor_dap.agent.engine import Watch

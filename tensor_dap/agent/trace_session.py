@@ -12,9 +12,9 @@ import sqlite3
 import threading
 from typing import Any, Optional
 
-from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.recorder import TraceRecorder
 from tensor_dap.agent.threads import start_tool_thread
+from tensor_dap.findings import Finding
 from tensor_dap.tracedb import TraceStoreError, TraceWriter, source_text, text_digest
 
 log = logging.getLogger("tensor_dap.tracedb")
@@ -111,7 +111,7 @@ class TraceSession:
             self._writer.add_observations(self.run_id, rows)
         new = self._findings[self._flushed_findings :]
         if new:
-            self._writer.add_findings(self.run_id, [f.to_json() for f in new])
+            self._writer.add_findings(self.run_id, new)
             self._flushed_findings += len(new)
 
     def _fail(self, error: BaseException) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from types import CodeType
 from typing import Any, Callable, Iterable, Optional, TypeVar, Union
 
 from tensor_dap.linetrace.backends import make_backend
@@ -71,7 +72,7 @@ class snoop:  # noqa: N801 - named like the function it replaces
         self._stop(tracer, backend, watch)
 
     # -- inside ---------------------------------------------------------------------------
-    def _start(self, roots: set) -> tuple[Tracer, Any, Any]:
+    def _start(self, roots: set[CodeType]) -> tuple[Tracer, Any, Any]:
         tracer = Tracer(
             Sink(self.output),
             max_depth=self.depth,

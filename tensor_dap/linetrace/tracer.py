@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import linecache
 import os
 from types import CodeType, FrameType
 from typing import Any, Optional, Sequence
@@ -22,6 +21,7 @@ import torch
 
 from tensor_dap.agent import frames
 from tensor_dap.linetrace import output
+from tensor_dap.linetrace.source import definition_line, source_text
 from tensor_dap.linetrace.store import LineStore
 from tensor_dap.linetrace.values import extra_key, hidden, safe_repr, show, tensor_meta
 
@@ -29,6 +29,8 @@ FULL_RUNS = 3
 _MISSING = object()
 _Tensor = torch.Tensor
 _PARENT_SEARCH = 64
+Change = tuple[str, str, str, bool]
+"""(kind, name, text, significant): a variable that is new or changed, as the trace shows it."""
 
 
 class FrameState:
@@ -89,6 +91,7 @@ class Tracer:
         self.only = only
         self.nan = nan
         self.watch = [(expr, compile(expr, "<watch>", "eval")) for expr in watch]
+        self.watched = frozenset(watch)
         self.store = store
         self.roots = roots
         self.states: dict[FrameType, FrameState] = {}
@@ -121,15 +124,22 @@ class Tracer:
             )
         return True
 
-    def _depth(self, frame: FrameType) -> Optional[int]:
+    def _traced_parent(self, frame: FrameType) -> Optional[FrameState]:
+        """The nearest traced frame below ``frame`` on the stack (a few levels looked at)."""
         parent = frame.f_back
         for _ in range(_PARENT_SEARCH):
             if parent is None:
-                break
+                return None
             state = self.states.get(parent)
             if state is not None:
-                return state.depth + 1
+                return state
             parent = parent.f_back
+        return None
+
+    def _depth(self, frame: FrameType) -> Optional[int]:
+        parent = self._traced_parent(frame)
+        if parent is not None:
+            return parent.depth + 1
         if self.roots is None or frame.f_code in self.roots:
             return 0
         return None
@@ -155,8 +165,8 @@ class Tracer:
             if loud:
                 self.sink.line(output.value_line(depth, kind, name, text))
         if loud and code.co_name != "<module>":
-            line = frame.f_lineno
-            self.sink.line(output.event_line(depth, "call", line, _source(code, line)))
+            line = definition_line(code)
+            self.sink.line(output.event_line(depth, "call", line, source_text(code, line)))
         return state
 
     def attach(self, frame: FrameType) -> FrameState:
@@ -167,10 +177,10 @@ class Tracer:
             self._wanted[id(frame.f_code)] = (frame.f_code, True)
         return state
 
-    def line(self, frame: FrameType, lineno: int) -> None:
+    def line(self, frame: FrameType, lineno: Optional[int]) -> None:
         state = self.states.get(frame)
-        if state is None:
-            return
+        if state is None or not lineno:
+            return  # line 0 / None: the interpreter's own start of a module, no user line
         self._settle(frame, state)
         code = state.code
         key = (code, lineno)
@@ -179,7 +189,8 @@ class Tracer:
         state.last_line = lineno
         if total <= FULL_RUNS:
             state.pending = None
-            self.sink.line(output.event_line(state.depth, "line", lineno, _source(code, lineno)))
+            text = source_text(code, lineno)
+            self.sink.line(output.event_line(state.depth, "line", lineno, text))
         else:
             state.pending = lineno
 
@@ -192,7 +203,7 @@ class Tracer:
         if self._calls.get(state.code, 0) <= FULL_RUNS and state.code.co_name != "<module>":
             line = frame.f_lineno
             depth = state.depth
-            self.sink.line(output.event_line(depth, "return", line, _source(state.code, line)))
+            self.sink.line(output.event_line(depth, "return", line, source_text(state.code, line)))
             self.sink.line(output.value_line(depth, "return", None, show(value, self.nan)))
         self._finish(frame, state)
 
@@ -204,7 +215,7 @@ class Tracer:
         self._settle(frame, state)
         line = frame.f_lineno
         depth = state.depth
-        self.sink.line(output.event_line(depth, "exception", line, _source(state.code, line)))
+        self.sink.line(output.event_line(depth, "exception", line, source_text(state.code, line)))
         text = safe_repr(f"{type(error).__name__}: {error}", 200).strip("'\"")
         self.sink.line(output.value_line(depth, "exception", None, text))
         self._finish(frame, state)
@@ -249,19 +260,13 @@ class Tracer:
     def _flush(self, state: FrameState) -> None:
         if state.pending is not None:
             line, state.pending = state.pending, None
-            text = _source(state.code, line)
+            text = source_text(state.code, line)
             self.sink.line(output.event_line(state.depth, "line", line, text))
 
     def _flush_parent(self, frame: FrameType) -> None:
-        parent = frame.f_back
-        for _ in range(_PARENT_SEARCH):
-            if parent is None:
-                return
-            state = self.states.get(parent)
-            if state is not None:
-                self._flush(state)
-                return
-            parent = parent.f_back
+        parent = self._traced_parent(frame)
+        if parent is not None:
+            self._flush(parent)
 
     def _settle(self, frame: FrameType, state: FrameState) -> None:
         """Show what the last line changed (all of it for a line still shown in full)."""
@@ -279,7 +284,7 @@ class Tracer:
         for kind, name, text, _ in changes:
             self.sink.line(output.value_line(depth, kind, name, text))
 
-    def _diff(self, frame: FrameType, state: FrameState, new_kind: str) -> list[tuple]:
+    def _diff(self, frame: FrameType, state: FrameState, new_kind: str) -> list[Change]:
         """(kind, name, text, significant) for each variable that is new or changed."""
         try:
             values = frame.f_locals
@@ -295,6 +300,7 @@ class Tracer:
         store = self.store
         nan = self.nan
         line = state.last_line
+        watched = self.watched
         with torch._C.DisableTorchFunction():
             for name, value in tuple(values.items()):
                 old = refs.get(name, _MISSING)
@@ -302,7 +308,11 @@ class Tracer:
                     extra = extras.get(name)
                     if extra is None or extra == extra_key(value):
                         continue
-                elif old is _MISSING and name not in texts and hidden(name, value):
+                elif (
+                    name not in texts
+                    and name not in watched
+                    and hidden(name, value, old is _MISSING)
+                ):
                     refs[name] = value
                     continue
                 refs[name] = value
@@ -312,7 +322,7 @@ class Tracer:
                     meta = tensor_meta(value)
                     same = before is not None and not nan and metas.get(name) == meta
                     metas[name] = meta
-                    text = before if same else show(value, nan)
+                    text = before if same and before is not None else show(value, nan)
                     texts[name] = text
                     if store is not None and line is not None:
                         store.observe(state.code, line, name, value, meta)
@@ -330,7 +340,3 @@ class Tracer:
                 elif before != text:
                     changes.append(("modified", name, text, False))
         return changes
-
-
-def _source(code: CodeType, line: int) -> str:
-    return linecache.getline(code.co_filename, line).strip()

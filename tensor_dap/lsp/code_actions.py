@@ -4,19 +4,24 @@ Each static lint that carries edits (see :mod:`tensor_dap.lsp.static_lints`) bec
 ``quickfix`` action with a ``WorkspaceEdit`` when its range meets the requested one: add
 ``device=...`` to a CPU accumulator, add ``map_location="cpu"`` to ``torch.load``, insert
 ``optimizer.zero_grad()`` as the loop's first statement, write under ``torch.no_grad()`` instead
-of through ``.data``. A runtime ``device-mismatch`` finding whose CPU tensor was made in this file
-by a factory call without ``device=`` (``torch.zeros(6)``) gets the same ``device=`` fix at the
-tensor's origin line, offered on the finding's line and on the origin line, as long as the
-document's text is the one the run saw.
+of through ``.data``. A runtime finding of a rule the catalogue marks ``fix_device_at_origin``
+(``device-mismatch``) whose CPU tensor was made in this file by a factory call without
+``device=`` (``torch.zeros(6)``) gets the same ``device=`` fix at the tensor's origin line,
+offered on the finding's line and on the origin line, as long as the document's text is the one
+the run saw.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-from typing import Optional
+from typing import Optional, Sequence
 
 from lsprotocol import types
+
+from tensor_dap import catalog
+from tensor_dap.device_fix import device_in_fix, device_variable
+from tensor_dap.findings import Finding, TensorInfo
 
 from . import static_lints
 from .diagnostics import lint_diagnostic
@@ -25,13 +30,13 @@ from .store import FileData
 from .text import byte_col_to_utf16, line_at
 
 
-def position(lines: list[str], line: int, col: int) -> types.Position:
+def position(lines: Sequence[str], line: int, col: int) -> types.Position:
     """The LSP position of ``ast`` line ``line`` (1-based), UTF-8 byte column ``col``."""
     text = line_at(lines, line - 1) or ""
     return types.Position(line=line - 1, character=byte_col_to_utf16(text, col))
 
 
-def text_edit(lines: list[str], edit: Edit) -> types.TextEdit:
+def text_edit(lines: Sequence[str], edit: Edit) -> types.TextEdit:
     return types.TextEdit(
         range=types.Range(
             start=position(lines, edit.line, edit.col),
@@ -48,7 +53,7 @@ def _meets(first: int, last: int, requested: types.Range) -> bool:
 
 def action(
     uri: str,
-    lines: list[str],
+    lines: Sequence[str],
     title: str,
     edits: tuple[Edit, ...],
     diagnostic: Optional[types.Diagnostic],
@@ -65,7 +70,7 @@ def action(
 def code_actions(
     uri: str,
     path: Optional[str],
-    lines: list[str],
+    lines: Sequence[str],
     tree: Optional[ast.Module],
     lints: list[Lint],
     data: FileData,
@@ -82,18 +87,18 @@ def code_actions(
             )
     if tree is None or stale or not path:
         return found
-    device = static_lints.device_expression(tree)
+    variable = device_variable(ast.walk(tree))
     offered: set[int] = set()
     for finding in data.findings:
-        if finding.rule != "device-mismatch":
+        if not fixes_device_at_origin(finding):
             continue
         diagnostic = next((d for d in runtime if d.range.start.line == finding.line - 1), None)
         for tensor in finding.tensors:
-            origin = tensor.get("origin") if isinstance(tensor, dict) else None
-            if tensor.get("device") != "cpu" or not isinstance(origin, dict):
+            origin = tensor.origin
+            if tensor.device != "cpu" or origin is None:
                 continue
-            line = origin.get("line")
-            if not isinstance(line, int) or line in offered or not _same_file(origin, path):
+            line = origin.line
+            if line in offered or not _same_file(origin.path, path):
                 continue
             if not (
                 _meets(line - 1, line - 1, requested)
@@ -104,15 +109,29 @@ def code_actions(
             if call is None:
                 continue
             offered.add(line)
+            device = device_in_fix(_accelerator(finding.tensors), variable=variable)
             title, edits = static_lints.device_fix(call, device)
-            name = tensor.get("name") or "the tensor"
-            title = title.replace("Create it", f"Create {name}", 1)
+            title = title.replace("Create it", f"Create {tensor.name or 'the tensor'}", 1)
             found.append(action(uri, lines, title, edits, diagnostic))
     return found
 
 
-def _same_file(origin: dict, path: str) -> bool:
-    where = str(origin.get("path") or "")
+def _accelerator(tensors: Sequence[TensorInfo]) -> str:
+    """The device of the finding's tensor that is not on the CPU (``cuda:0``)."""
+    for tensor in tensors:
+        if tensor.device and tensor.device != "cpu":
+            return tensor.device
+    return "cuda"
+
+
+def fixes_device_at_origin(finding: Finding) -> bool:
+    """Whether the finding's rule is fixed where its CPU tensors were made (the catalogue's
+    ``fix_device_at_origin``)."""
+    rule = catalog.find(finding.rule)
+    return rule is not None and rule.fix_device_at_origin
+
+
+def _same_file(where: str, path: str) -> bool:
     return where == path or os.path.realpath(where) == os.path.realpath(path)
 
 

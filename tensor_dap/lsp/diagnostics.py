@@ -18,7 +18,7 @@ from typing import Sequence
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from tensor_dap.tracedb import StoredFinding
+from tensor_dap.findings import Finding
 
 from .static_lints import LOAD_WITHOUT_MAP_LOCATION, Lint
 from .store import FileData
@@ -27,7 +27,7 @@ from .text import byte_col_to_utf16, line_at, utf16_len
 SOURCE = "tensor-dap"
 
 
-def line_range(lines: list[str], index: int) -> types.Range:
+def line_range(lines: Sequence[str], index: int) -> types.Range:
     """The range of line ``index``'s text without indentation and trailing blanks."""
     text = lines[index].rstrip("\r\n") if 0 <= index < len(lines) else ""
     body = text.rstrip()
@@ -38,29 +38,28 @@ def line_range(lines: list[str], index: int) -> types.Range:
     )
 
 
-def related(finding: StoredFinding) -> list[types.DiagnosticRelatedInformation]:
+def related(finding: Finding) -> list[types.DiagnosticRelatedInformation]:
     """Where each tensor named in the finding was created, when the run knew."""
     found = []
     for tensor in finding.tensors:
-        origin = tensor.get("origin") if isinstance(tensor, dict) else None
-        if not isinstance(origin, dict) or not origin.get("path") or not origin.get("line"):
+        origin = tensor.origin
+        if origin is None or not origin.path or not origin.line:
             continue
-        line = max(int(origin["line"]) - 1, 0)
-        where = types.Position(line=line, character=0)
-        op = f" by {origin['op']}" if origin.get("op") else ""
+        where = types.Position(line=max(origin.line - 1, 0), character=0)
+        op = f" by {origin.op}" if origin.op else ""
         found.append(
             types.DiagnosticRelatedInformation(
                 location=types.Location(
-                    uri=from_fs_path(str(origin["path"])) or str(origin["path"]),
+                    uri=from_fs_path(origin.path) or origin.path,
                     range=types.Range(start=where, end=where),
                 ),
-                message=f"{tensor.get('name', 'tensor')} created here{op}",
+                message=f"{tensor.name or 'tensor'} created here{op}",
             )
         )
     return found
 
 
-def lint_diagnostic(lint: Lint, lines: list[str]) -> types.Diagnostic:
+def lint_diagnostic(lint: Lint, lines: Sequence[str]) -> types.Diagnostic:
     """The diagnostic of a static lint (``ast`` positions made LSP's)."""
     start = line_at(lines, lint.line - 1) or ""
     end = line_at(lines, lint.end_line - 1) or ""
@@ -82,16 +81,14 @@ def lint_diagnostic(lint: Lint, lines: list[str]) -> types.Diagnostic:
 
 
 def diagnostics(
-    data: FileData, lines: list[str], lints: Sequence[Lint] = ()
+    data: FileData, lines: Sequence[str], lints: Sequence[Lint] = ()
 ) -> list[types.Diagnostic]:
     """The diagnostics for a document with text ``lines``: the run's findings, then the
     static lints."""
     found = []
     for finding in data.findings:
         index = min(max(finding.line - 1, 0), max(len(lines) - 1, 0))
-        message = finding.message
-        if finding.process != "main":
-            message = f"{message} ({finding.process})"
+        message = f"{finding.message} ({finding.tag})" if finding.tag else finding.message
         found.append(
             types.Diagnostic(
                 range=line_range(lines, index),

@@ -22,7 +22,7 @@ import bisect
 import functools
 import json
 import re
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from lsprotocol import types
 
@@ -81,11 +81,12 @@ setting ``tensorDap.hints.style``, sent as ``initializationOptions.hints.style``
 
 
 def inlay_hints(
-    data: FileData, lines: list[str], digest: str, visible: types.Range, style: str = "full"
+    data: FileData, lines: Sequence[str], digest: str, visible: types.Range, style: str = "full"
 ) -> list[dict[str, Any]]:
     """The hints for lines ``visible.start.line`` .. ``visible.end.line`` of a document, as the
     JSON objects LSP sends."""
-    return json.loads(inlay_hints_json(data, lines, digest, visible, style))
+    hints: list[dict[str, Any]] = json.loads(inlay_hints_json(data, lines, digest, visible, style))
+    return hints
 
 
 MEMO_RANGES = 8
@@ -93,7 +94,7 @@ MEMO_RANGES = 8
 
 
 def inlay_hints_json(
-    data: FileData, lines: list[str], digest: str, visible: types.Range, style: str = "full"
+    data: FileData, lines: Sequence[str], digest: str, visible: types.Range, style: str = "full"
 ) -> str:
     """The JSON text of the response for lines ``visible.start.line`` .. ``visible.end.line``.
 
@@ -107,7 +108,7 @@ def inlay_hints_json(
         return "[]"
     memo = data.memo.setdefault(("inlay_hints_json", digest, style), {})
     key = (visible.start.line, visible.end.line)
-    text = memo.get(key)
+    text: Optional[str] = memo.get(key)
     if text is None:
         text = "[" + ",".join(_fragments(data, lines, digest, visible, style)) + "]"
         if len(memo) >= MEMO_RANGES:
@@ -117,7 +118,7 @@ def inlay_hints_json(
 
 
 def _fragments(
-    data: FileData, lines: list[str], digest: str, visible: types.Range, style: str
+    data: FileData, lines: Sequence[str], digest: str, visible: types.Range, style: str
 ) -> list[str]:
     observed = data.memo.get(("observed_lines",))
     if observed is None:
@@ -135,7 +136,7 @@ def _fragments(
     return found
 
 
-def _line_json(data: FileData, lines: list[str], number: int, style: str = "full") -> str:
+def _line_json(data: FileData, lines: Sequence[str], number: int, style: str = "full") -> str:
     """The hints of line ``number`` (1-based) as JSON objects joined by commas."""
     text = lines[number - 1].rstrip("\r\n")
     target = assignment_target(text)

@@ -8,6 +8,8 @@ inlay hints. Lines edited since the run get none (see :mod:`tensor_dap.lsp.align
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from lsprotocol import types
 
 from .diagnostics import line_range
@@ -17,7 +19,7 @@ from .text import summary
 
 
 def inline_values(
-    data: FileData, lines: list[str], digest: str, requested: types.Range
+    data: FileData, lines: Sequence[str], digest: str, requested: types.Range
 ) -> list[types.InlineValueText]:
     if not data.by_line or is_stale(data, digest):
         return []

@@ -353,7 +353,9 @@ def create_server() -> TensorDapServer:
         data, lints = await asyncio.gather(ls.file_data(document), ls.lints(document))
         path = document.path if document.uri.startswith("file:") else None
         stale = inlay_hints_feature.is_stale(data, ls.digest(document))
-        needs_tree = not stale and any(f.rule == "device-mismatch" for f in data.findings)
+        needs_tree = not stale and any(
+            code_actions_feature.fixes_device_at_origin(f) for f in data.findings
+        )
         tree = await ls.tree(document) if needs_tree else None
         return code_actions_feature.code_actions(
             document.uri,

@@ -26,6 +26,8 @@ import ast
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
+from tensor_dap.device_fix import device_in_fix, device_variable
+
 CPU_ACCUMULATOR = "cpu-accumulator"
 LOAD_WITHOUT_MAP_LOCATION = "load-without-map-location"
 MISSING_ZERO_GRAD = "missing-zero-grad"
@@ -202,14 +204,10 @@ def _method_call(node: ast.AST, name: str) -> Optional[ast.Call]:
 
 
 def device_expression(tree: Union[ast.Module, list[ast.AST]]) -> str:
-    """``device`` when the file binds a name ``device`` (assignment or parameter), else
-    ``"cuda"``."""
-    for node in tree if isinstance(tree, list) else ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == "device" and isinstance(node.ctx, ast.Store):
-            return "device"
-        if isinstance(node, ast.arg) and node.arg == "device":
-            return "device"
-    return '"cuda"'
+    """How a fix in this file names the device, as every fix does (:func:`device_in_fix`):
+    ``device`` when the file binds that name, else ``"cuda"`` (statically, no index is known)."""
+    nodes = tree if isinstance(tree, list) else ast.walk(tree)
+    return device_in_fix("cuda", variable=device_variable(nodes))
 
 
 def uses_accelerator(nodes: list[ast.AST]) -> bool:

@@ -18,9 +18,9 @@ from typing import Any, Optional
 
 from lsprotocol import types
 
+from tensor_dap.findings import Finding
 from tensor_dap.tracedb import (
     Observation,
-    StoredFinding,
     TraceReader,
     TraceStoreError,
     observation_from_row,
@@ -104,7 +104,7 @@ class FileData:
     def __init__(
         self,
         rows: Sequence[Row] = (),
-        findings: Sequence[StoredFinding] = (),
+        findings: Sequence[Finding] = (),
         digest: Optional[str] = None,
         path: str = "",
         source_text: Optional[str] = None,

@@ -6,8 +6,9 @@ LSP positions count UTF-16 code units by default; the trace store's ``col`` is P
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
+from tensor_dap.tensor_text import shape_text as shape_text  # one spelling: ``(6,)``
 from tensor_dap.tracedb import Observation
 
 _SHORT_DTYPES = {
@@ -39,11 +40,6 @@ def short_dtype(dtype: str) -> str:
     return _SHORT_DTYPES.get(name, name)
 
 
-def shape_text(shape: tuple[int, ...]) -> str:
-    """A shape as Python writes a tuple: ``()``, ``(6,)``, ``(64, 10)``."""
-    return str(tuple(shape))
-
-
 def has_grad(obs: Observation) -> bool:
     """Whether autograd tracks the value (a leaf that requires grad, or a graph node)."""
     return bool(obs.requires_grad or obs.grad_fn)
@@ -70,7 +66,7 @@ def byte_col_to_utf16(line: str, col: int) -> int:
     return utf16_len(prefix)
 
 
-def line_at(lines: list[str], index: int) -> Optional[str]:
+def line_at(lines: Sequence[str], index: int) -> Optional[str]:
     """Line ``index`` (0-based) without its line ending, or None past the end."""
     if 0 <= index < len(lines):
         return lines[index].rstrip("\r\n")

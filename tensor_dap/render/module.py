@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensor_dap.render.base import Entry, Raw, Text, safe
-from tensor_dap.render.tensor import dtype_name
+from tensor_dap.tensor_text import dtype_name
 
 
 def _facts(module: Any) -> tuple[int, int, list[str], list[str]]:
@@ -14,14 +14,25 @@ def _facts(module: Any) -> tuple[int, int, list[str], list[str]]:
     total = trainable = 0
     devices: dict[str, None] = {}
     dtypes: dict[str, None] = {}
-    for param in safe(lambda: list(module.parameters()), []):
-        count = safe(param.numel, 0)
+    none: list[Any] = []
+    for param in safe(lambda: list(module.parameters()), none):
+        count, requires_grad, device, dtype = _param_facts(param)
         total += count
-        if safe(lambda p=param: bool(p.requires_grad), False):
+        if requires_grad:
             trainable += count
-        devices[safe(lambda p=param: str(p.device), "?")] = None
-        dtypes[safe(lambda p=param: dtype_name(p.dtype), "?")] = None
+        devices[device] = None
+        dtypes[dtype] = None
     return total, trainable, list(devices), list(dtypes)
+
+
+def _param_facts(param: Any) -> tuple[int, bool, str, str]:
+    """(elements, requires_grad, device, dtype) of one parameter; ``?`` where unreadable."""
+    return (
+        safe(param.numel, 0),
+        safe(lambda: bool(param.requires_grad), False),
+        safe(lambda: str(param.device), "?"),
+        safe(lambda: dtype_name(param.dtype), "?"),
+    )
 
 
 def _count(n: int) -> str:
@@ -55,10 +66,13 @@ def children(module: Any) -> list[Entry]:
         Entry("dtypes", Text(", ".join(dtypes) or "none")),
         Entry("mode", Text(_mode(module)), ".training"),
     ]
-    for name, child in safe(lambda: list(module.named_children()), []):
+    none: list[tuple[str, Any]] = []
+    for name, child in safe(lambda: list(module.named_children()), none):
         entries.append(Entry(name, child, f".{name}" if name.isidentifier() else None))
-    own = safe(lambda: list(module.named_parameters(recurse=False)), [])
-    own += safe(lambda: list(module.named_buffers(recurse=False)), [])
+    own = [
+        *safe(lambda: list(module.named_parameters(recurse=False)), none),
+        *safe(lambda: list(module.named_buffers(recurse=False)), none),
+    ]
     for name, tensor in own:
         entries.append(Entry(name, tensor, f".{name}" if name.isidentifier() else None))
     entries.append(Entry("(raw)", Raw(module)))

@@ -26,11 +26,16 @@ def _setting(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _param_count(group: dict[str, Any]) -> int:
+    return safe(lambda: len(group.get("params", ())), 0)
+
+
 def children(optimizer: Any) -> list[Entry]:
     entries = [Entry("class", Text(safe(lambda: type(optimizer).__qualname__, "?")))]
-    groups = safe(lambda: list(optimizer.param_groups), [])
+    none: list[dict[str, Any]] = []
+    groups = safe(lambda: list(optimizer.param_groups), none)
     for index, group in enumerate(groups):
-        params = safe(lambda g=group: len(g.get("params", ())), 0)
+        params = _param_count(group)
         settings = [f"{k}={_setting(v)}" for k, v in group.items() if k != "params"]
         text = ", ".join([plural(params, "param"), *settings])
         entries.append(Entry(f"param group {index}", Text(text), f".param_groups[{index}]"))

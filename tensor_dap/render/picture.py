@@ -36,7 +36,9 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap.render.base import safe
+from tensor_dap.render.layout import without_values
 from tensor_dap.render.stats import FULL_LIMIT, sample
+from tensor_dap.tensor_text import dtype_name
 
 FORMAT = 1
 MAX_VALUES = 65_536
@@ -89,11 +91,12 @@ def _as_tensor(obj: Any) -> Optional[torch.Tensor]:
 
 
 def _metadata(tensor: torch.Tensor) -> dict[str, Any]:
+    unknown: list[int] = []
     return {
         "format": FORMAT,
-        "shape": safe(lambda: [int(n) for n in tensor.shape], []),
-        "dtype": str(safe(lambda: tensor.dtype, "?")).replace("torch.", ""),
-        "device": str(safe(lambda: tensor.device, "?")),
+        "shape": safe(lambda: [int(n) for n in tensor.shape], unknown),
+        "dtype": safe(lambda: dtype_name(tensor.dtype), "?"),
+        "device": safe(lambda: str(tensor.device), "?"),
     }
 
 
@@ -107,8 +110,6 @@ _CANNOT_DRAW = {
 
 
 def _cannot_draw(tensor: torch.Tensor) -> Optional[str]:
-    from tensor_dap.render.tensor import without_values
-
     kind = without_values(tensor)
     if kind is None:
         return None

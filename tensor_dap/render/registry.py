@@ -26,7 +26,9 @@ _RENDERERS: list[Renderer] = []
 _BY_TYPE: dict[type, Optional[Renderer]] = {}
 
 
-def register(kind: type, value_line: Callable[[Any], str], children: Callable[[Any], list[Entry]]):
+def register(
+    kind: type, value_line: Callable[[Any], str], children: Callable[[Any], list[Entry]]
+) -> None:
     _RENDERERS.append(Renderer(kind, value_line, children))
     _BY_TYPE.clear()
 

@@ -16,6 +16,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap.render.base import Entry, Text
+from tensor_dap.render.layout import without_values
 
 FULL_LIMIT = 10_000_000
 SAMPLE_LIMIT = 1_000_000
@@ -58,8 +59,6 @@ _NO_DATA = {
 
 def _no_data(tensor: Any) -> Optional[str]:
     """Why ``tensor`` has no values to measure, or ``None``."""
-    from tensor_dap.render.tensor import without_values
-
     kind = without_values(tensor)
     if kind is None:
         return None

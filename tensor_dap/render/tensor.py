@@ -1,7 +1,8 @@
 """A tensor from its metadata: the value line and the children of the Variables view.
 
-Same format as :func:`tensor_dap.agent.describe.summary` (``tensor<(4, 1) float32 cpu grad
-AddmmBackward0>``), plus a marker for what is unusual (``sparse_coo``, ``nested``, ``fake``).
+The same summary as everywhere the tool shows a tensor (:func:`tensor_dap.tensor_text.summary_text`:
+``tensor<(4, 1) float32 cpu grad AddmmBackward0>``), plus a marker for what is unusual
+(``sparse_coo``, ``nested``, ``fake``); the line tracer shows tensors with :func:`value_line` too.
 Every read runs with ``__torch_function__`` disabled, subclasses' and modes' alike (a user's
 subclass or the agent's ``TorchFunctionMode`` never sees it, and a frame of 1,000 tensors renders
 in a third of the time) and is guarded: a broken attribute reads ``?``.
@@ -15,90 +16,36 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent.describe import dtype_name
 from tensor_dap.render.base import Entry, Text, safe
+from tensor_dap.render.layout import is_jagged, markers
 from tensor_dap.render.stats import Statistics
+from tensor_dap.tensor_text import dim_text, dtype_name, grad_fn_name, shape_text, summary_text
 
 
-def _dim_text(size: Any) -> str:
+def _shape_of(tensor: Any) -> str:
+    """``tensor``'s shape as :func:`tensor_dap.tensor_text.shape_text` writes it (``(3, j1)``
+    for symbolic sizes), ``nested(N)`` for a nested tensor's N components, ``?`` when
+    unreadable."""
     try:
-        return str(int(size))
-    except Exception:
-        return str(size)  # a symbolic size (j1, s0) stays as written
-
-
-def shape_text(tensor: Any) -> str:
-    """``(4, 1)``, ``(5,)``, ``()``; ``(3, j1)`` for symbolic sizes; ``?`` when unreadable."""
-    try:
-        if tensor.is_nested and not _is_jagged(tensor):
-            return f"nested({_dim_text(tensor.size(0))})"
-        dims = [_dim_text(s) for s in tensor.shape]
+        if tensor.is_nested and not is_jagged(tensor):
+            return f"nested({dim_text(tensor.size(0))})"
+        return shape_text(tensor.shape)
     except Exception:
         return "?"
-    return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
-
-
-def _is_jagged(tensor: Any) -> bool:
-    return safe(lambda: tensor.layout == torch.jagged, False)
-
-
-def is_fake(tensor: Any) -> bool:
-    module = sys.modules.get("torch._subclasses.fake_tensor")
-    fake = getattr(module, "FakeTensor", None)
-    return fake is not None and isinstance(tensor, fake)
-
-
-def without_values(tensor: Any) -> Optional[str]:
-    """Why ``tensor``'s values cannot be read as a dense array: ``"fake"``, ``"meta"``,
-    ``"nested"``, ``"quantized"``, ``"empty"``, or its layout's name (``"sparse_coo"``...);
-    None when they can. The statistics and View Tensor each say it in their own words."""
-    if is_fake(tensor):
-        return "fake"
-    if safe(lambda: bool(tensor.is_meta), False):
-        return "meta"
-    if safe(lambda: bool(tensor.is_nested), False):
-        return "nested"
-    layout = safe(lambda: tensor.layout, None)
-    if layout is not torch.strided:
-        return str(layout).replace("torch.", "")
-    if safe(lambda: bool(tensor.is_quantized), False):
-        return "quantized"
-    if safe(lambda: tensor.numel(), 0) == 0:
-        return "empty"
-    return None
-
-
-def grad_fn_name(tensor: Any) -> Optional[str]:
-    fn = safe(lambda: tensor.grad_fn, None)
-    return type(fn).__name__ if fn is not None else None
-
-
-def _markers(tensor: Any) -> list[str]:
-    markers = []
-    layout = safe(lambda: tensor.layout, torch.strided)
-    if safe(lambda: bool(tensor.is_nested), False):
-        markers.append("nested")
-    elif layout is not torch.strided:
-        markers.append(str(layout).replace("torch.", ""))
-    if is_fake(tensor):
-        markers.append("fake")
-    return markers
 
 
 def value_line(tensor: Any) -> str:
     """``tensor<(4, 1) float32 cpu grad AddmmBackward0>``: metadata only, never raises."""
     try:
         with torch._C.DisableTorchFunction():
-            parts = [shape_text(tensor)]
-            parts.append(safe(lambda: dtype_name(tensor.dtype), "?"))
-            parts.append(safe(lambda: str(tensor.device), "?"))
-            parts.extend(_markers(tensor))
-            grad_fn = grad_fn_name(tensor)
-            if grad_fn:
-                parts.append(f"grad {grad_fn}")
-            elif safe(lambda: bool(tensor.requires_grad), False):
-                parts.append("grad")
-        return f"tensor<{' '.join(parts)}>"
+            return summary_text(
+                _shape_of(tensor),
+                safe(lambda: dtype_name(tensor.dtype), "?"),
+                safe(lambda: str(tensor.device), "?"),
+                grad_fn_name(tensor),
+                safe(lambda: bool(tensor.requires_grad), False),
+                markers(tensor),
+            )
     except Exception:
         return "tensor<?>"
 
@@ -123,7 +70,7 @@ def children(tensor: Any) -> list[Entry]:
 def _children(tensor: Any) -> list[Entry]:
     is_leaf = safe(lambda: bool(tensor.is_leaf), None)
     entries = [
-        Entry("shape", Text(shape_text(tensor)), ".shape"),
+        Entry("shape", Text(_shape_of(tensor)), ".shape"),
         Entry("dtype", Text(safe(lambda: dtype_name(tensor.dtype), "?")), ".dtype"),
         Entry("device", Text(safe(lambda: str(tensor.device), "?")), ".device"),
         Entry(
@@ -139,9 +86,9 @@ def _children(tensor: Any) -> list[Entry]:
         entries.append(Entry("grad", grad if grad is not None else Text("None"), ".grad"))
     else:
         entries.append(Entry("grad", Text("not kept (non-leaf tensor)")))
-    markers = _markers(tensor)
-    if markers:
-        entries.append(Entry("layout", Text(" ".join(markers))))
+    unusual = markers(tensor)
+    if unusual:
+        entries.append(Entry("layout", Text(" ".join(unusual))))
     created = _created_at(tensor)
     if created:
         entries.append(Entry("created at", Text(created)))

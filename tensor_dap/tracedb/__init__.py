@@ -13,7 +13,7 @@ from .digest import file_digest, source_text, text_digest
 from .errors import TraceStoreError
 from .location import TRACE_ENV, default_trace_path
 from .reader import TraceReader, observation_from_row
-from .records import Observation, RunInfo, StoredFinding, process_label
+from .records import Observation, RunInfo, process_label
 from .schema import SCHEMA_VERSION
 from .writer import MAX_FINDINGS_PER_RUN, MAX_RUNS_KEPT, TraceWriter
 
@@ -24,7 +24,6 @@ __all__ = [
     "TRACE_ENV",
     "Observation",
     "RunInfo",
-    "StoredFinding",
     "TraceReader",
     "TraceStoreError",
     "TraceWriter",

@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import pathlib
 import sqlite3
 import threading
 from typing import Any, Callable, Optional, TypeVar, Union
 
+from tensor_dap.findings import Finding, MalformedFinding
+
 from . import schema
 from .connection import open_reader, retrying
 from .errors import TraceStoreError
-from .records import Observation, RunInfo, StoredFinding
+from .records import Observation, RunInfo, process_of_label
 
 T = TypeVar("T")
+log = logging.getLogger("tensor_dap.tracedb")
 
 _OBSERVATION_COLUMNS = (
     "path, line, name, shape_json, dtype, device, requires_grad, grad_fn, hits, shape_varied, "
@@ -55,6 +59,18 @@ def observation_from_row(row: tuple[Any, ...], path: Optional[str] = None) -> Ob
         col=None if col is None else int(col),
         last_run_id=None if last_run_id is None else int(last_run_id),
     )
+
+
+def finding_from_row(row: tuple[Any, ...]) -> Finding:
+    """A ``findings`` row (rule, path, line, message, tensors_json, process) as the finding the
+    writer stored; :class:`MalformedFinding` for a row it did not write."""
+    rule, path, line, message, tensors_json, process = row
+    try:
+        tensors = json.loads(tensors_json)
+    except (TypeError, ValueError) as error:
+        raise MalformedFinding(f"the tensors of a finding are not JSON: {error}") from error
+    record = {"rule": rule, "path": path, "line": line, "message": message, "tensors": tensors}
+    return Finding.from_json(dict(record, process=process_of_label(str(process))))
 
 
 def _run(row: tuple[Any, ...]) -> RunInfo:
@@ -108,8 +124,9 @@ class TraceReader:
 
     def findings_for(
         self, path: Optional[str] = None, run_id: Optional[int] = None
-    ) -> list[StoredFinding]:
-        """Findings of ``run_id`` (default: the latest run), in ``path`` or in all files."""
+    ) -> list[Finding]:
+        """Findings of ``run_id`` (default: the latest run), in ``path`` or in all files; a row
+        that is not a finding is left out (and logged)."""
 
         def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             wanted = run_id
@@ -118,7 +135,7 @@ class TraceReader:
                 if wanted is None:
                     return []
             sql = (
-                "SELECT run_id, rule, path, line, message, tensors_json, process "
+                "SELECT rule, path, line, message, tensors_json, process "
                 "FROM findings WHERE run_id = ?"
             )
             params: tuple[Any, ...] = (int(wanted),)
@@ -128,19 +145,14 @@ class TraceReader:
             sql += " ORDER BY path, line, rule, process, finding_id"
             return conn.execute(sql, params).fetchall()
 
-        rows = self._read(query, [])
-        return [
-            StoredFinding(
-                run_id=int(r[0]),
-                rule=r[1],
-                path=r[2],
-                line=int(r[3]),
-                message=r[4],
-                tensors_json=r[5],
-                process=r[6],
-            )
-            for r in rows
-        ]
+        found: list[Finding] = []
+        empty: list[tuple[Any, ...]] = []
+        for row in self._read(query, empty):
+            try:
+                found.append(finding_from_row(row))
+            except MalformedFinding as error:
+                log.warning("tensor-dap: skipped a finding in %s: %s", self.path, error)
+        return found
 
     def latest_run(self) -> Optional[RunInfo]:
         """The most recently begun run, finished or not; None before any run."""
@@ -164,7 +176,8 @@ class TraceReader:
                     return []
                 raise
 
-        rows = self._read(query, [])
+        empty: list[tuple[Any, ...]] = []
+        rows = self._read(query, empty)
         return rows[0][0] if rows else None
 
     def data_version(self) -> int:

@@ -1,15 +1,17 @@
 """The plain records that go into and come out of the trace store.
 
 Writers (the agent, in the user's process and its workers) and readers (the language server) share
-these dataclasses and nothing else: no tensors, frames or sqlite rows cross the boundary, so either
-side can change its internals without the other noticing.
+these dataclasses and the finding record (:class:`tensor_dap.findings.Finding`), nothing else: no
+tensors, frames or sqlite rows cross the boundary, so either side can change its internals without
+the other noticing.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+from tensor_dap.findings import process_tag
 
 DEFAULT_PROCESS = "main"
 
@@ -48,28 +50,6 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class StoredFinding:
-    """A rule's finding as stored for one run; ``tensors_json`` is the JSON list of tensors."""
-
-    run_id: int
-    rule: str
-    path: str
-    line: int
-    message: str
-    tensors_json: str
-    process: str
-
-    @property
-    def tensors(self) -> list[dict[str, Any]]:
-        """The tensors named in the finding, decoded from ``tensors_json``."""
-        try:
-            value = json.loads(self.tensors_json)
-        except ValueError:
-            return []
-        return value if isinstance(value, list) else []
-
-
-@dataclass(frozen=True)
 class RunInfo:
     """One run that wrote the store. Times are seconds since the epoch; ``ended`` is None while
     the run is going (or when it died without saying so)."""
@@ -84,26 +64,12 @@ class RunInfo:
 
 
 def process_label(process: Any) -> str:
-    """A short label for the process a finding or observation came from.
+    """The label of the process a finding or observation came from, as the store keeps it:
+    :func:`~tensor_dap.findings.process_tag` with blanks between its words (``"rank 1 worker
+    0"``), ``"main"`` for the process tensor-dap was started for."""
+    return process_tag(process, separator=" ") or DEFAULT_PROCESS
 
-    Accepts a label string as is, or a dict such as ``{"rank": 1}``, ``{"worker": 0}``,
-    ``{"rank": 1, "worker": 0}`` or ``{"label": "rank 1"}``; a child process with neither rank
-    nor worker id (``{"pid": 42, "child": True}``) is ``"pid 42"``; anything else is ``"main"``.
-    """
-    if isinstance(process, str):
-        return process.strip() or DEFAULT_PROCESS
-    if not isinstance(process, dict):
-        return DEFAULT_PROCESS
-    label = process.get("label")
-    if isinstance(label, str) and label.strip():
-        return label.strip()
-    parts = []
-    rank = process.get("rank")
-    if rank is not None:
-        parts.append(f"rank {rank}")
-    worker = process.get("worker", process.get("worker_id"))
-    if worker is not None:
-        parts.append(f"worker {worker}")
-    if not parts and process.get("child") and process.get("pid") is not None:
-        parts.append(f"pid {process['pid']}")
-    return " ".join(parts) or DEFAULT_PROCESS
+
+def process_of_label(label: str) -> dict[str, Any]:
+    """A stored label as a finding's ``process`` (:func:`process_label` gives it back)."""
+    return {} if label == DEFAULT_PROCESS else {"label": label}

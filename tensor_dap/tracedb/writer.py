@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable, Optional, TypeVar, Union
 
+from tensor_dap.findings import Finding
+
 from . import schema
 from .connection import open_writer, retrying
 from .errors import TraceStoreError
@@ -43,15 +45,6 @@ _inherited: list[sqlite3.Connection] = []
 
 def _shape_json(shape: tuple[int, ...]) -> str:
     return json.dumps([int(d) for d in shape], separators=(",", ":"))
-
-
-def _json_default(value: Any) -> Any:
-    to_json = getattr(value, "to_json", None)
-    if callable(to_json):
-        return to_json()
-    if isinstance(value, (tuple, set, frozenset)):
-        return list(value)
-    return str(value)
 
 
 class TraceWriter:
@@ -83,7 +76,7 @@ class TraceWriter:
                 "INSERT INTO runs (started, command, argv_json, cwd) VALUES (?, ?, ?, ?)",
                 (started, str(command), argv_json, str(cwd)),
             )
-            run_id = int(cursor.lastrowid)
+            run_id = int(cursor.lastrowid or 0)
             oldest_kept = conn.execute(
                 "SELECT run_id FROM runs ORDER BY run_id DESC LIMIT 1 OFFSET ?",
                 (MAX_RUNS_KEPT - 1,),
@@ -155,29 +148,23 @@ class TraceWriter:
 
         self._write(body)
 
-    def add_findings(self, run_id: int, findings: Iterable[Mapping[str, Any]]) -> None:
-        """Store findings of a run. Each is a dict with ``rule``, ``path``, ``line``,
-        ``message``, ``tensors`` (a list, stored as JSON) and ``process`` (a label or a dict such
-        as ``{"rank": 1}``); an object with ``to_json()`` (e.g. ``Finding``) is accepted too.
-        The same finding reported twice in a run is stored once.
+    def add_findings(self, run_id: int, findings: Iterable[Finding]) -> None:
+        """Store findings of a run: the tensors as the JSON list ``Finding.to_json`` gives, the
+        process as its label (:func:`~.records.process_label`). The same finding reported twice
+        in a run is stored once.
         """
-        rows = []
-        for finding in findings:
-            data = finding
-            if not isinstance(data, Mapping) and callable(getattr(data, "to_json", None)):
-                data = data.to_json()  # type: ignore[union-attr]
-            tensors = data.get("tensors") or []
-            rows.append(
-                (
-                    int(run_id),
-                    str(data["rule"]),
-                    str(data["path"]),
-                    int(data["line"]),
-                    str(data.get("message", "")),
-                    json.dumps(list(tensors), default=_json_default),
-                    process_label(data.get("process")),
-                )
+        rows = [
+            (
+                int(run_id),
+                finding.rule,
+                finding.path,
+                int(finding.line),
+                finding.message,
+                json.dumps(finding.to_json()["tensors"], default=str),
+                process_label(finding.process),
             )
+            for finding in findings
+        ]
         if not rows:
             return
 

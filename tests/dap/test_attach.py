@@ -16,7 +16,7 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from tensor_dap.agent.channel import agent_folders, find_agent
+from tensor_dap.channel_protocol import agent_folders, find_agent
 from tests.dap.client import DapClient
 
 SCRIPT = """\

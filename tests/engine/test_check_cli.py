@@ -188,5 +188,5 @@ def test_origin_read_from_source_when_the_engine_never_saw_it(tmp_path: Path, ch
     assert run.finding("device-mismatch")["message"] == (
         "`total + part`: total is on cpu (created at accumulate.py:6 by `torch.Tensor([0.0])`), "
         "part is on accel:0 (created at accumulate.py:5 by mul). "
-        "Create total with device=part.device."
+        "Create total with device=device."
     )

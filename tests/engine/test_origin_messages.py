@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import runpy
 from pathlib import Path
 
 import torch
@@ -87,3 +88,25 @@ def test_quoted_code_never_carries_the_trailing_comment(tmp_path: Path) -> None:
     assert source_line(str(script), 1) == "loss = model(x).detach()"
     assert without_comments('s = "#not a comment"  # a comment') == 's = "#not a comment"'
     assert without_comments("f(a,  # first\n  b)") == "f(a,\n  b)"
+
+
+def test_quotes_over_several_lines_leave_their_comments_out(tmp_path: Path) -> None:
+    script = tmp_path / "accumulate.py"
+    script.write_text(
+        "import contextlib\n"
+        "import torch\n"
+        "from tensor_dap.testing import accelerator_device\n"
+        "w = torch.ones(1).to(accelerator_device()) * 2\n"
+        "total = torch.Tensor(  # the running sum\n"
+        "    [0.0])\n"
+        "with contextlib.suppress(RuntimeError):\n"
+        '    total = total + w  # add "w"\n'
+    )
+    accelerator_device()
+    with tensor_dap.watch(rules=["device-mismatch"]) as watch:
+        runpy.run_path(str(script))
+    (finding,) = watch.findings
+    assert finding.message.startswith("`total + w`: total is on cpu (created at accumulate.py:5")
+    assert "by `torch.Tensor( [0.0])`)" in finding.message and "#" not in finding.message
+    in_a_string = 'f("""a\n# not a comment\n""")'
+    assert without_comments(f"{in_a_string}  # one") == in_a_string

@@ -39,7 +39,7 @@ def test_masked_scatter_message_names_operands_and_origin(check) -> None:
     assert message.startswith("`y.masked_scatter_(mask, x)`: y is on cpu (created at ")
     assert "masked_scatter_on_cpu.py:16 by zeros)" in message
     assert "mask is on accel:0" in message and "x is on accel:0" in message
-    assert "Create y with device=mask.device." in message
+    assert "Create y with device=device." in message
     tensors = {t["name"]: t for t in run.finding("device-mismatch")["tensors"]}
     assert tensors["y"]["device"] == "cpu" and tensors["y"]["shape"] == [6]
     assert tensors["y"]["origin"]["line"] == 16 and tensors["y"]["origin"]["op"] == "zeros"

@@ -145,3 +145,49 @@ def test_settrace_backend_restores_the_previous_tracer() -> None:
     backend.start()
     backend.stop()
     assert sys.gettrace() is before
+
+
+def test_the_call_line_is_the_def_not_the_decorator() -> None:
+    out = io.StringIO()
+
+    @tensor_dap.snoop(
+        output=out,
+        rules=None,
+    )
+    def decorated(a: torch.Tensor) -> torch.Tensor:
+        return a + 1
+
+    decorated(torch.ones(2))
+    [call] = [e for e in parse(out.getvalue()) if e.kind == "call"]
+    def_line = decorated.__wrapped__.__code__.co_firstlineno + 4  # below the decorator's 4 lines
+    assert (call.name, call.value) == (
+        str(def_line),
+        "def decorated(a: torch.Tensor) -> torch.Tensor:",
+    )
+
+
+def test_returned_tuples_and_lists_of_tensors_are_summaries() -> None:
+    out = io.StringIO()
+
+    @tensor_dap.snoop(output=out, rules=None)
+    def split(x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        parts = list(x.unbind(0))
+        return x.sum(), parts
+
+    split(torch.ones(2, 3))
+    entries = parse(out.getvalue())
+    row = "tensor<(3,) float32 cpu>"
+    assert Entry("new", "parts", f"[{row}, {row}]", 0) in entries
+    assert entries[-1] == Entry("return-value", "", f"(tensor<() float32 cpu>, [{row}, {row}])", 0)
+
+
+def test_a_comprehension_shows_no_interpreter_internals() -> None:
+    out = io.StringIO()
+
+    @tensor_dap.snoop(output=out, depth=2, rules=None)
+    def doubled(x: torch.Tensor) -> list[torch.Tensor]:
+        return [row * 2 for row in x]
+
+    doubled(torch.ones(2, 3))
+    names = {e.name for e in parse(out.getvalue()) if e.kind in ("start", "new", "modified")}
+    assert names == {"x", "row"} if sys.version_info < (3, 12) else {"x"} <= names

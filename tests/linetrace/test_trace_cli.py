@@ -8,6 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from tensor_dap.cli import main
 from tensor_dap.tracedb import TraceReader
 from tests.linetrace.entries import Entry, after_line, parse
 
@@ -156,3 +159,45 @@ def test_tracedb_gets_the_observations(tmp_path: Path) -> None:
     assert row.shape == (4, 4) and row.device == "cpu" and row.requires_grad
     assert row.hits == 3
     assert row.col == len("    squared_diff = (y - pred) ** 2")
+
+
+def test_an_empty_script_prints_nothing(tmp_path: Path) -> None:
+    code, entries, text = trace(tmp_path, "")
+    assert code == 0 and text == ""
+
+
+def test_no_interpreter_internals_as_variables(tmp_path: Path) -> None:
+    source = '''\
+    """The module's docstring."""
+    import torch
+
+
+    def rows(x):
+        return [row * 2 for row in x]
+
+
+    doubled = rows(torch.ones(2, 3))
+    '''
+    _, entries, _ = trace(tmp_path, source, "--rules", "")
+    names = {e.name for e in entries if e.kind in ("start", "new", "modified")}
+    assert (
+        names == {"rows", "doubled", "x", "row"}
+        if sys.version_info < (3, 12)
+        else {
+            "rows",
+            "doubled",
+            "x",
+        }
+        <= names
+    )
+
+
+def test_usage_does_not_call_args_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as missing:
+        main(["trace"])
+    assert missing.value.code == 2
+    error = capsys.readouterr().err
+    assert "SCRIPT is required" in error and "args" not in error.lower()
+    with pytest.raises(SystemExit):
+        main(["trace", "--help"])
+    assert capsys.readouterr().out.startswith("usage: tensor-dap trace [options] SCRIPT [ARGS...]")

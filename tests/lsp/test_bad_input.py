@@ -16,6 +16,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
+from tensor_dap.findings import Finding
 from tensor_dap.tracedb import Observation, TraceWriter, text_digest
 
 from .conftest import SERVER, eventually, hints, make_workspace, open_document
@@ -246,15 +247,7 @@ async def test_syntax_errors(client: LanguageClient, script: Path, store: Path) 
         )
         writer.add_findings(
             run,
-            [
-                {
-                    "rule": "device-mismatch",
-                    "path": str(broken),
-                    "line": 6,
-                    "message": "y is on cpu",
-                    "tensors": [],
-                }
-            ],
+            [Finding("device-mismatch", str(broken), 6, "y is on cpu")],
         )
         writer.record_source(str(broken), text_digest(text), run)
         writer.end_run(run, {"status": "ok", "code": 1})

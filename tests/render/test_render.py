@@ -16,7 +16,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import tensor_dap.render as render
-from tensor_dap.agent.describe import summary
+from tensor_dap.agent.describe import describe_tensor
+from tensor_dap.linetrace.values import show
 from tensor_dap.render.stats import SAMPLE_LIMIT, compute_statistics
 from tensor_dap.testing import accelerator_device
 
@@ -161,10 +162,13 @@ def test_accelerator_statistics() -> None:
     assert stats["min"] == "1" and stats["std"] == "0"
 
 
-def test_value_line_matches_describe_summary() -> None:
+def test_the_trace_and_findings_write_tensors_as_the_variables_view() -> None:
     a = torch.randn(4, 3, requires_grad=True)
     for tensor in (a, a @ torch.randn(3, 1), torch.randn(5), torch.tensor(1)):
-        assert render.value_line(tensor) == summary(tensor)
+        line = render.value_line(tensor)
+        assert show(tensor) == line
+        d = describe_tensor(tensor, "t", None)
+        assert line.startswith(f"tensor<{d.shape_text} {d.dtype} {d.device}")
 
 
 class Recorder(TorchDispatchMode):

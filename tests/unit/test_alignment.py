@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from tensor_dap.findings import Finding
 from tensor_dap.lsp.alignment import aligned, line_map
 from tensor_dap.lsp.store import FileData
-from tensor_dap.tracedb import StoredFinding, text_digest
+from tensor_dap.tracedb import text_digest
 
 RUN_TEXT = "a = f()\nb = g(a)\n\nc = a + b\nprint(c)\n"
 
@@ -16,7 +17,7 @@ def row(line: int, name: str) -> tuple:
 
 def data() -> FileData:
     rows = [row(1, "a"), row(2, "b"), row(4, "c")]
-    finding = StoredFinding(1, "broadcast", "/p/x.py", 4, "c broadcasts", "[]", "main")
+    finding = Finding("broadcast", "/p/x.py", 4, "c broadcasts")
     return FileData(rows, [finding], text_digest(RUN_TEXT), "/p/x.py", RUN_TEXT)
 
 

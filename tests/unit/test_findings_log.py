@@ -6,10 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from tensor_dap.agent.findings import Finding
 from tensor_dap.agent.findings_log import FindingsLog, collect
-from tensor_dap.agent.process import ROOT_ENV, process_tag
+from tensor_dap.agent.process import ROOT_ENV
 from tensor_dap.agent.spread import BOOTSTRAP_DIR, CONFIG_ENV, ChildConfig, child_environment
+from tensor_dap.findings import Finding
 
 
 def _finding(line: int, **process: object) -> Finding:
@@ -46,12 +46,6 @@ def test_a_process_that_died_mid_line_keeps_what_it_wrote(tmp_path: Path) -> Non
     [record] = collected.processes
     assert record.pid == 4242 and not record.ended
     assert collect(str(tmp_path / "gone")).findings == []
-
-
-def test_process_tags() -> None:
-    assert process_tag({"pid": 1}) == ""
-    assert process_tag({"pid": 1, "rank": 1, "worker": 0}) == "rank 1, worker 0"
-    assert process_tag({"pid": 42, "child": True}) == "pid 42"
 
 
 def test_child_environment_prepends_the_bootstrap_once() -> None:

@@ -97,6 +97,27 @@ def test_import_alone_does_not_rename_privateuse1() -> None:
     assert proc.stdout.strip() == "privateuseone"
 
 
+def test_a_second_copy_of_the_package_recognises_the_first_ones_tensors() -> None:
+    # PrivateUse1 is set up once per process: a fresh copy of the package (modules dropped from
+    # sys.modules and imported again) must name the class the first copy's kernels make.
+    proc = _run_python(
+        """
+        import sys, torch
+        import tensor_dap.testing.standin as first
+        x = torch.ones(3, device=first.accelerator_device())
+        for name in [m for m in sys.modules if m.startswith("tensor_dap.testing")]:
+            del sys.modules[name]
+        import tensor_dap.testing.standin as second
+        y = torch.ones(3, device=second.accelerator_device()) * 2
+        assert second is not first
+        print(type(y) is second.AcceleratorTensor, isinstance(x + y, second.AcceleratorTensor))
+        print(repr(x + y))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["True True", "tensor([3., 3., 3.], device='accel:0')"]
+
+
 # --- creation --------------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from tensor_dap.findings import Finding, TensorInfo
 from tensor_dap.tracedb import (
     MAX_RUNS_KEPT,
     Observation,
@@ -34,7 +35,7 @@ def obs(line: int, name: str = "x", shape: tuple[int, ...] = (2, 3), **kw: objec
     return Observation(path=SCRIPT, line=line, name=name, shape=shape, **fields)
 
 
-def finding(rule: str = "grad-lost", line: int = 7, **kw: object) -> dict:
+def finding(rule: str = "grad-lost", line: int = 7, **kw: object) -> Finding:
     data: dict = {
         "rule": rule,
         "path": SCRIPT,
@@ -44,7 +45,7 @@ def finding(rule: str = "grad-lost", line: int = 7, **kw: object) -> dict:
         "process": {},
     }
     data.update(kw)
-    return data
+    return Finding.from_json(data)
 
 
 @pytest.fixture
@@ -136,8 +137,8 @@ def test_findings_round_trip(db: pathlib.Path, writer: TraceWriter) -> None:
         run,
         [
             finding("device-mismatch", 9, tensors=tensors, process={"rank": 1}),
-            finding("grad-lost", 4, path="/project/other.py", process="worker 0"),
-            finding("grad-lost", 4, path="/project/other.py", process="worker 0"),  # repeated
+            finding("grad-lost", 4, path="/project/other.py", process={"worker": 0}),
+            finding("grad-lost", 4, path="/project/other.py", process={"worker": 0}),  # repeated
         ],
     )
     writer.end_run(run, {"code": 1, "reason": "findings"})
@@ -147,14 +148,18 @@ def test_findings_round_trip(db: pathlib.Path, writer: TraceWriter) -> None:
         mine = reader.findings_for(SCRIPT)
         older = reader.findings_for(SCRIPT, run_id=old)
         latest = reader.latest_run()
-    assert [(f.path, f.rule, f.process) for f in everything] == [
+    assert [(f.path, f.rule, f.tag) for f in everything] == [
         ("/project/other.py", "grad-lost", "worker 0"),
         (SCRIPT, "device-mismatch", "rank 1"),
     ]
     (found,) = mine
-    assert (found.run_id, found.line, found.message) == (run, 9, "device-mismatch at line 9")
-    assert json.loads(found.tensors_json) == tensors
-    assert found.tensors == tensors
+    assert (found.line, found.message) == (9, "device-mismatch at line 9")
+    assert found.tensors == [TensorInfo.from_json(t) for t in tensors]
+    with sqlite3.connect(db) as conn:  # on disk: the tensors as Finding.to_json writes them
+        (stored,) = conn.execute("SELECT tensors_json FROM findings WHERE line = 9").fetchone()
+    assert json.loads(stored) == [
+        dict(t, requires_grad=False, grad_fn=None, origin=None) for t in tensors
+    ]
     assert [f.rule for f in older] == ["nan-inf"]
     assert latest is not None
     assert (latest.run_id, latest.command, latest.argv, latest.cwd) == (
@@ -165,6 +170,23 @@ def test_findings_round_trip(db: pathlib.Path, writer: TraceWriter) -> None:
     )
     assert latest.ended is not None and latest.ended >= latest.started
     assert json.loads(latest.exit_json or "null") == {"code": 1, "reason": "findings"}
+
+
+def test_a_damaged_finding_row_is_left_out_with_a_warning(
+    db: pathlib.Path, writer: TraceWriter, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = writer.begin_run("check", ["train.py"], "/project")
+    writer.add_findings(run, [finding("grad-lost", 3), finding("broadcast", 5)])
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE findings SET tensors_json = '[{\"name\": 1' WHERE line = 3")
+        conn.execute("UPDATE findings SET line = 'x' WHERE line = 5")
+    writer.add_findings(run, [finding("nan-inf", 8)])
+    with TraceReader(db) as reader:
+        found = reader.findings_for(SCRIPT)
+    assert [(f.rule, f.line) for f in found] == [("nan-inf", 8)]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any("the tensors of a finding are not JSON" in w for w in warnings), warnings
+    assert any("'line' is 'x', not an integer" in w for w in warnings), warnings
 
 
 def test_findings_of_old_runs_are_pruned(db: pathlib.Path, writer: TraceWriter) -> None:

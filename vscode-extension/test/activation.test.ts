@@ -6,6 +6,7 @@ import * as assert from "assert";
 import { spawnSync } from "child_process";
 import * as fs from "fs";
 import * as path from "path";
+import type { ExtensionContext } from "vscode";
 import { FakeState, installFakeVscode } from "./fakeVscode";
 
 const state: FakeState = {
@@ -18,8 +19,8 @@ const state: FakeState = {
   errors: [],
 };
 const vscode = installFakeVscode(state);
-// eslint-disable-next-line @typescript-eslint/no-var-requires
-const extension = require("../src/extension");
+// loaded in `before`, once the stand-in is installed (an `import` would load it first)
+let extension: typeof import("../src/extension");
 
 const repoPython = path.resolve(__dirname, "..", "..", "..", ".venv", "bin", "python");
 
@@ -31,11 +32,13 @@ describe("activation (stand-in vscode)", () => {
   const subscriptions: { dispose(): void }[] = [];
 
   before(async () => {
-    await extension.activate({
+    extension = await import("../src/extension");
+    const context = {
       subscriptions,
       extensionUri: vscode.Uri.file("/ext"),
       extension: { packageJSON: { version: "0.1.0" } },
-    });
+    };
+    await extension.activate(context as unknown as ExtensionContext);
   });
 
   after(async () => {

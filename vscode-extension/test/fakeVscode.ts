@@ -3,7 +3,7 @@
 // vscode-languageclient's module-level `class X extends vscode.Y` still loads.
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
-import Module = require("module");
+import Module from "module";
 import * as path from "path";
 
 export interface FakeState {

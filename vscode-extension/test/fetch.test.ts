@@ -1,6 +1,7 @@
 import * as assert from "assert";
 import { evaluateArguments, explainEvaluateError, targetFromMenu, viewTensorExpression } from "../src/views/fetch";
 import { readSettings, serverOptions } from "../src/common/settings";
+import { panelHtml } from "../src/views/html";
 import { styleHintLabel } from "../src/lsp/hints";
 
 describe("View Tensor request", () => {
@@ -62,8 +63,6 @@ describe("settings", () => {
 
 describe("View Tensor page", () => {
   it("allows only nonce'd scripts and styles (no inline code, no other sources)", () => {
-    // eslint-disable-next-line @typescript-eslint/no-var-requires
-    const { panelHtml } = require("../src/views/html");
     const page: string = panelHtml("vscode-resource:", "vscode-resource:/dist/webview.js", "N0NCE");
     const csp = /Content-Security-Policy" content="([^"]*)"/.exec(page)![1];
     assert.deepStrictEqual(csp.split("; "), [

@@ -14,10 +14,12 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
+from tensor_dap.agent import naming
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created, is_cpu_scalar, join_names, tensor_args
 from tensor_dap.agent.rules.hooks import Args, Kwargs
+from tensor_dap.device_fix import device_in_fix
 from tensor_dap.torch_names import DTYPE_CONVERSIONS, TENSOR_FACTORIES
 
 RULE = catalog.rule("device-mismatch")
@@ -83,8 +85,9 @@ def _message(described: list[Any], expression: str) -> str:
     cpu = [d for d in described if d.device == "cpu"]
     accel = [d for d in described if d.device != "cpu"]
     if cpu and accel:
-        target = accel[0].name
-        device = f"{target}.device" if target.isidentifier() else repr(accel[0].device)
+        where = next((d.prov.path for d in cpu if d.prov is not None), None)
+        variable = naming.device_variable(where)
+        device = device_in_fix(accel[0].device, variable=variable, holder=accel[0].name)
         fresh = [d.name for d in cpu if _made_by_factory(d.prov)]
         moved = [d.name for d in cpu if d.name not in fresh]
         if fresh:

@@ -14,7 +14,7 @@ from typing import Any
 
 
 class dtype:  # noqa: N801 - torch's name
-    """``isinstance(x, torch.dtype)`` (tensor_dap.agent.describe scans ``vars(torch)``)."""
+    """``torch.dtype``, a name only."""
 
 
 class device:  # noqa: N801 - torch's name
@@ -38,3 +38,4 @@ def no_grad() -> Any:
 
 
 from torch import nn as nn  # noqa: E402 - torch.nn, after the names above
+from torch import optim as optim  # noqa: E402 - torch.optim (the Variables renderers register it)

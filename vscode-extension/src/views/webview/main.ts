@@ -57,7 +57,7 @@ function drawPicture(data: PictureData, values: Float32Array): void {
   source.width = width;
   source.height = height;
   const range = finiteRange(values);
-  let note = "";
+  let note: string;
   let pixels: Uint8ClampedArray;
   if (data.kind === "image") {
     const image = imagePixels(values, range);

@@ -1,0 +1,161 @@
+"""Tensor breakpoints on the wire: the rules as exception breakpoint checkboxes, and the stops
+on their findings named after their rule.
+
+The rules join debugpy's own filters in ``initialize``'s ``exceptionBreakpointFilters``; the
+ticked ones are taken out of ``setExceptionBreakpoints`` (debugpy does not know them), sent to
+the agents over the channel, and put back, verified, in the response. A launch or attach may
+name them too (``tensorBreakpoints``, ``tensorRanks``). A stop on a finding reaches the proxy as
+debugpy's exception stop on :class:`~tensor_dap.agent.suspend.TensorBreakpoint`, whose text
+carries the finding (:func:`tensor_dap.findings.stop_text`): the stop and its
+``exceptionInfo`` are rewritten from the decoded finding.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from tensor_dap.adapter.agent_channel import AgentChannel
+from tensor_dap.adapter.proxy import Message, Refusal
+from tensor_dap.agent.ranks import BadRanksError, ranks_spec
+from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, all_rules, parse_rules
+from tensor_dap.findings import Finding, MalformedFinding, finding_in_stop, stop_description
+
+log = logging.getLogger("tensor_dap.adapter")
+
+_BREAKPOINT_CLASS = "TensorBreakpoint"
+_BREAKPOINT_MODULE = "tensor_dap.agent.suspend"
+
+
+class TensorBreakpoints:
+    """The enabled rules of one session, and the handlers that show them on the wire."""
+
+    def __init__(self, channel: AgentChannel, tell_client: Callable[[str], None]) -> None:
+        self.channel = channel
+        self.rules: list[str] = []
+        self._tell_client = tell_client
+        #: seq of a setExceptionBreakpoints request -> every filter it named, in order
+        self._pending_filters: dict[int, list[str]] = {}
+        #: launch's tensorBreakpoints stay on until the client itself ticks a tensor filter
+        self._client_knows_tensor_filters = False
+
+    # -- requests ---------------------------------------------------------------------------
+    def take(self, request: Message) -> None:
+        """Apply a launch's or attach's ``tensorRanks`` and ``tensorBreakpoints`` (taken out of
+        its arguments); :class:`Refusal` for an unknown rule or bad ranks."""
+        arguments = request["arguments"]
+        try:
+            ranks = arguments.pop("tensorRanks", None)
+            if ranks is not None:  # every tensor breakpoint only in these ranks of the job
+                self.channel.ranks = ranks_spec(ranks)
+                self.channel.set_rules(self.rules)
+            wanted = arguments.pop("tensorBreakpoints", None)
+            if wanted is None:
+                return
+            spec = ",".join(wanted) if isinstance(wanted, list) else str(wanted)
+            self.rules = parse_rules(spec) if spec.strip() else []  # [] means none, not default
+        except (UnknownRuleError, BadRanksError) as error:
+            raise Refusal(str(error)) from error
+        self.channel.set_rules(self.rules)
+
+    def filters_request(self, message: Message) -> None:
+        """``setExceptionBreakpoints``: keep the tensor filters, pass debugpy the others."""
+        arguments = message.setdefault("arguments", {})
+        filters = list(arguments.get("filters") or [])
+        options = list(arguments.get("filterOptions") or [])
+        ours = [f for f in filters if f in RULE_IDS]
+        ours += [o.get("filterId") for o in options if o.get("filterId") in RULE_IDS]
+        if ours:
+            self._client_knows_tensor_filters = True
+        if self._client_knows_tensor_filters:
+            self.rules = [r for r in RULE_IDS if r in ours]
+            self.channel.set_rules(self.rules)
+        arguments["filters"] = [f for f in filters if f not in RULE_IDS]
+        arguments["filterOptions"] = [o for o in options if o.get("filterId") not in RULE_IDS]
+        self._pending_filters[message["seq"]] = filters + [o.get("filterId") for o in options]
+
+    # -- what debugpy sends -----------------------------------------------------------------
+    def advertise(self, message: Message) -> None:
+        """``initialize``'s response: a checkbox per rule after debugpy's own."""
+        body = message.setdefault("body", {}) or {}
+        message["body"] = body
+        filters = list(body.get("exceptionBreakpointFilters") or [])
+        filters += [
+            {
+                "filter": rule.id,
+                "label": rule.title,
+                "description": rule.description,
+                "default": False,
+            }
+            for rule in all_rules()
+        ]
+        body["exceptionBreakpointFilters"] = filters
+
+    def filters_response(self, message: Message) -> None:
+        """``setExceptionBreakpoints``' response: a verified breakpoint per tensor filter, in
+        the order the client named them."""
+        filters = self._pending_filters.pop(message.get("request_seq", -1), None)
+        if filters is None or not message.get("success"):
+            return
+        body = message.setdefault("body", {}) or {}
+        theirs = iter(body.get("breakpoints") or [])
+        merged = []
+        for name in filters:
+            merged.append(
+                {"verified": True} if name in RULE_IDS else next(theirs, {"verified": True})
+            )
+        body["breakpoints"] = merged
+        message["body"] = body
+
+    def stopped(self, message: Message) -> None:
+        """A stop on a finding: ``text`` the rule, ``description`` what it found."""
+        body = message.get("body") or {}
+        if body.get("reason") != "exception" or not _names_breakpoint(body.get("text")):
+            return
+        finding = self._finding(body.get("description"), tell=True)
+        if finding is not None:
+            body["description"] = stop_description(finding)
+            body["text"] = finding.rule
+
+    def exception_info(self, message: Message) -> None:
+        """``exceptionInfo`` of a stop on a finding: named after the rule, the finding's message,
+        and the user's stack without the internal exception."""
+        body = message.get("body") or {}
+        if not _names_breakpoint(body.get("exceptionId")):
+            return
+        finding = self._finding(body.get("description"))
+        if finding is None:
+            return
+        rule, text = finding.rule, finding.tagged_message()
+        body["exceptionId"] = rule
+        body["description"] = text
+        body["breakMode"] = "always"
+        details = body.get("details") or {}
+        details.update({"message": text, "typeName": rule, "fullTypeName": f"tensor-dap.{rule}"})
+        stack = details.get("stackTrace")
+        if isinstance(stack, str):
+            # debugpy ends the trace with "tensor_dap.agent.suspend.TensorBreakpoint: <the
+            # stop's text>": the message again, under an internal name; the widget shows it above
+            cut = stack.find(f"{_BREAKPOINT_MODULE}.{_BREAKPOINT_CLASS}")
+            if cut > 0:
+                details["stackTrace"] = stack[:cut]
+        body["details"] = details
+
+    def _finding(self, text: Any, tell: bool = False) -> Optional[Finding]:
+        """The finding a stop's text carries, when it names a rule of ours. A damaged one
+        leaves the stop as debugpy sent it (and says so): the session goes on."""
+        try:
+            finding = finding_in_stop(text)
+        except MalformedFinding as error:
+            log.warning("tensor-dap: a tensor breakpoint's finding is unreadable: %s", error)
+            if tell:
+                self._tell_client(f"tensor-dap: cannot read the finding of this stop: {error}")
+            return None
+        return finding if finding is not None and finding.rule in RULE_IDS else None
+
+
+def _names_breakpoint(text: Any) -> bool:
+    """Whether debugpy's exception name is our TensorBreakpoint. Its first word: attached to a
+    program started by a console script (``tensor-dap run``), debugpy appends "(note: full
+    exception trace is shown but execution is paused at: <module>)"."""
+    return str(text or "").split(" ", 1)[0].endswith(_BREAKPOINT_CLASS)

@@ -1,0 +1,305 @@
+"""The stand-in's tensor type, :class:`AcceleratorTensor`, and how ops on it run.
+
+A wrapper subclass (``torch.Tensor._make_wrapper_subclass``) reports the device ``accel:0`` and
+holds a plain CPU tensor; :func:`run_op` (its ``__torch_dispatch__``, and the ``accel`` backend
+kernels registered by :mod:`tensor_dap.testing.standin`) unwraps the arguments, checks their
+devices as PyTorch does, runs the aten op on the CPU and wraps tensor results again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Protocol
+
+import torch
+
+from tensor_dap.testing.standin.printing import tensor_repr
+from tensor_dap.testing.standin.rnn_kernels import CPU_KERNELS
+
+__all__ = ["BACKEND_NAME", "AcceleratorTensor", "run_op", "standin_device"]
+
+BACKEND_NAME = "accel"
+"""The device type of the stand-in; tensors report ``accel:0``."""
+
+_CPU = torch.device("cpu")
+
+_aten = torch.ops.aten
+
+# Metadata queries issued by C++ for a wrapper whose sizes and strides come from Python
+# (``dispatch_sizes_strides_policy="sizes"``): answered straight from the CPU data.
+_METADATA_OPS = frozenset(
+    {
+        _aten.sym_size.default,
+        _aten.sym_stride.default,
+        _aten.sym_numel.default,
+        _aten.sym_storage_offset.default,
+        _aten.dim.default,
+        _aten.is_contiguous.default,
+        _aten.is_contiguous.memory_format,
+        _aten.is_strides_like_format.default,
+        _aten.is_non_overlapping_and_dense.default,
+    }
+)
+
+# Ops that legitimately take tensors on two devices (copies between host and device).
+_COPY_OPS = frozenset(
+    {
+        _aten.copy_.default,
+        _aten._to_copy.default,
+        _aten._copy_from.default,
+        _aten._copy_from_and_resize.default,
+    }
+)
+
+# Advanced indexing accepts CPU index tensors for device tensors (as CUDA does); the indices
+# are the second argument.
+_INDEX_OPS = frozenset(
+    {
+        _aten.index.Tensor,
+        _aten.index_put.default,
+        _aten.index_put_.default,
+        _aten._index_put_impl_.default,
+        _aten._unsafe_index.Tensor,
+        _aten._unsafe_index_put.default,
+    }
+)
+
+_installed_device: Optional[torch.device] = None
+
+
+def standin_device() -> torch.device:
+    """``torch.device("accel", 0)``, which can be built only once PrivateUse1 carries that name."""
+    global _installed_device
+    if _installed_device is None:
+        _installed_device = torch.device(BACKEND_NAME, 0)
+    return _installed_device
+
+
+class _TensorDescriptor(Protocol):
+    def __get__(self, obj: torch.Tensor, owner: Optional[type] = None) -> torch.Tensor: ...
+
+    def __set__(self, obj: torch.Tensor, value: torch.Tensor) -> None: ...
+
+
+# ``TensorBase.data`` is a C getset descriptor; torch's stubs declare it as a plain attribute.
+_TENSOR_DATA: _TensorDescriptor = vars(torch._C.TensorBase)["data"]
+
+
+class AcceleratorTensor(torch.Tensor):
+    """A tensor on the stand-in device ``accel:0``; its data is the CPU tensor ``_elem``.
+
+    Users never build one directly: create tensors with ``device=accelerator_device()`` or move
+    them with ``.to(accelerator_device())`` as with any device.
+    """
+
+    _elem: torch.Tensor
+
+    # Torch-function handling stays off for the subclass: results must not be converted into
+    # the subclass by the default ``__torch_function__`` (a ``.cpu()`` result is a plain tensor).
+    # torch's stubs type it as a classmethod; torch documents this plain-function assignment.
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor) -> AcceleratorTensor:
+        # Sizes and strides are asked of Python (policy "sizes"), so that ops which resize or
+        # restride their output in place (``torch.arange``'s ``out=`` kernel, ``resize_``,
+        # ``unsqueeze_``, ``t_``) stay consistent with the CPU data.
+        r = torch.Tensor._make_wrapper_subclass(
+            cls,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=standin_device(),
+            requires_grad=False,
+            dispatch_sizes_strides_policy="sizes",
+        )
+        r._elem = elem
+        return r
+
+    # ``param.data = other`` (used by ``nn.Module._apply`` for ``model.double()`` and the like)
+    # swaps the C++ tensor's metadata only; keep the CPU data in step with it.
+    @property
+    def data(self) -> torch.Tensor:
+        return _TENSOR_DATA.__get__(self)
+
+    @data.setter
+    def data(self, new: torch.Tensor) -> None:
+        _TENSOR_DATA.__set__(self, new)
+        if isinstance(new, AcceleratorTensor):
+            self._elem = new._elem
+
+    # The C implementations of ``tolist`` and ``numpy`` refuse every Python-dispatch subclass, so
+    # these two are done here, as a CUDA tensor would do them. A TorchFunctionMode active in the
+    # user's code still sees one call (its ``func`` is this method, named like the original).
+
+    def tolist(self) -> Any:
+        """Copy to the host and return nested Python lists, as ``Tensor.tolist`` does."""
+        if torch._C._has_torch_function_unary(self):
+            return torch.overrides.handle_torch_function(AcceleratorTensor.tolist, (self,), self)
+        return self._elem.tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:
+        """Refuse like CUDA does, unless ``force=True`` (which copies to the host first)."""
+        if torch._C._has_torch_function_unary(self):
+            return torch.overrides.handle_torch_function(
+                AcceleratorTensor.numpy, (self,), self, force=force
+            )
+        if not force:
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+                "copy the tensor to host memory first."
+            )
+        return self.detach().cpu().numpy(force=True)
+
+    def __format__(self, format_spec: str) -> str:
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    # mypy takes a dunder's parameters as positional-only, so it rejects any keyword-only
+    # parameter here, even the very signature of ``Tensor.__repr__`` (hence the ignore and the
+    # ``Callable[..., str]`` handle below).
+    def __repr__(self, *, tensor_contents: Optional[str] = None) -> str:  # type: ignore[override]
+        """``tensor([1., 2.], device='accel:0')``: what a CUDA tensor prints, with our device."""
+        if torch._C._has_torch_function_unary(self):
+            public_api: Callable[..., str] = AcceleratorTensor.__repr__
+            return torch.overrides.handle_torch_function(
+                public_api, (self,), self, tensor_contents=tensor_contents
+            )
+        return tensor_repr(self, self._elem, tensor_contents)
+
+    # torch's stubs type ``Tensor.__torch_dispatch__`` as a plain function; torch documents
+    # (and calls) it as a classmethod with these defaults.
+    @classmethod
+    def __torch_dispatch__(  # type: ignore[override]
+        cls,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: Optional[dict[str, Any]] = None,
+    ) -> Any:
+        if func in _METADATA_OPS:
+            return func(args[0]._elem, *args[1:])
+        # Internal aten calls must not look like user operations to a TorchFunctionMode the
+        # user (or tensor-dap's engine) has active.
+        with torch._C.DisableTorchFunction():
+            return run_op(func, args, kwargs or {})
+
+
+# --------------------------------------------------------------------------------------------
+# The kernel shared by __torch_dispatch__ and the ``accel`` backend kernels
+
+
+def _same_device_error(first: str, second: str) -> RuntimeError:
+    return RuntimeError(
+        "Expected all tensors to be on the same device, but found at least two devices, "
+        f"{first} and {second}!"
+    )
+
+
+def _check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise PyTorch's error when accelerator tensors meet non-scalar CPU tensors.
+
+    Like TensorIterator, 0-dim CPU tensors ride along with device tensors, and the two devices
+    are named in the order they were met (the first non-scalar operand's device first).
+    """
+    if func in _COPY_OPS:
+        return
+    first: Optional[str] = None
+    skip_index = func in _INDEX_OPS
+    values: list[Any] = list(args)
+    values.extend(kwargs.values())
+    for position, value in enumerate(values):
+        if skip_index and position == 1:
+            continue
+        items = value if isinstance(value, (list, tuple)) else (value,)
+        for item in items:
+            if not isinstance(item, torch.Tensor):
+                continue
+            if isinstance(item, AcceleratorTensor):
+                name = "accel:0"
+            elif item.device.type == "cpu":
+                if item.dim() == 0:
+                    continue
+                name = "cpu"
+            else:
+                continue
+            if first is None:
+                first = name
+            elif name != first:
+                raise _same_device_error(first, name)
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, AcceleratorTensor):
+        return value._elem
+    if isinstance(value, torch.device):
+        return _CPU if value.type == BACKEND_NAME else value
+    if isinstance(value, (list, tuple)) and any(
+        isinstance(v, (AcceleratorTensor, torch.device)) for v in value
+    ):
+        return type(value)(_unwrap(v) for v in value)
+    return value
+
+
+def _wrap(value: Any, inputs: dict[int, torch.Tensor]) -> Any:
+    if isinstance(value, torch.Tensor):
+        outer = inputs.get(id(value))
+        if outer is not None:  # in-place and out= ops hand back their own argument
+            return outer
+        return AcceleratorTensor(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_wrap(v, inputs) for v in value)
+    return value
+
+
+def _collect(value: Any, inputs: dict[int, torch.Tensor]) -> None:
+    """Map each argument's CPU data to the tensor the caller passed (itself for CPU tensors)."""
+    if isinstance(value, AcceleratorTensor):
+        inputs[id(value._elem)] = value
+    elif isinstance(value, torch.Tensor):
+        inputs[id(value)] = value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect(v, inputs)
+
+
+def _target_device(kwargs: dict[str, Any]) -> Optional[torch.device]:
+    device = kwargs.get("device")
+    if device is None:
+        return None
+    return torch.device(device)
+
+
+def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run the aten op ``func`` on the CPU data of its arguments; wrap tensor results."""
+    if func is _aten.copy_.default:
+        return _copy_(args[0], args[1], *args[2:], **kwargs)
+    if func is _aten._copy_from.default or func is _aten._copy_from_and_resize.default:
+        src, dst = args[0], args[1]
+        if func is _aten._copy_from_and_resize.default and dst.shape != src.shape:
+            (dst._elem if isinstance(dst, AcceleratorTensor) else dst).resize_(src.shape)
+        return _copy_(dst, src, *args[2:], **kwargs)
+
+    _check_devices(func, args, kwargs)
+    target = _target_device(kwargs)
+    new_args = tuple(_unwrap(a) for a in args)
+    new_kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+    out = CPU_KERNELS.get(func, func)(*new_args, **new_kwargs)
+    if target is not None and target.type != BACKEND_NAME:
+        return out  # e.g. ``_to_copy(device="cpu")``: a plain tensor on the host
+    inputs: dict[int, torch.Tensor] = {}
+    for a in args:
+        _collect(a, inputs)
+    for v in kwargs.values():
+        _collect(v, inputs)
+    return _wrap(out, inputs)
+
+
+def _copy_(dst: torch.Tensor, src: torch.Tensor, *rest: Any, **kwargs: Any) -> torch.Tensor:
+    """``dst.copy_(src)`` across the host/device boundary, in either direction."""
+    target = dst._elem if isinstance(dst, AcceleratorTensor) else dst
+    source = src._elem if isinstance(src, AcceleratorTensor) else src
+    target.copy_(source, *rest, **kwargs)
+    return dst

@@ -1,0 +1,94 @@
+"""A device fix names the device the same way everywhere: the runtime ``device-mismatch``
+message, the language server's quick fix for that finding and the static lints' fixes all use
+the user's ``device`` variable when the file has one, else a double-quoted literal."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import runpy
+import textwrap
+from pathlib import Path
+
+from lsprotocol import types
+
+import tensor_dap
+from tensor_dap.findings import Finding, Origin, TensorInfo
+from tensor_dap.lsp.code_actions import code_actions
+from tensor_dap.lsp.static_lints import lint
+from tensor_dap.lsp.store import FileData
+from tensor_dap.testing import accelerator_device
+
+
+def _mismatch_message(tmp_path: Path, source: str) -> str:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source))
+    accelerator_device()
+    with tensor_dap.watch(rules=["device-mismatch"]) as watch, contextlib.suppress(RuntimeError):
+        runpy.run_path(str(script))
+    (finding,) = watch.findings
+    return finding.message
+
+
+def test_the_runtime_message_uses_the_files_device_variable(tmp_path: Path) -> None:
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        weights = torch.ones(3, device=device)
+        total = torch.zeros(3)
+        total = total + weights
+        """,
+    )
+    assert message.endswith("Create total with device=device.")
+    # the static lint's fix for the same file names it the same way
+    [found] = lint(
+        "import torch\ndevice = torch.device('cuda')\ntotal = torch.zeros(1)\n"
+        "for x in xs:\n    total += x\n"
+    )
+    assert found.fix_title == "Create it on the device: add `device=device`"
+
+
+def test_without_a_variable_the_device_is_a_double_quoted_literal(tmp_path: Path) -> None:
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        total = torch.zeros(3)
+        total = total + torch.ones(3).to(accelerator_device()) * 2
+        """,
+    )
+    device = str(accelerator_device())
+    assert message.endswith(f'Create total with device="{device}".')
+    # the static lint, which cannot know the device's index, quotes it the same way
+    [found] = lint(
+        "import torch\nx = torch.ones(3).cuda()\nacc = torch.tensor(0.0)\n"
+        "for b in bs:\n    acc = f(b) + acc\n"
+    )
+    assert found.fix_title == 'Create it on the device: add `device="cuda"`'
+
+
+def test_the_quick_fix_for_a_finding_names_the_findings_device() -> None:
+    path = "/project/train.py"
+    source = "import torch\ntotal = torch.zeros(3)\ntotal = total + weights\n"
+    tensors = [
+        TensorInfo("total", (3,), "float32", "cpu", origin=Origin(path, 2, "zeros")),
+        TensorInfo("weights", (3,), "float32", "cuda:1"),
+    ]
+    finding = Finding("device-mismatch", path, 3, "...", tensors)
+    everything = types.Range(start=types.Position(0, 0), end=types.Position(3, 0))
+    [fix] = code_actions(
+        "file:///project/train.py",
+        path,
+        source.splitlines(),
+        ast.parse(source),
+        [],
+        FileData(findings=[finding]),
+        False,
+        everything,
+        [],
+    )
+    assert fix.title == 'Create total on the device: add `device="cuda:1"`'
