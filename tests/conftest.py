@@ -95,9 +95,9 @@ def engine_path(request: pytest.FixtureRequest):
     """Run the test with the engine's per-op path in C (``_fastpath``), then in Python.
 
     Yields the environment a ``tensor-dap`` subprocess needs for the same path; in this process
-    the switch is :func:`tensor_dap.agent.engine.use_native`.
+    the switch is :func:`tensor_dap.agent.mode.use_native`.
     """
-    from tensor_dap.agent import engine, native
+    from tensor_dap.agent import mode, native
 
     if request.param == "c" and native.fastpath is None:
         if os.environ.get("TENSOR_DAP_REQUIRE_NATIVE"):  # CI: the build must not fail silently
@@ -106,11 +106,11 @@ def engine_path(request: pytest.FixtureRequest):
             )
         pytest.skip("the C fast path is not built here")
     was = native.enabled
-    engine.use_native(request.param == "c")
+    mode.use_native(request.param == "c")
     try:
         yield {"TENSOR_DAP_PURE_PYTHON": "1" if request.param == "python" else "0"}
     finally:
-        engine.use_native(was)
+        mode.use_native(was)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,20 +1,20 @@
-/* The watch engine's per-op path in C: the twin of engine.handle_op and operators' shadows.
+/* The watch engine's per-op path in C: the twin of mode.handle_op and operators' shadows.
  *
  * Every torch op a watched program runs passes through this path, and with scalar-sized
  * tensors its Python version costs about as much as the op itself: two Python frames, a dozen
  * attribute and dict lookups, argument packing. Here the same steps run without the
  * interpreter; the rules themselves (and everything rare: planning, sampling, findings) stay in
- * Python and are called from here exactly as engine.handle_op calls them.
+ * Python and are called from here exactly as mode.handle_op calls them.
  *
- *   run_op (internal): the per-op path (engine.handle_op): plan, `before` rules, the op,
+ *   run_op (internal): the per-op path (mode.handle_op): plan, `before` rules, the op,
  *       per-site sampling, `after` rules. The mode is off the torch-function stack meanwhile.
  *   TorchFunction()
- *       The watch mode's __torch_function__ (engine._Mode's, set by engine.use_native): runs
+ *       The watch mode's __torch_function__ (mode.WatchMode's, set by mode.use_native): runs
  *       run_op for the innermost Python frame.
  *   Shadow(name, original, op, modes)
- *       A stand-in for one of Tensor's operators (operators._python_shadow): when the calling
- *       thread's innermost mode is one of `modes`, pops it, runs run_op(mode, op, original,
- *       ...) for the calling frame, pushes it back; otherwise calls `original`.
+ *       A stand-in for one of Tensor's operators (operator_shadows._python_shadow): when the
+ *       calling thread's innermost mode is one of `modes`, pops it, runs run_op(mode, op,
+ *       original, ...) for the calling frame, pushes it back; otherwise calls `original`.
  *   configure(pass_marker, mode_enabled, pop_mode, push_mode, plain_types, tensor_type,
  *             ranks_differ, dispatch_code)
  *       What they need from torch and the engine, given once at import (dispatch_code: the
@@ -172,7 +172,7 @@ static int run_before(PyObject *watch, PyObject *before, PyObject *info, PyObjec
     return 0;
 }
 
-/* After the op: count the call site (id(code) + instruction offset, as engine.handle_op does),
+/* After the op: count the call site (id(code) + instruction offset, as mode.handle_op does),
  * sample it (the first 8 hits, then one in 64), run the `after` rules. -1 on an error. */
 static int run_after(PyObject *watch, PyObject *watch_dict, PyObject *plan, PyObject *args,
                      PyObject *kwargs, PyObject *out, PyObject *caller) {
@@ -224,7 +224,7 @@ done:
     return status;
 }
 
-/* engine.handle_op in C (see there for what each step is for) */
+/* mode.handle_op in C (see there for what each step is for) */
 static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *args,
                         PyObject *kwargs, PyObject *caller) {
     PyObject *mode_dict = instance_dict(mode);
@@ -580,6 +580,7 @@ static struct PyModuleDef fastpath_module = {
 };
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
+    /* the attributes read by name: listed in native.py (tests/unit/test_fastpath_contract.py) */
     s_ndim = PyUnicode_InternFromString("ndim");
     s_watch = PyUnicode_InternFromString("watch");
     s_mode = PyUnicode_InternFromString("_mode");

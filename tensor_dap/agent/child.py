@@ -157,7 +157,9 @@ class ProcessAgent:
         address = address_from_environment()
         if address is None or not self.config.suspend:
             return
-        starter = _starter(self.watch)
+        from tensor_dap.agent.late_start import rules_callback
+
+        starter = rules_callback(self.watch)
 
         def connect() -> None:
             try:
@@ -234,13 +236,3 @@ def _call(method: str) -> None:
         getattr(_current, method)()
     except Exception:
         log.warning("tensor-dap: %s failed", method, exc_info=True)
-
-
-def _starter(watch: Any) -> Any:
-    """A rules callback that also installs the watch on the main thread when it starts idle."""
-    from tensor_dap.agent.debuggee import _Starter
-
-    try:
-        return _Starter(watch).rules_changed
-    except ValueError:  # not on the main thread: signals cannot be set up here
-        return watch.set_enabled

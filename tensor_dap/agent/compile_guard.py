@@ -37,7 +37,7 @@ def install() -> None:
         return original(*args, **kwargs)
 
     setattr(compile, _MARK, True)
-    torch.compile = compile  # type: ignore[assignment]
+    torch.compile = compile
 
 
 def _skip_tensor_dap() -> None:

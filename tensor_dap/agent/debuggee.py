@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import logging
 import runpy
-import signal
 import sys
-import threading
 from typing import Optional
 
 from tensor_dap.agent.channel import ChannelClient, ChannelListener
 from tensor_dap.agent.engine import Watch
+from tensor_dap.agent.late_start import Starter
 from tensor_dap.agent.suspend import suspend_on_finding
 from tensor_dap.channel_protocol import address_from_environment
 from tensor_dap.runner import ExitInfo, run_script
@@ -45,28 +44,6 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     if options.args and options.args[0] == "--":
         options.args = options.args[1:]
     return options
-
-
-class _Starter:
-    """Installs the watch on the main thread when the first rule is enabled while running."""
-
-    def __init__(self, watch: Watch) -> None:
-        self.watch = watch
-        self.signal: Optional[int] = None
-        if hasattr(signal, "SIGRTMIN") and hasattr(signal, "pthread_kill"):
-            self.signal = signal.SIGRTMIN + 7
-            signal.signal(self.signal, lambda *_: self.watch.start())
-
-    def rules_changed(self, rules: list[str]) -> None:
-        self.watch.set_enabled(rules)
-        main = threading.main_thread()
-        if (
-            rules
-            and self.signal is not None
-            and main.ident is not None
-            and threading.current_thread() is not main
-        ):
-            signal.pthread_kill(main.ident, self.signal)
 
 
 def _run_module(name: str, args: list[str]) -> ExitInfo:
@@ -94,11 +71,11 @@ def _show_origins_in_variables(watch: Watch) -> None:
     tensor_dap.render.provenance_hook = created_at
 
 
-def _watch(rules: list[str]) -> tuple[Watch, _Starter]:
+def _watch(rules: list[str]) -> tuple[Watch, Starter]:
     """The watch that suspends the debugger on findings, and its rule-change starter."""
     watch = Watch(rules=rules, on_finding=suspend_on_finding)
     _show_origins_in_variables(watch)
-    return watch, _Starter(watch)
+    return watch, Starter(watch)
 
 
 def _run(watch: Watch, program: Optional[str], module: Optional[str], args: list[str]) -> int:

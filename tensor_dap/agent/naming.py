@@ -36,8 +36,11 @@ def _tree(path: str) -> Optional[ast.Module]:
 def _segment(path: str, node: ast.AST) -> Optional[str]:
     lines = linecache.getlines(path)
     try:
-        start, end = node.lineno, node.end_lineno  # type: ignore[attr-defined]
-        col, end_col = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        # (any node with a position: expressions, statements; ast.AST declares none)
+        start: int = node.lineno  # type: ignore[attr-defined]
+        end: Optional[int] = node.end_lineno  # type: ignore[attr-defined]
+        col: int = node.col_offset  # type: ignore[attr-defined]
+        end_col: Optional[int] = node.end_col_offset  # type: ignore[attr-defined]
     except AttributeError:
         return None
     if end is None or end_col is None or start > len(lines):

@@ -1,13 +1,14 @@
 """Whether the engine's per-op path runs in C (``_fastpath``) or in Python.
 
 The C twin (``_fastpath.c``) is built at install time on CPython 3.11+ when a compiler is
-there; it runs the same steps as :func:`tensor_dap.agent.engine.handle_op` and the Python
+there; it runs the same steps as :func:`tensor_dap.agent.mode.handle_op` and the Python
 operator shadows, calling the same Python rules, planner and sampler. Set
 ``TENSOR_DAP_PURE_PYTHON=1`` to run the Python path anyway (the tests run both).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 from typing import Any, Optional
@@ -17,16 +18,28 @@ def _load() -> Optional[ModuleType]:
     if os.environ.get("TENSOR_DAP_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from tensor_dap.agent import _fastpath
+        return importlib.import_module("tensor_dap.agent._fastpath")
     except ImportError:  # not built here (no compiler, Python < 3.11, PyPy): the Python path
         return None
-    return _fastpath
 
 
 #: the C module, or None when the Python path runs
 fastpath: Optional[ModuleType] = _load()
-#: whether the engine runs it (``engine.use_native`` switches)
+#: whether the engine runs it (``mode.use_native`` switches)
 enabled: bool = fastpath is not None
+
+
+#: What the C path reads *by name* (``PyUnicode_InternFromString`` in ``_fastpath.c``), and on
+#: which object: rename one of these on the Python side and the C side must change with it
+#: (``tests/unit/test_fastpath_contract.py`` parses the C file and checks both sides). The
+#: instance attributes are read from the instance ``__dict__`` first (``own_attr``), so they
+#: must stay plain instance attributes; the methods are called as ``watch.<name>(...)``.
+#: The plan tuples it reads by position are described in :mod:`tensor_dap.agent.plans`.
+MODE_ATTRIBUTES = ("watch",)  # on the mode (tensor_dap.agent.mode.WatchMode)
+WATCH_INSTANCE_ATTRIBUTES = ("_mode", "_plans", "_site_hits")  # on the Watch
+WATCH_METHODS = ("_plan", "_sample", "_after", "_emit", "_rule_failed")  # of the Watch
+TENSOR_ATTRIBUTES = ("ndim",)  # of torch.Tensor (the broadcast rule's screen)
+WATCH_ATTRIBUTES = WATCH_INSTANCE_ATTRIBUTES + WATCH_METHODS
 
 
 def configure(pass_marker: Any, plain_types: frozenset[type], ranks_differ: str) -> None:

@@ -54,7 +54,7 @@ _getframe = sys._getframe
 _mode_enabled = torch._C._is_torch_function_mode_enabled
 _stack_length = torch._C._len_torch_function_stack
 _stack_at = torch._C._get_function_stack_at
-_pop = torch._C._pop_torch_function_stack
+_pop: Callable[[], Any] = torch._C._pop_torch_function_stack
 _push = torch._C._push_on_torch_function_stack
 
 #: operands the fast path takes (the last argument: ``other``, or ``self`` for ``-a``). Anything
@@ -91,8 +91,10 @@ def _shadow(
     In C when the engine's C path runs (``_fastpath.Shadow``: the same steps, without the
     Python frame and the interrupt handling it needs), else :func:`_python_shadow`.
     """
-    if native.enabled:
-        return native.fastpath.Shadow(name, original, op, modes)
+    fastpath = native.fastpath
+    if native.enabled and fastpath is not None:
+        shadow: Callable[..., Any] = fastpath.Shadow(name, original, op, modes)
+        return shadow
     return _python_shadow(name, original, op, modes)
 
 
@@ -101,11 +103,12 @@ def _python_shadow(
 ) -> Callable[..., Any]:
     def operator(*args: Any, **kwargs: Any) -> Any:
         if _mode_enabled():  # a mode is on the stack and torch functions are not disabled
-            mode = None
+            mode: Any = None
             try:
                 mode = _pop()
                 if mode.__class__ in modes and args[-1].__class__ in PLAIN:
-                    return mode.run(mode, op, original, args, kwargs or None, _getframe(1))
+                    # (a watch mode: mypy narrows it to ``object`` by the class test above)
+                    return mode.run(mode, op, original, args, kwargs or None, _getframe(1))  # type: ignore[attr-defined]
             finally:
                 if mode is not None:
                     _push(mode)

@@ -176,13 +176,13 @@ def _wrap_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
         return out
 
     wrapper = disable(zero_grad) if disable is not None else zero_grad
-    wrapper.__tensor_dap_wraps__ = original  # type: ignore[attr-defined]
+    wrapper.__tensor_dap_wraps__ = original  # type: ignore[union-attr]
     return wrapper
 
 
 def _dynamo_disabled_code() -> Any:
     """The code of the functions ``torch._disable_dynamo`` returns."""
-    return torch._disable_dynamo(_dynamo_disabled_code).__code__
+    return torch._disable_dynamo(_dynamo_disabled_code).__code__  # type: ignore[attr-defined]
 
 
 def install(modes: tuple[type, ...]) -> None:
@@ -203,7 +203,9 @@ def install(modes: tuple[type, ...]) -> None:
         _hook_handles.append(register_optimizer_step_post_hook(_post_step))
         if _original_zero_grad is None:
             _original_zero_grad = torch.optim.Optimizer.__dict__["zero_grad"]
-            torch.optim.Optimizer.zero_grad = _wrap_zero_grad(_original_zero_grad)
+            torch.optim.Optimizer.zero_grad = _wrap_zero_grad(  # type: ignore[method-assign]
+                _original_zero_grad
+            )
 
 
 def uninstall() -> None:
@@ -231,6 +233,6 @@ def release() -> bool:
             return not _users
         ours = torch.optim.Optimizer.__dict__.get("zero_grad")
         if getattr(ours, "__tensor_dap_wraps__", None) is _original_zero_grad:
-            torch.optim.Optimizer.zero_grad = _original_zero_grad
+            torch.optim.Optimizer.zero_grad = _original_zero_grad  # type: ignore[method-assign,assignment]
         _original_zero_grad = None
         return True

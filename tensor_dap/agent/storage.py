@@ -24,7 +24,7 @@ def storage_key(tensor: Any, depth: int = 3) -> Optional[Hashable]:
     try:
         address = tensor.untyped_storage().data_ptr()
         if address:
-            return address
+            return int(address)
     except Exception:  # sparse, nested and other layouts without one storage
         pass
     if depth == 0:

@@ -3,13 +3,18 @@
 The agent's channel and the trace flusher run beside the program. Marked as debugger threads
 (pydevd's ``is_pydev_daemon_thread`` / ``pydev_do_not_trace``), debugpy neither lists them in
 CALL STACK ("tensor-dap-agent: PAUSED") nor traces or suspends them, and the watch engine does
-not push its mode in them.
+not push its mode in them (:class:`NewThreads` follows the program's threads, not these).
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
-from typing import Any, Callable
+from types import FrameType
+from typing import Any, Callable, Optional
+
+log = logging.getLogger("tensor_dap.engine")
 
 
 def start_tool_thread(
@@ -26,3 +31,57 @@ def start_tool_thread(
 def is_tool_thread(thread: threading.Thread) -> bool:
     """A thread started by :func:`start_tool_thread`, or one of the debugger's own."""
     return bool(getattr(thread, "is_pydev_daemon_thread", False))
+
+
+_TOOL_MODULES = ("debugpy", "_pydevd", "pydevd", "_pydev", "tensor_dap")
+
+
+def is_unwatched(thread: threading.Thread) -> bool:
+    """A debugger's or tensor-dap's own thread: never watched (its tensor reads are ours)."""
+    if is_tool_thread(thread):
+        return True
+    target = getattr(thread, "_target", None)
+    for owner in (type(thread), target):
+        module = getattr(owner, "__module__", None) or ""
+        if module.startswith(_TOOL_MODULES):
+            return True
+    return thread.name.startswith(("pydevd.", "tensor-dap"))
+
+
+def _thread_profile() -> Any:
+    """The profile function ``threading`` gives new threads (``getprofile`` is 3.10+)."""
+    getprofile = getattr(threading, "getprofile", None)
+    return getprofile() if getprofile is not None else getattr(threading, "_profile_hook", None)
+
+
+class NewThreads:
+    """Calls ``enter()`` in each thread the program starts from now on, until :meth:`stop`.
+
+    ``threading.setprofile`` hands a function to each new thread, called at its first Python
+    call: it puts the thread's previous profile function back and calls ``enter`` there — once
+    per thread, nothing per call. The debugger's and tensor-dap's own threads are left alone;
+    threads started before are not reached (the watch uses this to push its mode, which only
+    the thread itself can do).
+    """
+
+    def __init__(self, enter: Callable[[], None]) -> None:
+        previous = _thread_profile()
+
+        def enter_thread(frame: FrameType, event: str, arg: Any) -> None:
+            sys.setprofile(previous)
+            try:
+                if not is_unwatched(threading.current_thread()):
+                    enter()
+            except Exception:
+                log.exception("tensor-dap: could not watch a new thread")
+
+        self._previous: Any = previous
+        self._hook: Optional[Callable[..., Any]] = enter_thread
+        threading.setprofile(enter_thread)
+
+    def stop(self) -> None:
+        """New threads are left alone again (the profile function before is put back)."""
+        if self._hook is not None:
+            if _thread_profile() is self._hook:
+                threading.setprofile(self._previous)
+            self._hook = None

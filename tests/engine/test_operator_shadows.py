@@ -99,16 +99,16 @@ def test_nothing_shadowed_without_rules() -> None:
 
 def test_operators_skip_the_modes_dispatch(monkeypatch) -> None:
     """The point of the fast path: ``a - b`` never reaches ``__torch_function__``."""
-    from tensor_dap.agent import engine
+    from tensor_dap.agent.mode import WatchMode
 
     dispatched = []
-    through_mode = engine._Mode.__torch_function__
+    through_mode = WatchMode.__torch_function__
 
     def spy(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         dispatched.append(func.__name__)
         return through_mode(self, func, types, args, kwargs)
 
-    monkeypatch.setattr(engine._Mode, "__torch_function__", spy)
+    monkeypatch.setattr(WatchMode, "__torch_function__", spy)
     x, y = torch.ones(4), torch.ones(4, 1)
     with tensor_dap.watch(rules=["broadcast"]) as watch:
         x - y

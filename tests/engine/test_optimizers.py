@@ -153,9 +153,9 @@ def test_rules_switched_while_an_op_is_planned_leave_no_wrong_plan() -> None:
     """The debugger's thread may switch the rules (set_enabled) while the program's thread
     plans an op; watches share plans, so a plan made for the old rules must not be filed
     under the new ones."""
-    from tensor_dap.agent import engine
+    from tensor_dap.agent import plans
 
-    engine._SHARED_PLANS.clear()  # (so that `a - b` is planned here, not found planned)
+    plans.SHARED_PLANS.clear()  # (so that `a - b` is planned here, not found planned)
     watch = tensor_dap.watch(rules=["nan-inf"])
 
     class SwitchingMidPlan(dict):

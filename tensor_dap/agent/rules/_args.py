@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
+
+from tensor_dap.agent.rules.hooks import Args, Kwargs
 
 _Tensor = torch.Tensor
 
 
-def tensor_args(args: tuple[Any, ...], kwargs: Optional[dict[str, Any]]) -> list[Any]:
+def tensor_args(args: Args, kwargs: Kwargs) -> list[Any]:
     """Tensors among the arguments, looking one level into lists and tuples."""
     found = []
     for arg in args:

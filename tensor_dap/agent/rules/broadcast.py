@@ -22,6 +22,7 @@ import torch
 from tensor_dap import catalog
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import RANKS_DIFFER, Report
+from tensor_dap.agent.rules.hooks import Args, Kwargs
 
 RULE = catalog.rule("broadcast")
 
@@ -40,7 +41,7 @@ def applies(op: OpInfo) -> bool:
     return op.elementwise and not op.inplace
 
 
-def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     # the hot path (every elementwise op): numbers and 0-dim tensors never broadcast anything,
     # and equal ranks are not this rule's business; only then are shapes looked at
     first_rank = 0
@@ -57,7 +58,7 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
 _INTENDED = "broadcast.intended-sites"
 
 
-def _check(args: tuple, caller: Any, state: Any) -> Optional[Report]:
+def _check(args: Args, caller: Any, state: Any) -> Optional[Report]:
     """Inputs of different ranks: report when the result has more elements than any input
     and an input is stretched to a size it already has (the mistake's signature).
 
@@ -67,7 +68,7 @@ def _check(args: tuple, caller: Any, state: Any) -> Optional[Report]:
     tensors = [a for a in args if isinstance(a, _Tensor) and a.dim()]
     shapes = [tuple(t.shape) for t in tensors]
     try:
-        result = tuple(torch.broadcast_shapes(*shapes))
+        result = tuple(torch.broadcast_shapes(*shapes))  # type: ignore[no-untyped-call]
     except RuntimeError:
         return None  # PyTorch raises its own error
     if math.prod(result) <= max(math.prod(s) for s in shapes):

@@ -18,45 +18,22 @@ from tensor_dap.agent import naming
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created, is_cpu_scalar, join_names, tensor_args
+from tensor_dap.agent.rules.hooks import Args, Kwargs
 from tensor_dap.device_fix import device_in_fix
+from tensor_dap.torch_names import DTYPE_CONVERSIONS, TENSOR_FACTORIES
 
 RULE = catalog.rule("device-mismatch")
 
 _Tensor = torch.Tensor
-_FACTORIES = frozenset(
-    [
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "tensor",
-        "Tensor",
-        "as_tensor",
-        "arange",
-        "linspace",
-        "rand",
-        "randn",
-        "randint",
-        "zeros_like",
-        "float",
-        "double",
-        "half",
-        "long",
-        "int",
-        "ones_like",
-        "eye",
-        "from_numpy",
-        "FloatTensor",
-        "LongTensor",
-    ]
-)
+#: what a CPU tensor was made by, when making it on the accelerator at once is the fix
+_FACTORIES = TENSOR_FACTORIES | DTYPE_CONVERSIONS
 
 
 def applies(op: OpInfo) -> bool:
     return not (op.device_move or op.backward)
 
 
-def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     # fast path: ``is_cpu`` is a plain flag (``.device`` builds an object); accelerator
     # tensors compare their device index. Only a mix goes to the slow path.
     on_cpu = False
@@ -70,14 +47,9 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
             elif arg.get_device() != index:
                 return _report(tensor_args(args, kwargs))
         elif arg.__class__ is list or arg.__class__ is tuple:
-            for item in arg:
-                if isinstance(item, _Tensor):
-                    if item.is_cpu:
-                        on_cpu = True
-                    elif index is None:
-                        index = item.get_device()
-                    elif item.get_device() != index:
-                        return _report(tensor_args(args, kwargs))
+            # ``torch.cat(pieces)``: scan again, the tensors one level down in line with the
+            # others (ops taking lists are few: the common path stays one flat loop)
+            return before(op, tuple(tensor_args(args, None)), kwargs, caller, state)
     if kwargs:
         for arg in kwargs.values():
             if isinstance(arg, _Tensor):

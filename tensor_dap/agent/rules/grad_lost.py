@@ -14,6 +14,7 @@ first steps of each loop, which is where such a bug shows.
 
 from __future__ import annotations
 
+from types import FrameType
 from typing import Any, Optional
 
 import torch
@@ -23,7 +24,8 @@ from tensor_dap.agent import frames, naming, optimizers
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.provenance import Prov, first_cut, roots, untracked_input
-from tensor_dap.agent.rules import Report
+from tensor_dap.agent.rules import Report, _step
+from tensor_dap.agent.rules.hooks import Args, Kwargs, RuleState
 from tensor_dap.agent.tensor_map import TensorMap
 
 RULE = catalog.rule("grad-lost")
@@ -36,7 +38,7 @@ def applies(op: OpInfo) -> bool:
     return op.backward
 
 
-def backward_targets(op: OpInfo, args: tuple, kwargs: Optional[dict]) -> list[Any]:
+def backward_targets(op: OpInfo, args: Args, kwargs: Kwargs) -> list[Any]:
     """The tensors backward starts from: ``self``, ``tensors`` or ``outputs``."""
     first: Any = args[0] if args else None
     if first is None and kwargs:
@@ -48,7 +50,7 @@ def backward_targets(op: OpInfo, args: tuple, kwargs: Optional[dict]) -> list[An
     return []
 
 
-def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     for tensor in backward_targets(op, args, kwargs):
         if not tensor.requires_grad:
             prov = state.provenance.lookup(tensor)
@@ -61,7 +63,7 @@ _USED = "grad-lost.used-params"
 _UNUSED = object()
 
 
-def observe(op: OpInfo, args: tuple, out: Any, caller: Any, state: Any) -> None:
+def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     """Remember parameters used by ops that build a graph (grad enabled)."""
     if not torch.is_grad_enabled():
         return
@@ -77,19 +79,11 @@ def observe(op: OpInfo, args: tuple, out: Any, caller: Any, state: Any) -> None:
                 used.set(arg, where)
 
 
-def install(state: Any) -> list[Any]:
-    def before_step(optimizer: Any, caller: Any) -> None:
-        if RULE.id not in state.enabled or RULE.id in state.failed:
-            return
-        try:
-            report = _params_without_grad(optimizer, state)
-            if report is not None:
-                report.frame = frames.user_frame(caller)
-                state._emit(RULE.id, report, OpInfo("step"), caller)
-        except Exception:
-            state._rule_failed(RULE.id)
+def install(state: RuleState) -> list[Any]:
+    def check(optimizer: Any, caller: FrameType) -> Optional[Report]:
+        return _params_without_grad(optimizer, state)
 
-    return [optimizers.subscribe(Subscriber(before_step=before_step))]
+    return [optimizers.subscribe(Subscriber(before_step=_step.before_step(RULE.id, state, check)))]
 
 
 def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:

@@ -18,6 +18,10 @@ from tensor_dap.agent.provenance import ProvenanceRegistry
 from tensor_dap.agent.rules import Report
 from tensor_dap.catalog import Rule
 
+#: an op's positional and keyword arguments, as the hooks get them (scanned one level deep)
+Args = tuple[Any, ...]
+Kwargs = Optional[dict[str, Any]]
+
 
 class RuleState(Protocol):
     """The engine as a rule sees it."""
@@ -48,8 +52,8 @@ class Before(Protocol):
     def __call__(
         self,
         op: OpInfo,
-        args: tuple[Any, ...],
-        kwargs: Optional[dict[str, Any]],
+        args: Args,
+        kwargs: Kwargs,
         caller: FrameType,
         state: RuleState,
     ) -> Optional[Report]: ...
@@ -59,8 +63,8 @@ class After(Protocol):
     def __call__(
         self,
         op: OpInfo,
-        args: tuple[Any, ...],
-        kwargs: Optional[dict[str, Any]],
+        args: Args,
+        kwargs: Kwargs,
         out: Any,
         caller: FrameType,
         state: RuleState,
@@ -69,7 +73,7 @@ class After(Protocol):
 
 class Observe(Protocol):
     def __call__(
-        self, op: OpInfo, args: tuple[Any, ...], out: Any, caller: FrameType, state: RuleState
+        self, op: OpInfo, args: Args, out: Any, caller: FrameType, state: RuleState
     ) -> None: ...
 
 

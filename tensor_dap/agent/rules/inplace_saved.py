@@ -40,6 +40,7 @@ from tensor_dap.agent.graph_nodes import saved_attribute_names
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
 from tensor_dap.agent.rules import Report
+from tensor_dap.agent.rules.hooks import Args, Kwargs
 from tensor_dap.agent.storage import storage_key
 
 RULE = catalog.rule("inplace-saved")
@@ -55,7 +56,7 @@ def applies(op: OpInfo) -> bool:
     return op.inplace and not op.passthrough
 
 
-def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     if not op.inplace or not args or not isinstance(args[0], _Tensor):
         return None
     if not frames.is_user_code(caller.f_code):

@@ -8,7 +8,7 @@ is what people do to log a loss; it is reported only with the option ``{"scalars
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -17,6 +17,7 @@ from tensor_dap.agent import frames
 from tensor_dap.agent.op_kinds import HOST_COPIES, SCALAR_READS, OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created
+from tensor_dap.agent.rules.hooks import Args, Kwargs
 
 RULE = catalog.rule("leaves-device")
 
@@ -32,7 +33,7 @@ def _on_accelerator(tensor: Any) -> bool:
     return isinstance(tensor, _Tensor) and tensor.device.type not in ("cpu", "meta")
 
 
-def _target_is_cpu(args: tuple, kwargs: Optional[dict]) -> bool:
+def _target_is_cpu(args: Args, kwargs: Kwargs) -> bool:
     """Whether ``Tensor.to(...)`` arguments name the CPU as destination."""
     candidates = list(args[1:])
     if kwargs and "device" in kwargs:
@@ -48,7 +49,7 @@ def _target_is_cpu(args: tuple, kwargs: Optional[dict]) -> bool:
     return False
 
 
-def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     if not args or not frames.is_user_code(caller.f_code):
         return None
     name = op.name

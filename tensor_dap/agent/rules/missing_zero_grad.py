@@ -16,13 +16,15 @@ hand-written ``grad.mul_(0.5)`` modify gradients without resetting them.
 
 from __future__ import annotations
 
+from types import FrameType
 from typing import Any, Optional
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
-from tensor_dap.agent.rules import Report
+from tensor_dap.agent.rules import Report, _step
+from tensor_dap.agent.rules.hooks import Args, Kwargs, RuleState
 from tensor_dap.agent.storage import storage_key
 from tensor_dap.agent.tensor_map import TensorMap
 
@@ -39,7 +41,7 @@ def applies(op: OpInfo) -> bool:
     return op.name in _ZEROING or op.name in _ZEROING_WITH_ZERO
 
 
-def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> Any:
+def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     """Note gradients being zeroed (``zero_grad(set_to_none=False)`` or by hand)."""
     if not args or not _resets(op.name, args, kwargs):
         return None
@@ -53,7 +55,7 @@ def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: 
     return None
 
 
-def _resets(name: str, args: tuple, kwargs: Optional[dict]) -> bool:
+def _resets(name: str, args: Args, kwargs: Kwargs) -> bool:
     """Whether the op sets its target to zero: a Python 0 as the fill value or factor (a
     tensor factor, as gradient clipping's, is a scale: it is never read, that would sync)."""
     if name in _ZEROING:
@@ -62,21 +64,15 @@ def _resets(name: str, args: tuple, kwargs: Optional[dict]) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
 
 
-def install(state: Any) -> list[Any]:
-    def before_step(optimizer: Any, caller: Any) -> None:
-        if RULE.id not in state.enabled or RULE.id in state.failed:
-            return
-        try:
-            stale = _stale(optimizer, state)
-            if stale:
-                user = frames.user_frame(caller)
-                name = naming.object_name(user, optimizer) or "optimizer"
-                total = len(_params(optimizer))
-                message = _message(len(stale), total, name)
-                report = Report(tensors=stale[:4], message=message, operands=False, frame=user)
-                state._emit(RULE.id, report, _STEP, caller)
-        except Exception:
-            state._rule_failed(RULE.id)
+def install(state: RuleState) -> list[Any]:
+    def check(optimizer: Any, caller: FrameType) -> Optional[Report]:
+        stale = _stale(optimizer, state)
+        if not stale:
+            return None
+        user = frames.user_frame(caller)
+        name = naming.object_name(user, optimizer) or "optimizer"
+        message = _message(len(stale), len(_params(optimizer)), name)
+        return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
     def after_step(optimizer: Any) -> None:
         try:
@@ -92,10 +88,8 @@ def install(state: Any) -> list[Any]:
         except Exception:
             state._rule_failed(RULE.id)
 
+    before_step = _step.before_step(RULE.id, state, check)
     return [optimizers.subscribe(Subscriber(before_step, after_step, zeroed))]
-
-
-_STEP = OpInfo("step")
 
 
 def _params(optimizer: Any) -> list[Any]:
@@ -117,7 +111,7 @@ def _remember(optimizer: Any, state: Any) -> None:
 
 def _after_step(state: Any) -> TensorMap[int]:
     """gradient -> its version after the last step that used it (kept weakly)."""
-    table = state.rule_state.get(_AFTER_STEP)
+    table: Optional[TensorMap[int]] = state.rule_state.get(_AFTER_STEP)
     if table is None:
         table = state.rule_state[_AFTER_STEP] = TensorMap()
     return table

@@ -28,6 +28,7 @@ from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.grad_lost import backward_targets
+from tensor_dap.agent.rules.hooks import Args, Kwargs
 
 RULE = catalog.rule("nan-inf")
 
@@ -115,7 +116,7 @@ def _all_finite(tensor: Any) -> bool:
     return bool(torch.isfinite(tensor).all())
 
 
-def _inputs(args: tuple, kwargs: Optional[dict]) -> tuple[list[Any], bool]:
+def _inputs(args: Args, kwargs: Kwargs) -> tuple[list[Any], bool]:
     """The tensors an op received, those inside list/tuple arguments included (one level, like
     the engine: ``torch.stack([t, u])``), and whether they are exactly its positional operands."""
     inputs: list[Any] = []
@@ -131,7 +132,14 @@ def _inputs(args: tuple, kwargs: Optional[dict]) -> tuple[list[Any], bool]:
     return inputs, direct and not kwargs
 
 
-def after(op: OpInfo, args: tuple, kwargs: Optional[dict], out: Any, caller: Any, state: Any):
+def after(
+    op: OpInfo,
+    args: Args,
+    kwargs: Kwargs,
+    out: Any,
+    caller: Any,
+    state: Any,
+) -> Optional[Report]:
     if op.backward:
         return _backward_done(caller, state)
     if not isinstance(out, _Tensor):
@@ -152,7 +160,7 @@ def after(op: OpInfo, args: tuple, kwargs: Optional[dict], out: Any, caller: Any
     return Report(tensors=[*inputs, out], message=message, operands=operands)
 
 
-def _asks_for_non_finite(args: tuple, kwargs: Optional[dict]) -> bool:
+def _asks_for_non_finite(args: Args, kwargs: Kwargs) -> bool:
     """A number argument is itself Inf or NaN: the op was asked for it (a causal mask made by
     ``torch.full((n, n), float("-inf"))`` or ``scores.masked_fill(mask, float("-inf"))``)."""
     for value in (*args, *(kwargs.values() if kwargs else ())):
@@ -271,7 +279,7 @@ def _saved_finite(node: Any) -> bool:
     return all(_finite(t) is not False for t in saved if isinstance(t, _Tensor))
 
 
-def before(op: OpInfo, args: tuple, kwargs: Optional[dict], caller: Any, state: Any) -> None:
+def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> None:
     """Hook the graph of this backward call (removed in ``after``)."""
     sessions = state.rule_state.setdefault(_SESSIONS, {})
     thread = threading.get_ident()

@@ -1,0 +1,74 @@
+"""How a tensor without gradient history came to lack it: the :class:`Prov` the watch keeps
+for such a tensor (for ``grad-lost``).
+
+A tensor made from inputs that required grad, by an op that keeps no history (``detach``,
+``.data``, ``torch.tensor(t)``, any op under ``no_grad``), records the *cut*; one made from
+tensors without history records their Provs as parents (a few generations deep, see
+:data:`~tensor_dap.agent.provenance.MAX_DEPTH`) and the nearest cut upstream, so the rule can
+name the line that cut the graph however long the computation after it.
+"""
+
+from __future__ import annotations
+
+from types import FrameType
+from typing import Any, Optional
+
+import torch
+
+from tensor_dap.agent.no_grad_source import no_grad_site
+from tensor_dap.agent.provenance import MAX_DEPTH, Prov, ProvenanceRegistry
+
+_Tensor = torch.Tensor
+_SEQUENCES = (list, tuple)
+
+#: how many tensors of one list argument (``torch.cat(pieces)``) provenance looks at
+_LIST_INPUTS = 64
+
+
+def history(
+    op_name: str, args: tuple[Any, ...], user: FrameType, registry: ProvenanceRegistry
+) -> Prov:
+    """The Prov of a tensor without gradient history made by ``op_name`` from ``args`` at
+    ``user``'s line: its parents' Provs, or the cut, when an input required grad. Inputs
+    inside list and tuple arguments count (``torch.cat(pieces)``, ``torch.tensor([a, b])``), and
+    so do numbers read from tensors with history (``torch.tensor([loss.item(), ...])``)."""
+    parents: list[Prov] = []
+    cut: Optional[str] = None
+    untracked = False
+    grad_enabled = torch.is_grad_enabled()
+    for arg in args:
+        items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
+        for item in items:
+            if item.__class__ is float:  # a number read by .item() from a tensor with history
+                read = registry.lookup_number(item)
+                if read is not None:
+                    parents.append(read)
+            elif isinstance(item, _Tensor):
+                if item.requires_grad:
+                    cut = _cut_description(op_name, grad_enabled)
+                else:
+                    parent = registry.lookup(item)
+                    if parent is not None:
+                        parents.append(parent)
+                    else:
+                        untracked = True
+    cut_at = next((p.cut_at for p in parents if p.cut_at is not None), None)
+    depth = 1 + max((p.depth for p in parents), default=0)
+    if depth > MAX_DEPTH:
+        parents, depth = [], 0
+    site = no_grad_site(user) if cut is not None and not grad_enabled else None
+    path, line = user.f_code.co_filename, user.f_lineno
+    return Prov(path, line, op_name, cut, tuple(parents), depth, cut_at, site, untracked)
+
+
+def _cut_description(op_name: str, grad_enabled: bool) -> str:
+    """How ``op_name`` cut the history of an input that required grad."""
+    if not grad_enabled:
+        return f"{op_name} under torch.no_grad()"
+    if op_name == "data":
+        return ".data"
+    if op_name in ("detach", "detach_"):
+        return "detach()"
+    if op_name in ("tensor", "as_tensor", "new_tensor", "from_numpy"):
+        return f"torch.{op_name}(...) re-wrapping"
+    return f"{op_name}(), which has no gradient"

@@ -1,0 +1,35 @@
+"""What the rules that check at ``optimizer.step()`` share (``grad-lost``'s parameters without
+gradient, ``missing-zero-grad``): the hook :mod:`tensor_dap.agent.optimizers` calls before each
+step, turned into findings at the step's line."""
+
+from __future__ import annotations
+
+from types import FrameType
+from typing import Any, Callable, Optional
+
+from tensor_dap.agent.op_kinds import OpInfo
+from tensor_dap.agent.rules import Report
+from tensor_dap.agent.rules.hooks import RuleState
+
+#: the op a step's finding is reported for
+STEP = OpInfo("step")
+
+
+def before_step(
+    rule_id: str, state: RuleState, check: Callable[[Any, FrameType], Optional[Report]]
+) -> Callable[[Any, FrameType], None]:
+    """A ``Subscriber.before_step`` that runs ``check(optimizer, caller)`` while the rule is on:
+    its report is a finding at the line that called ``step()``; raising switches the rule
+    off."""
+
+    def hook(optimizer: Any, caller: FrameType) -> None:
+        if rule_id not in state.enabled or rule_id in state.failed:
+            return
+        try:
+            report = check(optimizer, caller)
+            if report is not None:
+                state._emit(rule_id, report, STEP, caller)
+        except Exception:
+            state._rule_failed(rule_id)
+
+    return hook

@@ -1,0 +1,156 @@
+"""What the watch keeps of a *sample* of ops: where each output tensor was made, what the
+trace recorder wants, and the rules' ``observe`` hooks.
+
+The per-op path (:mod:`tensor_dap.agent.mode`) counts each call site's hits and hands the
+first 8 of each site, then one in 64, to :func:`sample` (``Watch._sample``): a line run a
+million times costs its provenance a few thousand times. The counts also answer how often a
+line ran (:func:`line_hits`, for the trace store).
+"""
+
+from __future__ import annotations
+
+import logging
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Optional
+
+import torch
+
+from tensor_dap.agent import frames
+from tensor_dap.agent.library_calls import REWRAPPING, api_called
+from tensor_dap.agent.lineage import history
+from tensor_dap.agent.op_kinds import OpInfo
+from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
+
+if TYPE_CHECKING:
+    from tensor_dap.agent.engine import Watch
+
+log = logging.getLogger("tensor_dap.engine")
+
+_Tensor = torch.Tensor
+
+
+def sample(
+    watch: Watch,
+    site: int,
+    hits: int,
+    info: OpInfo,
+    args: tuple[Any, ...],
+    out: Any,
+    caller: FrameType,
+    observers: tuple[Any, ...] = (),
+) -> None:
+    """Provenance, trace metadata and the rules' ``observe`` hooks for one sampled op of the
+    call site ``site`` (``Watch._sample``)."""
+    try:
+        if hits == 1:
+            _new_site(watch, site, caller)
+        for rule_id, observe in observers:
+            try:
+                observe(info, args, out, caller, watch)
+            except Exception:
+                watch._rule_failed(rule_id)
+        if isinstance(out, _Tensor):
+            _record(watch, info, args, out, caller)
+        elif isinstance(out, tuple) or out.__class__ is list:
+            for item in out:
+                if isinstance(item, _Tensor):
+                    _record(watch, info, args, item, caller)
+        elif out.__class__ is float and args and isinstance(args[0], _Tensor):
+            _record_number(watch, info, args[0], out, caller)
+    except Exception:  # the engine must never break the user's op
+        log.exception("tensor-dap: internal error after %s", info.name)
+
+
+def _record(watch: Watch, info: OpInfo, args: tuple[Any, ...], out: Any, caller: FrameType) -> None:
+    """Provenance of one op output, and what the trace recorder wants of it."""
+    if not out.is_cpu and not watch.accelerator_seen and out.device.type != "meta":
+        watch._saw_accelerator()
+    user = frames.user_frame(caller)
+    if user is None:
+        return
+    if watch.recorder is not None:
+        watch.recorder.observe(user, out)
+    provenance = watch.provenance
+    op_name = info.name
+    if caller is not user:  # an op inside torch's code: name what the user called
+        source = args[0] if args else None
+        # (a detach in torch's code that cuts gradient history is a cut, not a re-wrap)
+        if (
+            op_name in REWRAPPING
+            and isinstance(source, _Tensor)
+            and (out.requires_grad or not source.requires_grad)
+        ):
+            inherited = provenance.lookup(source)
+            if inherited is not None:
+                provenance.record(out, inherited)
+                return
+        op_name = api_called(caller, user) or op_name
+    if out.requires_grad:
+        prov = Prov(user.f_code.co_filename, user.f_lineno, op_name)
+        node = out.grad_fn
+        if node is not None:  # where this graph node was made (for inplace-saved)
+            node.metadata[NODE_PROV_KEY] = prov
+    else:  # keep how this tensor came to lack gradient history (for grad-lost)
+        prov = history(op_name, args, user, provenance)
+    provenance.record(out, prov)
+
+
+def _record_number(
+    watch: Watch, info: OpInfo, tensor: Any, number: float, caller: FrameType
+) -> None:
+    """A Python number read from a tensor with gradient history (``loss.item()``): kept, so
+    that ``torch.tensor(losses)`` made of such numbers names the cut (see lineage.history)."""
+    if not tensor.requires_grad:
+        return
+    user = frames.user_frame(caller)
+    if user is not None:
+        where = (user.f_code.co_filename, user.f_lineno)
+        how = ".item()" if info.name == "item" else f"{info.name}()"
+        cut = f"{how}, whose Python number keeps no gradient history"
+        watch.provenance.record_number(number, Prov(*where, info.name, cut))
+
+
+def _new_site(watch: Watch, site: int, caller: FrameType) -> None:
+    """Remember the code object of a new call site (keeps it alive: site ids stay unique)."""
+    code = caller.f_code
+    entry = watch._site_codes.get(id(code))
+    if entry is None:
+        entry = watch._site_codes[id(code)] = (code, set())
+    entry[1].add(site)
+
+
+def line_hits(watch: Watch, code: Any, line: int) -> int:
+    """How often ``line`` of ``code`` ran an op called directly from it (0 if never):
+    ``Watch.line_hits``."""
+    entry = watch._site_codes.get(id(code))
+    if entry is None:
+        return 0
+    base = id(code)
+    hits = watch._site_hits
+    return max(
+        (hits.get(site, 0) for site in list(entry[1]) if line_of(code, site - base) == line),
+        default=0,
+    )
+
+
+_LINE_TABLES: dict[int, tuple[Any, list[tuple[int, int, Optional[int]]]]] = {}
+
+
+def line_of(code: Any, lasti: int) -> Optional[int]:
+    """The source line of the instruction at offset ``lasti`` in ``code``."""
+    cached = _LINE_TABLES.get(id(code))
+    table = cached[1] if cached is not None else None
+    if table is None:
+        if hasattr(code, "co_lines"):
+            table = list(code.co_lines())
+        else:  # Python 3.9
+            import dis
+
+            starts = list(dis.findlinestarts(code))
+            ends = [offset for offset, _ in starts[1:]] + [len(code.co_code)]
+            table = [(start, end, line) for (start, line), end in zip(starts, ends)]
+        _LINE_TABLES[id(code)] = (code, table)
+    for start, end, line in table:
+        if start <= lasti < end:
+            return line
+    return None
