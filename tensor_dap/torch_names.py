@@ -35,3 +35,11 @@ TENSOR_FACTORIES = frozenset(
 #: Tensor methods that change a tensor's dtype and keep its device: ``torch.zeros(3).float()``
 #: is still a fresh tensor where its factory put it
 DTYPE_CONVERSIONS = frozenset(["float", "double", "half", "long", "int"])
+
+#: factories that make their tensor on the CPU unless given ``device=``, and whose fix is that
+#: keyword (the ``_like`` ones follow their input's device; ``from_numpy`` and the legacy
+#: ``LongTensor`` take no accelerator device; the legacy float constructors become
+#: ``torch.tensor`` in the language server's fix)
+CPU_UNLESS_TOLD = TENSOR_FACTORIES - frozenset(
+    ["zeros_like", "ones_like", "from_numpy", "LongTensor"]
+)

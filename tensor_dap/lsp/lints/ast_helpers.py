@@ -1,9 +1,6 @@
 """Shared questions about ``ast`` nodes: what a call calls (``torch.<name>(...)``,
 ``<x>.<method>(...)``), whether a keyword is passed, where a node is, and the torch factory
 calls that make a tensor without ``device=``.
-
-``FACTORIES`` is this package's own list of torch factory names; a shared torch-free list is on
-its way (issue 15), at which point this one should import it.
 """
 
 from __future__ import annotations
@@ -12,8 +9,8 @@ import ast
 from typing import Optional, Union
 
 from tensor_dap.device_fix import device_in_fix, device_variable
+from tensor_dap.torch_names import CPU_UNLESS_TOLD
 
-FACTORIES = {"zeros", "ones", "tensor", "Tensor", "empty", "full", "FloatTensor"}
 """``torch.<name>(...)`` calls that make a tensor from a shape or values."""
 
 NO_GRAD = {"no_grad", "inference_mode"}
@@ -99,7 +96,7 @@ def factory_without_device(node: ast.AST) -> Optional[ast.Call]:
     ``node``'s value, through chained calls like ``.float()``; None if the chain moves it
     (``.to()``, ``.cuda()``) or it is no such factory."""
     while isinstance(node, ast.Call):
-        if is_torch_call(node, FACTORIES):
+        if is_torch_call(node, CPU_UNLESS_TOLD):
             return None if has_keyword(node, "device") else node
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr in ("to", "cuda", "type"):
