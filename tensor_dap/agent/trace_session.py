@@ -10,21 +10,35 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
-from tensor_dap.agent.recorder import TraceRecorder
 from tensor_dap.agent.threads import start_tool_thread
 from tensor_dap.findings import Finding
-from tensor_dap.tracedb import TraceStoreError, TraceWriter, source_text, text_digest
+from tensor_dap.tracedb import (
+    Observation,
+    TraceStoreError,
+    TraceWriter,
+    source_text,
+    text_digest,
+)
 
 log = logging.getLogger("tensor_dap.tracedb")
+
+
+class Recorder(Protocol):
+    """What a session writes: the engine's :class:`~tensor_dap.agent.recorder.TraceRecorder`
+    under ``check``, the line tracer's ``LineStore`` under ``trace``."""
+
+    def paths(self) -> set[str]: ...
+
+    def observations(self, line_hits: Any = None) -> list[Observation]: ...
 
 
 class TraceSession:
     def __init__(
         self,
         db_path: str,
-        recorder: TraceRecorder,
+        recorder: Recorder,
         line_hits: Any,
         command: str,
         argv: list[str],

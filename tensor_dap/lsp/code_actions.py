@@ -70,7 +70,7 @@ def action(
 
 
 def ignore_action(
-    uri: str, lines: list[str], lint: Lint, diagnostic: types.Diagnostic
+    uri: str, lines: Sequence[str], lint: Lint, diagnostic: types.Diagnostic
 ) -> types.CodeAction:
     """ "Ignore this line": the lint's code added as a ``# tensor-dap: ignore[code]`` comment."""
     ignore = action(

@@ -19,12 +19,12 @@ def text_digest(text: str) -> str:
     return hashlib.sha1(normalised.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def source_text(path: Union[str, os.PathLike]) -> str:
+def source_text(path: Union[str, os.PathLike[str]]) -> str:
     """A UTF-8 source file's contents, undecodable bytes kept as surrogates."""
     with open(path, encoding="utf-8", errors="surrogateescape", newline="") as handle:
         return handle.read()
 
 
-def file_digest(path: Union[str, os.PathLike]) -> str:
+def file_digest(path: Union[str, os.PathLike[str]]) -> str:
     """The :func:`text_digest` of a UTF-8 source file's contents."""
     return text_digest(source_text(path))

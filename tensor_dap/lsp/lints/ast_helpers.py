@@ -6,7 +6,7 @@ calls that make a tensor without ``device=``.
 from __future__ import annotations
 
 import ast
-from typing import Optional, Union
+from typing import AbstractSet, Optional, Union
 
 from tensor_dap.device_fix import device_in_fix, device_variable
 from tensor_dap.torch_names import CPU_UNLESS_TOLD
@@ -31,7 +31,7 @@ def called_name(node: ast.AST) -> Optional[str]:
     return None
 
 
-def is_torch_call(node: ast.AST, names: set[str]) -> bool:
+def is_torch_call(node: ast.AST, names: AbstractSet[str]) -> bool:
     """``torch.<name>(...)`` with ``name`` in ``names``."""
     return (
         isinstance(node, ast.Call)

@@ -8,7 +8,7 @@ line of a statement over several lines)."""
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Optional, Sequence
 
 from .model import Edit, Lint
 
@@ -38,7 +38,7 @@ def is_ignored(found: Lint, lines: list[str]) -> bool:
     return False
 
 
-def ignore_edit(found: Lint, lines: list[str]) -> Edit:
+def ignore_edit(found: Lint, lines: Sequence[str]) -> Edit:
     """The edit silencing ``found``: its code added to the ignore comment on its first line,
     else ``  # tensor-dap: ignore[code]`` appended to that line."""
     text = lines[found.line - 1] if 0 < found.line <= len(lines) else ""
