@@ -1,6 +1,6 @@
 """``textDocument/codeAction``: quick fixes for the static lints and for runtime device mismatches.
 
-Each static lint that carries edits (see :mod:`tensor_dap.lsp.static_lints`) becomes a
+Each static lint that carries edits (see :mod:`tensor_dap.lsp.lints`) becomes a
 ``quickfix`` action with a ``WorkspaceEdit`` when its range meets the requested one: add
 ``device=...`` to a CPU accumulator, add ``map_location="cpu"`` to ``torch.load``, insert
 ``optimizer.zero_grad()`` as the loop's first statement, write under ``torch.no_grad()`` instead
@@ -24,10 +24,8 @@ from tensor_dap import catalog
 from tensor_dap.device_fix import device_in_fix, device_variable
 from tensor_dap.findings import Finding, TensorInfo
 
-from . import static_lints
 from .diagnostics import lint_diagnostic
-from .lints import ignore_edit
-from .static_lints import Edit, Lint
+from .lints import Edit, Lint, device_fix, factory_without_device, ignore_edit
 from .store import FileData
 from .text import byte_col_to_utf16, line_at
 
@@ -125,7 +123,7 @@ def code_actions(
                 continue
             offered.add(line)
             device = device_in_fix(_accelerator(finding.tensors), variable=variable)
-            title, edits = static_lints.device_fix(call, device)
+            title, edits = device_fix(call, device)
             title = title.replace("Create it", f"Create {tensor.name or 'the tensor'}", 1)
             found.append(action(uri, lines, title, edits, diagnostic))
     return found
@@ -154,7 +152,7 @@ def _factory_on_line(tree: ast.Module, line: int) -> Optional[ast.Call]:
     """The first ``torch`` factory call without ``device=`` that starts on ``line``."""
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and node.lineno == line]
     for call in sorted(calls, key=lambda c: c.col_offset):
-        found = static_lints.factory_without_device(call)
+        found = factory_without_device(call)
         if found is not None and found.lineno == line:
             return found
     return None

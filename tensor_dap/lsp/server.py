@@ -34,13 +34,14 @@ from pygls.workspace import TextDocument
 from tensor_dap import __version__
 from tensor_dap.tracedb import TRACE_ENV, default_trace_path, text_digest
 
-from . import alignment, static_lints
+from . import alignment
 from . import code_actions as code_actions_feature
 from . import diagnostics as diagnostics_feature
 from . import hover as hover_feature
 from . import inlay_hints as inlay_hints_feature
 from . import inline_values as inline_values_feature
-from .static_lints import Lint
+from . import lints as static_lints
+from .lints import Lint
 from .store import EMPTY, FileData, TraceStore
 
 POLL_S = 1.0

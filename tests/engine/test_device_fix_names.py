@@ -15,7 +15,7 @@ from lsprotocol import types
 import tensor_dap
 from tensor_dap.findings import Finding, Origin, TensorInfo
 from tensor_dap.lsp.code_actions import code_actions
-from tensor_dap.lsp.static_lints import lint
+from tensor_dap.lsp.lints import lint
 from tensor_dap.lsp.store import FileData
 from tensor_dap.testing import accelerator_device
 
