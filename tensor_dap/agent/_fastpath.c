@@ -1,4 +1,4 @@
-/* The watch engine's per-op path in C: the twin of mode.handle_op and operators' shadows.
+/* The watch engine's per-op path in C: the twin of mode.handle_op and operator_shadows' shadows.
  *
  * Every torch op a watched program runs passes through this path, and with scalar-sized
  * tensors its Python version costs about as much as the op itself: two Python frames, a dozen
@@ -83,7 +83,7 @@ static void restore_exception(PyObject *exception) {
 }
 
 /* obj.<name> (a new reference) for the engine's own plain instance attributes (Watch._plans,
- * _Mode.watch...): read from the instance dict, without the type lookup a getattr starts with
+ * WatchMode.watch...): read from the instance dict, without the type lookup a getattr starts with
  * (a fifth of this path's cost); anything else takes the full getattr */
 static PyObject *own_attr(PyObject *dict, PyObject *obj, PyObject *name) {
     PyObject *value = dict != NULL ? PyDict_GetItemWithError(dict, name) : NULL;

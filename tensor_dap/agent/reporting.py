@@ -1,5 +1,5 @@
 """From a rule's :class:`~tensor_dap.agent.rules.Report` to a
-:class:`~tensor_dap.agent.findings.Finding` at the user's line, handed to the watch's sinks; and
+:class:`~tensor_dap.findings.Finding` at the user's line, handed to the watch's sinks; and
 what happens when a rule raises.
 
 A report says which tensors and how to word the message; here the finding gets the user's
