@@ -84,6 +84,10 @@ def test_python_m_torch_distributed_run_results_unchanged_and_rank_limits(tmp_pa
         ]  # fmt: skip
 
     plain = run_group(launcher(), tmp_path)
+    if plain.returncode != 0 and "SIGABRT" in plain.stderr:
+        # the baseline, without tensor-dap: gloo's teardown on a loaded 2-core machine now and
+        # then aborts a rank ("terminate called without an active exception"); run it again
+        plain = run_group(launcher(), tmp_path)
     assert plain.returncode == 0, plain.stderr[-3000:]
     # device-mismatch limited to ranks 0 and 2: rank 1's mismatch is not looked for
     run = check(tmp_path, command=launcher(), rules="default,device-mismatch@rank=0+2")
