@@ -29,9 +29,11 @@ def _is_loss(context: LintContext, value: ast.expr, backwarded: set[str]) -> boo
         return value.attr == "loss"
     if not isinstance(value, ast.Name):
         return False
+    made = latest_value(context, value.id, value)
+    if made is not None and runs_without_grad(context, made):
+        return False  # computed under no_grad (a validation loss): no graph to keep
     if value.id in backwarded:
         return True
-    made = latest_value(context, value.id, value)
     if isinstance(made, ast.Attribute):
         return made.attr == "loss"
     return isinstance(made, ast.Call) and bool(_LOSS_CALL.search(called_name(made) or ""))
