@@ -135,12 +135,12 @@ def gradient_accumulation(model, loader, optimizer, criterion, k=4):
             optimizer.zero_grad()
 
 
-def validation_losses_kept_for_early_stopping(model, val_loader, criterion, epochs):
+def validation_losses_kept_for_early_stopping(model, x_val, y_val, criterion, epochs):
     model.eval()
     val_losses = []
     for _epoch in range(epochs):
         with torch.no_grad():
-            val_loss = sum(criterion(model(x), y) for x, y in val_loader)
+            val_loss = criterion(model(x_val), y_val)
         val_losses.append(val_loss)  # made under no_grad: no graph kept
         if len(val_losses) > 3 and val_losses[-1] > min(val_losses[:-1]):
             break
