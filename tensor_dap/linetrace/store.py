@@ -14,7 +14,7 @@ from types import CodeType
 from typing import Any, Optional
 
 from tensor_dap.agent.describe import describe_tensor
-from tensor_dap.agent.recorder import value_name
+from tensor_dap.agent.recorder import statement_end_col
 from tensor_dap.tracedb import Observation
 
 
@@ -69,7 +69,7 @@ class LineStore:
         key = (path, line)
         if key not in self._cols:
             try:
-                self._cols[key] = value_name(path, line)[1]
+                self._cols[key] = statement_end_col(path, line)
             except Exception:
                 self._cols[key] = None
         return self._cols[key]
