@@ -78,10 +78,9 @@ class TraceRecorder:
 
     def __init__(self, process: str = "main") -> None:
         self.process = process
-        #: (id(code), line, name) -> [summary, shape_varied, code, line whose hits count]
+        #: (id(code), line, name) -> [summary, shape_varied, code, line whose op count is the
+        #: statement's, times read]
         self._rows: dict[tuple[int, int, str], list[Any]] = {}
-        #: (id(code), line) -> sampled ops of the statement
-        self._samples: dict[tuple[int, int], int] = {}
         self._threads: dict[int, _Thread] = {}
         #: id(code) -> (code, its instructions' positions); the code is kept so ids stay unique
         self._positions: dict[int, tuple[CodeType, list[Any]]] = {}
@@ -108,8 +107,6 @@ class TraceRecorder:
             self._settle(state, owner)
         lasti = owner.f_lasti
         pending = self._advance(state, owner, fid, statement, lasti)
-        key = (id(code), statement.line)
-        self._samples[key] = self._samples.get(key, 0) + 1
         if direct and statement.value is not None and self._span(code, lasti) == statement.value:
             pending.value = describe_tensor(tensor)
 
@@ -231,8 +228,9 @@ class TraceRecorder:
         key = (id(code), statement.line, target.text)
         row = self._rows.get(key)
         if row is None:
-            self._rows[key] = [summary, False, code, hits]
+            self._rows[key] = [summary, False, code, hits, 1]
             return
+        row[4] += 1
         old = row[0]
         if old.shape != summary.shape or old.text != summary.text:
             row[1] = True
@@ -261,10 +259,10 @@ class TraceRecorder:
         """Trace-store rows for everything seen so far (safe to call from another thread).
 
         ``line_hits(code, line)``: how often the line ran, when known better than by the
-        number of samples (0 when unknown). Statements still running are included when the
+        number of times it was read (0 when unknown). Statements still running are included when the
         op that made their value was seen.
         """
-        found = {key: (row[0], row[1], row[2], row[3]) for key, row in list(self._rows.items())}
+        found = {key: tuple(row) for key, row in list(self._rows.items())}
         for state in list(self._threads.values()):
             for pending in list(state.pending.values()):
                 if pending.value is None:
@@ -273,11 +271,10 @@ class TraceRecorder:
                 for target in statement.targets:
                     key = (id(pending.code), statement.line, target.text)
                     if not target.unpacked and key not in found:
-                        found[key] = (pending.value, False, pending.code, statement.line)
+                        found[key] = (pending.value, False, pending.code, statement.line, 1)
         rows = []
-        for (_, line, name), (summary, varied, code, hits_line) in found.items():
-            sampled = self._samples.get((id(code), hits_line), 0)
-            hits = max(line_hits(code, hits_line) if line_hits else 0, sampled, 1)
+        for (_, line, name), (summary, varied, code, hits_line, reads) in found.items():
+            hits = max(line_hits(code, hits_line) if line_hits else 0, reads)
             path = os.path.abspath(code.co_filename)
             statement = statement_at(code.co_filename, line)
             rows.append(
