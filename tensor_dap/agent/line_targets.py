@@ -136,7 +136,7 @@ def straight_after(statement: Statement, until: Optional[Statement]) -> list[Sta
         return []
     else:
         end = until.index
-    found = []
+    found: list[Statement] = []
     for other in statement.body[statement.index + 1 : end]:
         if not other.simple:
             return [] if until is not None else found
@@ -169,7 +169,7 @@ class _Builder:
                 for name in ("body", "orelse", "finalbody")
                 for child in getattr(node, name, None) or []
                 if isinstance(child, ast.stmt)
-            ]
+            ] + [case.pattern for case in _cases(node)]
             if inner:
                 header_end = min(child.lineno for child in inner) - 1
             for line in range(node.lineno, max(node.lineno, header_end) + 1):
@@ -183,7 +183,7 @@ class _Builder:
                 block = getattr(node, name, None)
                 if block and isinstance(block[0], ast.stmt):
                     self._block(block, own)
-            for handler in getattr(node, "handlers", None) or []:
+            for handler in [*(getattr(node, "handlers", None) or ()), *_cases(node)]:
                 self._block(handler.body, own)
 
     def _statement(self, node: ast.stmt, loops: tuple[tuple[int, int], ...]) -> Statement:
@@ -206,9 +206,11 @@ class _Builder:
         elif isinstance(node, ast.Expr):
             value = node.value
             call = node.value
-            receiver = call.func.value if isinstance(call, ast.Call) and isinstance(
-                call.func, ast.Attribute
-            ) else None
+            receiver = (
+                call.func.value
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                else None
+            )
             found = self._targets(receiver, False) if receiver is not None else []
             if len(found) == 1 and found[0].kind != VALUE:  # ``y.add_(1)``: y, after it
                 targets.extend(found)
@@ -251,6 +253,11 @@ class _Builder:
         if parts is not None:
             return [Target(text, ATTRIBUTE, parts, unpacked)]
         return [Target(text, VALUE, (), unpacked)]
+
+
+def _cases(node: ast.stmt) -> list[ast.AST]:
+    """The cases of a ``match`` statement (Python 3.10+), else none."""
+    return list(getattr(node, "cases", None) or ())
 
 
 def _attribute_path(node: ast.AST) -> Optional[tuple[str, ...]]:

@@ -161,8 +161,8 @@ class TraceRecorder:
             statement = statement_at(frame.f_code.co_filename, frame.f_lineno)
             if statement is None:
                 continue
-            pending = state.pending.get(fid)
-            if pending is None or pending.statement is not statement:
+            running = state.pending.get(fid)
+            if running is None or running.statement is not statement:
                 self._advance(state, frame, fid, statement, frame.f_lasti)
 
     def _read(self, pending: _Pending, frame: FrameType, now: Statement) -> None:
@@ -276,7 +276,7 @@ class TraceRecorder:
         for (_, line, name), (summary, varied, code, hits_line, reads) in found.items():
             hits = max(line_hits(code, hits_line) if line_hits else 0, reads)
             path = os.path.abspath(code.co_filename)
-            statement = statement_at(code.co_filename, line)
+            at = statement_at(code.co_filename, line)
             rows.append(
                 Observation(
                     path=path,
@@ -290,7 +290,7 @@ class TraceRecorder:
                     hits=hits,
                     shape_varied=varied,
                     process=self.process,
-                    col=None if statement is None else statement.end_col,
+                    col=None if at is None else at.end_col,
                     summary=summary.text,
                     detail=summary.detail,
                 )

@@ -133,10 +133,10 @@ def _container(value: Any) -> Optional[Summary]:
     for key, summary in described[:MAX_DETAIL]:
         assert summary is not None
         label = repr(key) if type(key) in (str, int) else "?"
-        grad = " grad" if summary.requires_grad or summary.grad_fn else ""
+        tracked = " grad" if summary.requires_grad or summary.grad_fn else ""
         detail.append(
             f"- [{label}]: `{shape_text(summary.shape)}` {summary.dtype} "
-            f"on `{summary.device}`{grad}"
+            f"on `{summary.device}`{tracked}"
         )
     if count > MAX_DETAIL:
         detail.append(f"- … {count - MAX_DETAIL} more")

@@ -3,9 +3,9 @@
 Hovering a name on a line where the trace store has an observation of that name (``y`` or the
 last part of ``self.w``) shows its shape, dtype, device, grad state and ``grad_fn`` (a module
 or a container of tensors: the hint's summary and the run's detail: parameter count and dtypes,
-each item's shape), how many times the line ran, whether the shape varied across runs, and, when the value comes from a
-process other than ``main`` (a rank, a worker), which. Nothing is shown on a line edited since
-the run (see :mod:`tensor_dap.lsp.alignment`).
+each item's shape), how many times the line ran, whether the shape varied across runs, and,
+when the value comes from a process other than ``main`` (a rank, a worker), which. Nothing is
+shown on a line edited since the run (see :mod:`tensor_dap.lsp.alignment`).
 """
 
 from __future__ import annotations

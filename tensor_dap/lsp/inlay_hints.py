@@ -184,7 +184,9 @@ def _row_text(row: Row, style: str) -> str:
         return str(row[SUMMARY])
     if style == "shape":
         return _shape(row[SHAPE_JSON])
-    return _summary(row[SHAPE_JSON], row[DTYPE], row[DEVICE], bool(row[REQUIRES_GRAD] or row[GRAD_FN]))
+    return _summary(
+        row[SHAPE_JSON], row[DTYPE], row[DEVICE], bool(row[REQUIRES_GRAD] or row[GRAD_FN])
+    )
 
 
 def _disagreements(shown: Row, rows: list[Row]) -> str:
