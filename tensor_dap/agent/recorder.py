@@ -40,7 +40,7 @@ from tensor_dap.agent.line_targets import (
     straight_after,
     straight_before,
 )
-from tensor_dap.agent.value_summary import Summary, describe, describe_tensor
+from tensor_dap.agent.value_summary import Summary, describe, describe_tensor, observation
 from tensor_dap.tracedb import Observation
 
 LineHits = Callable[[CodeType, int], int]
@@ -278,21 +278,15 @@ class TraceRecorder:
             path = os.path.abspath(code.co_filename)
             at = statement_at(code.co_filename, line)
             rows.append(
-                Observation(
-                    path=path,
-                    line=line,
-                    name=name,
-                    shape=summary.shape,
-                    dtype=summary.dtype,
-                    device=summary.device,
-                    requires_grad=summary.requires_grad,
-                    grad_fn=summary.grad_fn,
+                observation(
+                    summary,
+                    path,
+                    line,
+                    name,
                     hits=hits,
                     shape_varied=varied,
                     process=self.process,
                     col=None if at is None else at.end_col,
-                    summary=summary.text,
-                    detail=summary.detail,
                 )
             )
         return rows

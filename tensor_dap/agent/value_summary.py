@@ -20,6 +20,7 @@ from typing import Any, Iterable, Optional
 import torch
 
 from tensor_dap.tensor_text import dtype_name, grad_fn_name, shape_text
+from tensor_dap.tracedb import Observation
 
 PEEK = 64
 """Items of a container looked at (its length is always exact)."""
@@ -47,6 +48,28 @@ class Summary:
     grad_fn: Optional[str]
     text: Optional[str] = None
     detail: Optional[str] = None
+
+
+def observation(summary: Summary, path: str, line: int, name: str, **fields: Any) -> Observation:
+    """The trace-store row of ``summary`` (``fields``: hits, process, col, ...)."""
+    return Observation(
+        path=path,
+        line=line,
+        name=name,
+        shape=summary.shape,
+        dtype=summary.dtype,
+        device=summary.device,
+        requires_grad=summary.requires_grad,
+        grad_fn=summary.grad_fn,
+        summary=summary.text,
+        detail=summary.detail,
+        **fields,
+    )
+
+
+def is_described(value: Any) -> bool:
+    """Whether :func:`describe` may describe ``value`` (cheap: its type only)."""
+    return isinstance(value, (_Tensor, _Module)) or type(value) in _CONTAINERS
 
 
 def describe(value: Any) -> Optional[Summary]:
