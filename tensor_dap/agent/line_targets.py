@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from tensor_dap.agent import naming
 
@@ -255,7 +255,7 @@ class _Builder:
         return [Target(text, VALUE, (), unpacked)]
 
 
-def _cases(node: ast.stmt) -> list[ast.AST]:
+def _cases(node: ast.stmt) -> list[Any]:
     """The cases of a ``match`` statement (Python 3.10+), else none."""
     return list(getattr(node, "cases", None) or ())
 
