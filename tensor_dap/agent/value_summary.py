@@ -19,7 +19,8 @@ from typing import Any, Iterable, Optional
 
 import torch
 
-from tensor_dap.tensor_text import dtype_name, grad_fn_name, shape_text
+from tensor_dap.agent.describe import tensor_fields
+from tensor_dap.tensor_text import dtype_name, shape_text
 from tensor_dap.tracedb import Observation
 
 PEEK = 64
@@ -87,17 +88,8 @@ def describe(value: Any) -> Optional[Summary]:
     return None
 
 
-def describe_tensor(tensor: Any) -> Optional[Summary]:
-    try:
-        return Summary(
-            tuple(int(d) for d in tensor.shape),
-            dtype_name(tensor.dtype),
-            str(tensor.device),
-            bool(tensor.requires_grad),
-            grad_fn_name(tensor),
-        )
-    except Exception:
-        return None
+def describe_tensor(tensor: Any) -> Summary:
+    return Summary(*tensor_fields(tensor))
 
 
 def count_text(count: int) -> str:
@@ -140,9 +132,7 @@ def _container(value: Any) -> Optional[Summary]:
     if not pairs or not all(isinstance(item, _Tensor) for _, item in pairs):
         return None
     described = [(key, describe_tensor(item)) for key, item in pairs]
-    if any(summary is None for _, summary in described):
-        return None
-    summaries = [s for _, s in described if s is not None]
+    summaries = [s for _, s in described]
     shapes = _distinct(shape_text(s.shape) for s in summaries)
     if len(shapes) == 1:
         shown = shapes[0]
@@ -154,7 +144,6 @@ def _container(value: Any) -> Optional[Summary]:
     text = f"{type(value).__name__}[{count}] of {shown} {'+'.join(devices)}"
     detail = []
     for key, summary in described[:MAX_DETAIL]:
-        assert summary is not None
         label = repr(key) if type(key) in (str, int) else "?"
         tracked = " grad" if summary.requires_grad or summary.grad_fn else ""
         detail.append(
