@@ -54,14 +54,16 @@ _get_ident = threading.get_ident
 class _Pending:
     """A statement running (or just run) in a live frame, not yet read."""
 
-    __slots__ = ("code", "statement", "lasti", "value")
+    __slots__ = ("code", "statement", "lasti", "value", "value_lasti")
 
     def __init__(self, code: CodeType, statement: Statement, lasti: int) -> None:
         self.code = code
         self.statement = statement
         self.lasti = lasti
-        #: the bound value, when an op called at the assigned expression's span made it
+        #: the bound value, when an op called at the assigned expression's span made it (and
+        #: the instruction that called it)
         self.value: Optional[Summary] = None
+        self.value_lasti = -1
 
 
 class _Thread:
@@ -108,7 +110,10 @@ class TraceRecorder:
         lasti = owner.f_lasti
         pending = self._advance(state, owner, fid, statement, lasti)
         if direct and statement.value is not None and self._span(code, lasti) == statement.value:
-            pending.value = describe_tensor(tensor)
+            if pending.value_lasti == lasti:  # a tuple or list the op made, item by item
+                pending.value = None
+            else:
+                pending.value, pending.value_lasti = describe_tensor(tensor), lasti
 
     # -- reading finished statements -----------------------------------------------------------
     def _advance(
