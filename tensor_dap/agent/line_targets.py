@@ -66,6 +66,8 @@ class Statement:
     inner_loop: bool
     """A comprehension or lambda runs inside it: its instructions repeat within one run."""
     simple: bool
+    scope: int = 0
+    """The line of the function or class whose code runs it (0: the module's)."""
     body: list[Statement] = field(default_factory=list, repr=False)
     """The statements of the block it is in, in order (itself included)."""
     index: int = 0
@@ -79,8 +81,8 @@ class Statement:
 class FileTargets:
     statements: dict[int, Statement]
     """Every line of a simple statement or of a compound statement's header -> the statement."""
-    bound_at: dict[str, list[int]]
-    """Target text -> the lines of the statements that bind it."""
+    bound_at: dict[tuple[int, str], list[int]]
+    """(scope, target text) -> the lines of the statements of that scope that bind it."""
 
 
 _FILES: dict[str, Optional[FileTargets]] = {}
@@ -99,13 +101,15 @@ def statement_at(path: str, line: int) -> Optional[Statement]:
     return None if found is None else found.statements.get(line)
 
 
-def rebound_between(path: str, target: Target, after: int, before: int) -> bool:
-    """Whether a statement other than the one at ``after`` may bind ``target`` on the way from
-    line ``after`` to line ``before`` (forward, or around a loop when ``before <= after``)."""
+def rebound_between(path: str, target: Target, statement: Statement, before: int) -> bool:
+    """Whether a statement of its scope other than ``statement`` may bind ``target`` on the way
+    from ``statement`` to line ``before`` (forward, or around a loop when ``before`` is not
+    after it)."""
     found = file_targets(path)
     if found is None:
         return True
-    for line in found.bound_at.get(target.text, ()):
+    after = statement.line
+    for line in found.bound_at.get((statement.scope, target.text), ()):
         if line == after:
             continue
         if after < before and after < line < before:
@@ -148,21 +152,22 @@ class _Builder:
     def __init__(self, path: str) -> None:
         self.path = path
         self.statements: dict[int, Statement] = {}
-        self.bound_at: dict[str, list[int]] = {}
+        self.bound_at: dict[tuple[int, str], list[int]] = {}
 
     def build(self, tree: ast.Module) -> FileTargets:
-        self._block(tree.body, ())
+        self._block(tree.body, (), 0)
         return FileTargets(self.statements, self.bound_at)
 
-    def _block(self, nodes: list[ast.stmt], loops: tuple[tuple[int, int], ...]) -> None:
+    def _block(self, nodes: list[ast.stmt], loops: tuple[tuple[int, int], ...], scope: int) -> None:
         body: list[Statement] = []
         for node in nodes:
             statement = self._statement(node, loops)
-            statement.body, statement.index = body, len(body)
+            statement.body, statement.index, statement.scope = body, len(body), scope
             body.append(statement)
             for target in statement.targets:
                 if target.kind != VALUE:
-                    self.bound_at.setdefault(target.text, []).append(statement.line)
+                    key = (scope, target.text)
+                    self.bound_at.setdefault(key, []).append(statement.line)
             header_end = node.end_lineno or node.lineno
             inner = [
                 child
@@ -174,17 +179,17 @@ class _Builder:
                 header_end = min(child.lineno for child in inner) - 1
             for line in range(node.lineno, max(node.lineno, header_end) + 1):
                 self.statements[line] = statement
-            own = loops
+            own, inner_scope = loops, scope
             if isinstance(node, _LOOPS):
                 own = (*loops, (node.lineno, node.end_lineno or node.lineno))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                own = ()  # another code object: its loops are not this one's
+                own, inner_scope = (), node.lineno  # another code object, with its own names
             for name in ("body", "orelse", "finalbody"):
                 block = getattr(node, name, None)
                 if block and isinstance(block[0], ast.stmt):
-                    self._block(block, own)
+                    self._block(block, own, inner_scope)
             for handler in [*(getattr(node, "handlers", None) or ()), *_cases(node)]:
-                self._block(handler.body, own)
+                self._block(handler.body, own, inner_scope)
 
     def _statement(self, node: ast.stmt, loops: tuple[tuple[int, int], ...]) -> Statement:
         end_col = node.end_col_offset if node.end_lineno == node.lineno else None

@@ -182,7 +182,7 @@ class TraceRecorder:
             if pending.value is not None and not target.unpacked:
                 summary = pending.value  # the op that made the bound value, seen as it was made
             elif target.kind != VALUE and not rebound_between(
-                pending.code.co_filename, target, statement.line, now.line
+                pending.code.co_filename, target, statement, now.line
             ):
                 summary = describe(_value(target, values))
             if summary is not None:
@@ -209,7 +209,7 @@ class TraceRecorder:
         for statement in skipped:
             for target in statement.targets:
                 if target.kind == VALUE or rebound_between(
-                    code.co_filename, target, statement.line, now.line
+                    code.co_filename, target, statement, now.line
                 ):
                     continue
                 summary = describe(_value(target, values))

@@ -44,3 +44,21 @@ def test_rows_describe_bound_values_and_no_tensor_is_kept_alive() -> None:
     assert (weight.shape, weight.requires_grad) == ((2, 3), False)
     # `return`: the op that made the returned value
     assert (rows[(8, "return")].shape, rows[(8, "return")].dtype) == ((), "float64")
+
+
+def _rebinding() -> torch.Tensor:
+    a = [torch.zeros(2)]
+    a = 3  # noqa: F841  (rebound before the next op: what line 1 bound is gone)
+    b = torch.ones(1)
+    return b
+
+
+def test_a_name_rebound_before_it_could_be_read_gets_no_row() -> None:
+    recorder = TraceRecorder()
+    with Watch(rules=[], recorder=recorder):
+        _rebinding()
+    first = _rebinding.__code__.co_firstlineno
+    rows = {(row.line - first, row.name): row for row in recorder.observations()}
+    # not `(2,)`, the tensor torch.zeros made, nor anything for the int
+    assert (1, "a") not in rows and (2, "a") not in rows
+    assert rows[(3, "b")].shape == (1,)
