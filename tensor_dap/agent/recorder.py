@@ -86,6 +86,9 @@ class TraceRecorder:
         self._threads: dict[int, _Thread] = {}
         #: id(code) -> (code, its instructions' positions); the code is kept so ids stay unique
         self._positions: dict[int, tuple[CodeType, list[Any]]] = {}
+        #: (id(statement), id(previous)) -> the statements run in between without an op seen
+        #: (statements live as long as their file's cache: ids stay unique)
+        self._skips: dict[tuple[int, int], list[Statement]] = {}
 
     # -- the engine's hook ---------------------------------------------------------------------
     def observe(self, frame: FrameType, tensor: Any, direct: bool = True) -> None:
@@ -193,12 +196,16 @@ class TraceRecorder:
     ) -> None:
         """Statements that ran in a straight line between ``previous`` and ``now`` without an
         op seen on them (``x, y = batch``): their names, as they are now."""
-        if previous is None or previous.body is not now.body:
-            skipped = straight_before(now, None)
-        elif previous.index < now.index:
-            skipped = straight_after(previous, now)
-        else:  # the loop came round: the rest of the block, then its start
-            skipped = straight_after(previous, None) + straight_before(now, None)
+        key = (id(now), id(previous))
+        skipped = self._skips.get(key)
+        if skipped is None:
+            if previous is None or previous.body is not now.body:
+                skipped = straight_before(now, None)
+            elif previous.index < now.index:
+                skipped = straight_after(previous, now)
+            else:  # the loop came round: the rest of the block, then its start
+                skipped = straight_after(previous, None) + straight_before(now, None)
+            self._skips[key] = skipped
         if not skipped:
             return
         try:

@@ -14,8 +14,7 @@ result holds plain strings and ints, never the value.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, NamedTuple, Optional
 
 import torch
 
@@ -35,12 +34,11 @@ _Module = torch.nn.Module
 _CONTAINERS = (list, tuple, dict)
 
 
-@dataclass(frozen=True)
-class Summary:
+class Summary(NamedTuple):
     """A value as the trace store keeps it. For a tensor, ``text`` is None (the editor writes
     the shape, dtype and device); for a module or container, ``text`` is the hint and
     ``detail`` the lines the hover adds; ``dtype`` and ``device`` are then the distinct ones,
-    joined by ``+``."""
+    joined by ``+``. (A named tuple: made on the sampled per-op path, it must be cheap.)"""
 
     shape: tuple[int, ...]
     dtype: str
