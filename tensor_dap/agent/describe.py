@@ -51,7 +51,9 @@ class Described(TensorInfo):
         )
 
 
-def describe_tensor(tensor: Any, name: str, prov: Optional[Prov]) -> Described:
+def tensor_fields(tensor: Any) -> tuple[tuple[int, ...], str, str, bool, Optional[str]]:
+    """Shape, dtype name, device, requires_grad and grad_fn name; a field that cannot be read
+    is ``()``, ``"?"``, ``"?"``, False or None."""
     try:
         shape = tuple(int(s) for s in tensor.shape)
     except Exception:
@@ -68,4 +70,8 @@ def describe_tensor(tensor: Any, name: str, prov: Optional[Prov]) -> Described:
         requires_grad = bool(tensor.requires_grad)
     except Exception:
         requires_grad = False
-    return Described(name, shape, dtype, device, requires_grad, grad_fn_name(tensor), prov=prov)
+    return shape, dtype, device, requires_grad, grad_fn_name(tensor)
+
+
+def describe_tensor(tensor: Any, name: str, prov: Optional[Prov]) -> Described:
+    return Described(name, *tensor_fields(tensor), prov=prov)

@@ -74,8 +74,9 @@ class Watch:
     ``rules``: ids, or a spec string such as ``"default"``, ``"all"`` or ``"a,b"``.
     ``on_finding``: called with each new finding and the user's frame, *before* the op that
     caused it runs (the debug adapter suspends the program there).
-    ``recorder``: an object with ``observe(frame, tensor)`` receiving op outputs of user lines
-    (the trace store recorder); ``None`` records nothing.
+    ``recorder``: an object with ``observe(frame, tensor, direct)`` receiving op outputs of
+    user lines (``direct``: called by that frame itself) (the trace store recorder); ``None``
+    records nothing.
     ``options``: per-rule options, e.g. ``{"leaves-device": {"scalars": True}}``.
     """
 

@@ -69,7 +69,7 @@ def _record(watch: Watch, info: OpInfo, args: tuple[Any, ...], out: Any, caller:
     if user is None:
         return
     if watch.recorder is not None:
-        watch.recorder.observe(user, out)
+        watch.recorder.observe(user, out, caller is user)
     provenance = watch.provenance
     op_name = info.name
     if caller is not user:  # an op inside torch's code: name what the user called

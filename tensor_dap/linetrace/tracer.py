@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from tensor_dap.agent import frames
+from tensor_dap.agent.value_summary import is_described
 from tensor_dap.linetrace import output
 from tensor_dap.linetrace.source import definition_line, source_text
 from tensor_dap.linetrace.store import LineStore
@@ -335,6 +336,8 @@ class Tracer:
                     continue
                 text = show(value, nan)
                 texts[name] = text
+                if store is not None and line is not None and is_described(value):
+                    store.observe(state.code, line, name, value, text)  # a module, a list
                 if before is None:
                     changes.append((new_kind, name, text, True))
                 elif before != text:

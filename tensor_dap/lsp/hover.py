@@ -1,10 +1,11 @@
 """``textDocument/hover``: what the last run saw of the variable under the cursor.
 
 Hovering a name on a line where the trace store has an observation of that name (``y`` or the
-last part of ``self.w``) shows its shape, dtype, device, grad state and ``grad_fn``, how many
-times the line ran, whether the shape varied across runs, and, when the value comes from a
-process other than ``main`` (a rank, a worker), which. Nothing is shown on a line edited since
-the run (see :mod:`tensor_dap.lsp.alignment`).
+last part of ``self.w``) shows its shape, dtype, device, grad state and ``grad_fn`` (a module
+or a container of tensors: the hint's summary and the run's detail: parameter count and dtypes,
+each item's shape), how many times the line ran, whether the shape varied across runs, and,
+when the value comes from a process other than ``main`` (a rank, a worker), which. Nothing is
+shown on a line edited since the run (see :mod:`tensor_dap.lsp.alignment`).
 """
 
 from __future__ import annotations
@@ -27,12 +28,19 @@ def matches(name: str, word: str) -> bool:
 
 def observation_markdown(obs: Observation) -> str:
     """The markdown block for one observation."""
+    times = "once" if obs.hits == 1 else f"{obs.hits} times"
+    if obs.summary:  # a module or a container of tensors: the hint's text, then its detail
+        lines = [f"**{obs.name}**: {obs.summary}", ""]
+        lines += (obs.detail or "").splitlines()
+        lines.append(f"- ran {times}")
+        if obs.process != "main":
+            lines.append(f"- process: {obs.process}")
+        return "\n".join(lines)
     grad = (
         f"grad_fn `{obs.grad_fn}`"
         if obs.grad_fn
         else ("requires grad" if obs.requires_grad else "no grad")
     )
-    times = "once" if obs.hits == 1 else f"{obs.hits} times"
     lines = [
         f"**{obs.name}**: `{shape_text(obs.shape)}` {obs.dtype} on `{obs.device}`, {grad}",
         "",

@@ -2,8 +2,10 @@
 
 For each line of the requested range with observations in the trace store, one hint per observed
 name, at the end of the statement (the stored ``col``, else the end of the line's text without
-trailing blanks): ``(64, 10) f32 cuda:0 grad``. A name other than the line's assignment target
-(``y.add_(1)``, a second value on the line) is prefixed: ``y: (6,) f32 cpu``. With several
+trailing blanks): ``(64, 10) f32 cuda:0 grad``; a module or a list/tuple/dict of tensors by
+the summary the run stored (``Sequential 161 params accel:0``, ``list[4] of ((16, 8), (16, 1))
+accel:0``). A name other than the line's assignment target (``y.add_(1)``, each of ``x, y =
+batch``) is prefixed: ``y: (6,) f32 cpu``. With several
 processes (ranks, workers) the ``main`` process's value is shown, else the first one's, followed
 by what other processes saw differently: ``(32, 10) f32 cuda:0 · rank 1: (31, 10)``; the hover
 lists them all.
@@ -37,6 +39,7 @@ from .store import (
     PROCESS,
     REQUIRES_GRAD,
     SHAPE_JSON,
+    SUMMARY,
     FileData,
     Row,
 )
@@ -149,12 +152,7 @@ def _line_json(data: FileData, lines: Sequence[str], number: int, style: str = "
         row = _representative(rows)
         col = row[COL]
         character = end if col is None else byte_col_to_utf16(text, int(col))
-        grad = bool(row[REQUIRES_GRAD] or row[GRAD_FN])
-        if style == "shape":
-            hint = _shape(row[SHAPE_JSON])
-        else:
-            hint = _summary(row[SHAPE_JSON], row[DTYPE], row[DEVICE], grad)
-        hint += _disagreements(row, rows)
+        hint = _row_text(row, style) + _disagreements(row, rows)
         name = row[NAME]
         if name != target and name:
             short = name if len(name) <= _MAX_NAME else name[: _MAX_NAME - 1] + "…"
@@ -179,6 +177,18 @@ def _representative(rows: list[Row]) -> Row:
     return rows[0]
 
 
+def _row_text(row: Row, style: str) -> str:
+    """A row's hint: a module's or container's stored summary, else the tensor's shape (and,
+    in the ``full`` style, dtype, device and grad state)."""
+    if row[SUMMARY]:
+        return str(row[SUMMARY])
+    if style == "shape":
+        return _shape(row[SHAPE_JSON])
+    return _summary(
+        row[SHAPE_JSON], row[DTYPE], row[DEVICE], bool(row[REQUIRES_GRAD] or row[GRAD_FN])
+    )
+
+
 def _disagreements(shown: Row, rows: list[Row]) -> str:
     """`` · rank 1: (31, 10)`` for each other process (rank, worker) that saw another shape,
     dtype or device on the line — only what differs, so a rank-dependent bug stands out."""
@@ -187,6 +197,10 @@ def _disagreements(shown: Row, rows: list[Row]) -> str:
         if row is shown:
             continue
         differs = []
+        if row[SUMMARY] or shown[SUMMARY]:  # a module or container: its whole summary
+            if row[SUMMARY] != shown[SUMMARY]:
+                notes.append(f"{row[PROCESS]}: {_row_text(row, 'full')}")
+            continue
         if row[SHAPE_JSON] != shown[SHAPE_JSON]:
             differs.append(_shape(row[SHAPE_JSON]))
         if row[DTYPE] != shown[DTYPE]:
@@ -212,6 +226,6 @@ def _shape(shape_json: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _summary(shape_json: str, dtype: str, device: str, grad: bool) -> str:
-    """:func:`~tensor_dap.lsp.text.summary` of a row's columns."""
+    """:func:`~tensor_dap.lsp.text.summary` of a tensor row's columns."""
     text = f"{_shape(shape_json)} {short_dtype(dtype)} {device}"
     return f"{text} grad" if grad else text

@@ -31,7 +31,7 @@ _NO_VERSION = -1
 
 _COLUMNS = (
     "NULL, line, name, shape_json, dtype, device, requires_grad, grad_fn, hits, shape_varied, "
-    "process, col, last_run_id"
+    "process, col, last_run_id, summary, detail"
 )
 """The columns of a row (:data:`Row`), in this order; the path is left out (NULL), the file's
 rows all have the same."""
@@ -40,7 +40,7 @@ Row = tuple[Any, ...]
 """One ``observations`` row as SQLite returns it (see :data:`_COLUMNS`)."""
 
 LINE, NAME, SHAPE_JSON, DTYPE, DEVICE, REQUIRES_GRAD, GRAD_FN = 1, 2, 3, 4, 5, 6, 7
-PROCESS, COL, LAST_RUN_ID = 10, 11, 12
+PROCESS, COL, LAST_RUN_ID, SUMMARY, DETAIL = 10, 11, 12, 13, 14
 
 
 def observation(row: Row, path: str) -> Observation:
@@ -128,9 +128,8 @@ class _Reader(TraceReader):
     (converting 20,000 rows to :class:`Observation` objects costs ~0.4 s)."""
 
     def observation_rows(self, path: str) -> list[Row]:
-        return self._query(
-            f"SELECT {_COLUMNS} FROM observations WHERE path = ? ORDER BY line, name, process",
-            (path,),
+        return self.select_observations(
+            _COLUMNS, "WHERE path = ? ORDER BY line, name, process", (path,)
         )
 
 

@@ -46,7 +46,10 @@ def has_grad(obs: Observation) -> bool:
 
 
 def summary(obs: Observation) -> str:
-    """``(64, 10) f32 cuda:0 grad``: shape, short dtype, device, and ``grad`` when tracked."""
+    """``(64, 10) f32 cuda:0 grad``: shape, short dtype, device, and ``grad`` when tracked; a
+    module's or container's stored summary (``Sequential 161 params accel:0``)."""
+    if obs.summary:
+        return obs.summary
     text = f"{shape_text(obs.shape)} {short_dtype(obs.dtype)} {obs.device}"
     return f"{text} grad" if has_grad(obs) else text
 

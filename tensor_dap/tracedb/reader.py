@@ -30,16 +30,21 @@ log = logging.getLogger("tensor_dap.tracedb")
 
 _OBSERVATION_COLUMNS = (
     "path, line, name, shape_json, dtype, device, requires_grad, grad_fn, hits, shape_varied, "
-    "process, col, last_run_id"
+    "process, col, last_run_id, summary, detail"
 )
+VERSION_2_COLUMNS = {"summary": "NULL", "detail": "NULL"}
+"""Columns a version 2 store (not migrated yet: only writers migrate) lacks, and what to
+select instead."""
 _RUN_COLUMNS = "run_id, started, ended, argv_json, cwd, exit_json, command"
 
 
 def observation_from_row(row: tuple[Any, ...], path: Optional[str] = None) -> Observation:
-    """An ``observations`` row as an :class:`Observation` (``path`` overrides the row's)."""
+    """An ``observations`` row as an :class:`Observation` (``path`` overrides the row's); the
+    ``summary`` and ``detail`` columns may be left out."""
     row_path, line, name, shape_json, dtype, device, requires_grad, grad_fn = row[:8]
     path = row_path if path is None else path
-    hits, shape_varied, process, col, last_run_id = row[8:]
+    hits, shape_varied, process, col, last_run_id = row[8:13]
+    summary, detail = (row[13], row[14]) if len(row) >= 15 else (None, None)
     try:
         shape = tuple(int(d) for d in json.loads(shape_json))
     except (TypeError, ValueError):
@@ -58,6 +63,8 @@ def observation_from_row(row: tuple[Any, ...], path: Optional[str] = None) -> Ob
         process=process,
         col=None if col is None else int(col),
         last_run_id=None if last_run_id is None else int(last_run_id),
+        summary=summary,
+        detail=detail,
     )
 
 
@@ -115,12 +122,29 @@ class TraceReader:
     def observations_for(self, path: str) -> list[Observation]:
         """Everything observed in ``path`` (absolute, as the writer stored it), ordered by line,
         name and process."""
-        rows = self._query(
-            f"SELECT {_OBSERVATION_COLUMNS} FROM observations WHERE path = ? "
-            "ORDER BY line, name, process",
-            (path,),
+        rows = self.select_observations(
+            _OBSERVATION_COLUMNS, "WHERE path = ? ORDER BY line, name, process", (path,)
         )
         return [observation_from_row(row) for row in rows]
+
+    def select_observations(
+        self, columns: str, where: str, params: tuple[Any, ...]
+    ) -> list[tuple[Any, ...]]:
+        """``SELECT columns FROM observations where``; in a version 2 store (before a writer
+        migrated it) the columns it lacks are selected as NULL."""
+
+        def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            sql = f"SELECT {columns} FROM observations {where}"
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as error:
+                if "no such column" not in str(error):
+                    raise
+            old = ", ".join(VERSION_2_COLUMNS.get(c.strip(), c) for c in columns.split(","))
+            return conn.execute(f"SELECT {old} FROM observations {where}", params).fetchall()
+
+        empty: list[tuple[Any, ...]] = []
+        return self._read(query, empty)
 
     def findings_for(
         self, path: Optional[str] = None, run_id: Optional[int] = None

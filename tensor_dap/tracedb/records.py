@@ -23,6 +23,11 @@ class Observation:
     ``name`` is the variable name or the expression's text; ``col`` the 0-based column where the
     value's expression ends (None when unknown). ``process`` is a short label such as ``"main"``,
     ``"rank 1"`` or ``"worker 0"``. ``last_run_id`` is filled in by the reader.
+
+    A value that is not a tensor (an ``nn.Module``, a list/tuple/dict of tensors) has a
+    ``summary``, the hint text (``Sequential 161 params accel:0``), and a ``detail``, the
+    markdown lines a hover adds; its ``shape`` is then empty and ``dtype``/``device`` list the
+    distinct ones (``cpu+accel:0``). A tensor has neither.
     """
 
     path: str
@@ -38,6 +43,8 @@ class Observation:
     process: str = DEFAULT_PROCESS
     col: Optional[int] = None
     last_run_id: Optional[int] = None
+    summary: Optional[str] = None
+    detail: Optional[str] = None
 
     def __post_init__(self) -> None:
         # torch.Size, lists and numpy ints all become a plain tuple of ints.

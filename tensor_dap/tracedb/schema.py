@@ -17,15 +17,20 @@ from typing import Optional
 
 from .errors import TraceStoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bump when a table changes; add a migration from the older versions to :func:`initialize`."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE sources ADD COLUMN text TEXT",),
+    2: (
+        "ALTER TABLE observations ADD COLUMN summary TEXT",
+        "ALTER TABLE observations ADD COLUMN detail TEXT",
+    ),
 }
 """Version -> the statements that bring a store of that version to the next one. Version 2
 keeps each observed file's text, so that the language server can match lines of an edited
-file to the lines the run saw."""
+file to the lines the run saw; version 3 describes values other than tensors (modules, lists
+of tensors) in ``observations.summary`` and ``detail``."""
 
 VERSION_KEY = "schema_version"
 COUNTER_KEY = "change_counter"
@@ -65,6 +70,8 @@ DDL: tuple[str, ...] = (
         shape_varied  INTEGER NOT NULL,
         last_run_id   INTEGER,
         updated       REAL NOT NULL,
+        summary       TEXT,
+        detail        TEXT,
         PRIMARY KEY (path, line, name, process)
     )
     """,

@@ -116,6 +116,8 @@ class TraceWriter:
                 str(obs.device),
                 int(bool(obs.requires_grad)),
                 obs.grad_fn if obs.grad_fn is None else str(obs.grad_fn),
+                obs.summary if obs.summary is None else str(obs.summary),
+                obs.detail if obs.detail is None else str(obs.detail),
             )
             key = (str(path), int(line), str(name), str(process))
             rows.append((key, state, hits, int(varied), None if col is None else int(col)))
@@ -130,7 +132,7 @@ class TraceWriter:
                         END,
                         col = COALESCE(?, col),
                         shape_json = ?, dtype = ?, device = ?, requires_grad = ?, grad_fn = ?,
-                        hits = hits + ?, last_run_id = ?, updated = ?
+                        summary = ?, detail = ?, hits = hits + ?, last_run_id = ?, updated = ?
                     WHERE path = ? AND line = ? AND name = ? AND process = ?
                     """,
                     (varied, state[0], col, *state, hits, run_id, now, *key),
@@ -140,8 +142,9 @@ class TraceWriter:
                         """
                         INSERT INTO observations (
                             path, line, name, process, col, shape_json, dtype, device,
-                            requires_grad, grad_fn, hits, shape_varied, last_run_id, updated
-                        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            requires_grad, grad_fn, summary, detail, hits, shape_varied,
+                            last_run_id, updated
+                        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                         (*key, col, *state, hits, varied, run_id, now),
                     )

@@ -161,6 +161,20 @@ def test_tracedb_gets_the_observations(tmp_path: Path) -> None:
     assert row.col == len("    squared_diff = (y - pred) ** 2")
 
 
+def test_tracedb_describes_modules_and_containers_as_check_does(tmp_path: Path) -> None:
+    source = """\
+    import torch
+
+    model = torch.nn.Linear(3, 2)
+    pair = [torch.zeros(2, 3), torch.ones(4)]
+    """
+    trace(tmp_path, source)
+    with TraceReader(tmp_path / "trace.db") as reader:
+        rows = {o.name: o for o in reader.observations_for(str(tmp_path / "script.py"))}
+    assert rows["model"].summary == "Linear 8 params cpu"
+    assert rows["pair"].summary == "list[2] of ((2, 3), (4,)) cpu"
+
+
 def test_an_empty_script_prints_nothing(tmp_path: Path) -> None:
     code, entries, text = trace(tmp_path, "")
     assert code == 0 and text == ""

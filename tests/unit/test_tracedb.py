@@ -454,6 +454,8 @@ def test_source_text_is_kept_and_a_version_1_store_is_migrated(db: pathlib.Path)
     TraceWriter(db).close()
     conn = sqlite3.connect(db)
     conn.execute("ALTER TABLE sources DROP COLUMN text")
+    conn.execute("ALTER TABLE observations DROP COLUMN summary")
+    conn.execute("ALTER TABLE observations DROP COLUMN detail")
     conn.execute("INSERT INTO sources VALUES (?, ?, NULL, 0)", (SCRIPT, text_digest("old")))
     conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     conn.commit()
@@ -472,4 +474,34 @@ def test_source_text_is_kept_and_a_version_1_store_is_migrated(db: pathlib.Path)
     conn = sqlite3.connect(db)
     version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert version == (str(SCHEMA_VERSION),)
+    conn.close()
+
+
+def test_a_version_2_store_opens_and_gains_value_summaries(db: pathlib.Path) -> None:
+    # a store as tensor-dap wrote it before modules and containers were described
+    with TraceWriter(db) as writer:
+        writer.add_observations(writer.begin_run("check", [], "/project"), [obs(3)])
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE observations DROP COLUMN summary")
+    conn.execute("ALTER TABLE observations DROP COLUMN detail")
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with TraceReader(db) as reader:  # read before any writer migrated it
+        [row] = reader.observations_for(SCRIPT)
+        assert (row.line, row.shape, row.summary, row.detail) == (3, (2, 3), None, None)
+    module = obs(
+        5, "model", (), device="accel:0", summary="Sequential 161 params accel:0", detail="- d"
+    )
+    with TraceWriter(db) as writer:
+        writer.add_observations(writer.begin_run("check", [], "/project"), [obs(3), module])
+    with TraceReader(db) as reader:
+        rows = reader.observations_for(SCRIPT)
+    assert [(r.line, r.summary, r.detail) for r in rows] == [
+        (3, None, None),
+        (5, "Sequential 161 params accel:0", "- d"),
+    ]
+    conn = sqlite3.connect(db)
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == (str(SCHEMA_VERSION),) == ("3",)
     conn.close()
