@@ -8,7 +8,7 @@ Variables view, the line tracer and the language server.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from tensor_dap.agent.provenance import Prov
@@ -40,15 +40,7 @@ class Described(TensorInfo):
 
     def info(self) -> TensorInfo:
         """The finding's record of the tensor, without the creation record's internals."""
-        return TensorInfo(
-            name=self.name,
-            shape=self.shape,
-            dtype=self.dtype,
-            device=self.device,
-            requires_grad=self.requires_grad,
-            grad_fn=self.grad_fn,
-            origin=self.origin,
-        )
+        return TensorInfo(**{field.name: getattr(self, field.name) for field in fields(TensorInfo)})
 
 
 def tensor_fields(tensor: Any) -> tuple[tuple[int, ...], str, str, bool, Optional[str]]:

@@ -287,20 +287,9 @@ class TraceRecorder:
         rows = []
         for (_, line, name), (summary, varied, code, hits_line, reads) in found.items():
             hits = max(line_hits(code, hits_line) if line_hits else 0, reads)
-            path = os.path.abspath(code.co_filename)
             at = statement_at(code.co_filename, line)
-            rows.append(
-                observation(
-                    summary,
-                    path,
-                    line,
-                    name,
-                    hits=hits,
-                    shape_varied=varied,
-                    process=self.process,
-                    col=None if at is None else at.end_col,
-                )
-            )
+            col = None if at is None else at.end_col
+            rows.append(observation(summary, code, line, name, hits, varied, self.process, col))
         return rows
 
 

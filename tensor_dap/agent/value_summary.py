@@ -14,6 +14,8 @@ result holds plain strings and ints, never the value.
 from __future__ import annotations
 
 import itertools
+import os
+from types import CodeType
 from typing import Any, Iterable, NamedTuple, Optional
 
 import torch
@@ -49,10 +51,19 @@ class Summary(NamedTuple):
     detail: Optional[str] = None
 
 
-def observation(summary: Summary, path: str, line: int, name: str, **fields: Any) -> Observation:
-    """The trace-store row of ``summary`` (``fields``: hits, process, col, ...)."""
+def observation(
+    summary: Summary,
+    code: CodeType,
+    line: int,
+    name: str,
+    hits: int,
+    shape_varied: bool,
+    process: str,
+    col: Optional[int],
+) -> Observation:
+    """The trace-store row of ``summary``, bound to ``name`` at ``line`` of ``code``."""
     return Observation(
-        path=path,
+        path=os.path.abspath(code.co_filename),
         line=line,
         name=name,
         shape=summary.shape,
@@ -62,7 +73,10 @@ def observation(summary: Summary, path: str, line: int, name: str, **fields: Any
         grad_fn=summary.grad_fn,
         summary=summary.text,
         detail=summary.detail,
-        **fields,
+        hits=hits,
+        shape_varied=shape_varied,
+        process=process,
+        col=col,
     )
 
 

@@ -52,19 +52,8 @@ class LineStore:
         """Rows for the store (safe to call from the session's flushing thread)."""
         rows = []
         for (_, line, name), (summary, hits, varied, code, _meta) in list(self._rows.items()):
-            path = os.path.abspath(code.co_filename)
-            rows.append(
-                observation(
-                    summary,
-                    path,
-                    line,
-                    name,
-                    hits=hits,
-                    shape_varied=varied,
-                    process=self.process,
-                    col=self._col(path, line),
-                )
-            )
+            col = self._col(os.path.abspath(code.co_filename), line)
+            rows.append(observation(summary, code, line, name, hits, varied, self.process, col))
         return rows
 
     def _col(self, path: str, line: int) -> Optional[int]:
