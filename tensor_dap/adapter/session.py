@@ -3,7 +3,8 @@
 Each request, response or event the session cares about has one handler, named here:
 ``launch`` (:mod:`~tensor_dap.adapter.launch`), ``attach`` (:mod:`~tensor_dap.adapter.attach`),
 the rule checkboxes and the stops on findings
-(:mod:`~tensor_dap.adapter.tensor_breakpoints`), and the tensors in VARIABLES.
+(:mod:`~tensor_dap.adapter.tensor_breakpoints`), the trace-store run of a launch
+(:mod:`~tensor_dap.adapter.session_trace`), and the tensors in VARIABLES.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tensor_dap.adapter.agent_channel import AgentChannel
 from tensor_dap.adapter.attach import Attach
 from tensor_dap.adapter.launch import rewrite_launch
 from tensor_dap.adapter.proxy import Message, Proxy
+from tensor_dap.adapter.session_trace import SessionTrace
 from tensor_dap.adapter.tensor_breakpoints import TensorBreakpoints
 
 _TENSOR_VALUE = "tensor<"
@@ -27,10 +29,11 @@ class ProxySession(Proxy):
         self.channel = AgentChannel()
         self.breakpoints = TensorBreakpoints(self.channel, self.tell_client)
         self.attach = Attach(self, self.breakpoints)
+        self.trace = SessionTrace(self.tell_client)
         self.handlers.update(
             {
                 "initialize_request": self._remember_initialize,
-                "launch_request": lambda message: rewrite_launch(message, self.breakpoints),
+                "launch_request": lambda m: rewrite_launch(m, self.breakpoints, self.trace),
                 "attach_request": self.attach.request,
                 "setExceptionBreakpoints_request": self.breakpoints.filters_request,
                 "initialize_response": self.breakpoints.advertise,
@@ -39,6 +42,9 @@ class ProxySession(Proxy):
                 "stopped_event": self.breakpoints.stopped,
                 "exceptionInfo_response": self.breakpoints.exception_info,
                 "variables_response": mark_tensors,
+                "disconnect_request": self.trace.stopping,
+                "terminate_request": self.trace.stopping,
+                "exited_event": self.trace.exited,
             }
         )
 
@@ -48,6 +54,7 @@ class ProxySession(Proxy):
     def _shutdown(self) -> None:
         self.channel.close()
         super()._shutdown()
+        self.trace.end()
 
 
 def mark_tensors(message: Message) -> None:
