@@ -44,7 +44,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     target.add_argument("--program")
     target.add_argument("--module")
     parser.add_argument("--rules", default="", help="comma list used when no adapter is reachable")
-    parser.add_argument("--trace", help="the trace store to write (see tensor_dap.agent.live_trace)")
+    parser.add_argument("--trace", help="the trace store to write (agent.live_trace)")
     parser.add_argument("--trace-run", type=int, help="the store's run, begun by the adapter")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
