@@ -4,7 +4,8 @@ The proxy rewrites the request so that debugpy starts ``-m tensor_dap.agent.debu
 program (or module), its arguments and the enabled rules, and passes the agent the channel's
 address in its environment, and the trace-store run it writes
 (:class:`~tensor_dap.adapter.session_trace.SessionTrace`). An interpreter that lacks
-tensor-dap, no program, or an unknown rule refuses the launch (:class:`~tensor_dap.adapter.proxy.Refusal`) before debugpy sees it.
+tensor-dap, no program, or an unknown rule refuses the launch
+(:class:`~tensor_dap.adapter.proxy.Refusal`) before debugpy sees it.
 """
 
 from __future__ import annotations
