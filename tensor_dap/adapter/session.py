@@ -10,7 +10,7 @@ the rule checkboxes and the stops on findings
 from __future__ import annotations
 
 import sys
-from typing import BinaryIO
+from typing import BinaryIO, Optional
 
 from tensor_dap.adapter.agent_channel import AgentChannel
 from tensor_dap.adapter.attach import Attach
@@ -24,10 +24,16 @@ _TENSOR_VALUE = "tensor<"
 
 
 class ProxySession(Proxy):
-    def __init__(self, client_in: BinaryIO, client_out: BinaryIO, python: str = sys.executable):
+    def __init__(
+        self,
+        client_in: BinaryIO,
+        client_out: BinaryIO,
+        python: str = sys.executable,
+        ticked: Optional[str] = None,
+    ):
         super().__init__(client_in, client_out, python)
         self.channel = AgentChannel()
-        self.breakpoints = TensorBreakpoints(self.channel, self.tell_client)
+        self.breakpoints = TensorBreakpoints(self.channel, self.tell_client, ticked)
         self.attach = Attach(self, self.breakpoints)
         self.trace = SessionTrace(self.tell_client)
         self.handlers.update(
