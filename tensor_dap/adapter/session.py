@@ -45,7 +45,7 @@ class ProxySession(Proxy):
                 "initialize_response": self.breakpoints.advertise,
                 "setExceptionBreakpoints_response": self.breakpoints.filters_response,
                 "process_event": self.attach.process_event,
-                "stopped_event": self.breakpoints.stopped,
+                "stopped_event": self._stopped,
                 "exceptionInfo_response": self.breakpoints.exception_info,
                 "variables_response": mark_tensors,
                 "disconnect_request": self.trace.stopping,
@@ -56,6 +56,13 @@ class ProxySession(Proxy):
 
     def _remember_initialize(self, message: Message) -> None:
         self.initialize = message
+
+    def _stopped(self, message: Message) -> None:
+        """A pause: named after its rule when a finding caused it, and every agent writes its
+        trace-store rows now, so the editor shows the lines that ran (the flush threads would
+        within a second)."""
+        self.breakpoints.stopped(message)
+        self.channel.flush()
 
     def _shutdown(self) -> None:
         self.channel.close()

@@ -161,7 +161,7 @@ class ProcessAgent:
 
         def connect() -> None:
             try:
-                client = ChannelClient(address, starter)
+                client = ChannelClient(address, starter, self._flush)
             except OSError as error:
                 log.warning("tensor-dap: cannot reach the debug adapter: %s", error)
                 return
@@ -172,6 +172,11 @@ class ProcessAgent:
             connect()
         else:
             start_tool_thread(connect, "tensor-dap-agent")
+
+    def _flush(self) -> None:
+        """The program paused (the adapter says so): this process's rows to the store now."""
+        if self.session is not None:
+            self.session.flush()
 
     def finish(self) -> None:
         """At exit: the last rows to the trace store, the end record to the findings log."""

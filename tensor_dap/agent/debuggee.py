@@ -21,7 +21,7 @@ import runpy
 import signal
 import sys
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from tensor_dap.agent.channel import ChannelClient, ChannelListener
 from tensor_dap.agent.engine import Watch
@@ -138,7 +138,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     config = address_from_environment()
     if config is not None:
         try:
-            client = ChannelClient(config, starter.rules_changed)
+            client = ChannelClient(config, starter.rules_changed, _flusher(session))
             if client.first_rules is not None:
                 rules = client.first_rules
                 watch.set_enabled(rules)
@@ -146,6 +146,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"tensor-dap: cannot reach the debug adapter: {error}", file=sys.stderr)
     _follow_children(watch, rules, session)
     return _run(watch, session, options.program, options.module, options.args)
+
+
+def _flusher(session: Optional[TraceSession]) -> Optional[Callable[[], None]]:
+    """What the agent does when the adapter says the program paused: write the rows."""
+    return session.flush if session is not None else None
 
 
 def _follow_children(watch: Watch, rules: list[str], session: Optional[TraceSession]) -> None:
@@ -185,7 +190,7 @@ def run_listening(
     session = start_live_trace(watch, command="run")
     # debugpy listens first: the agent's published address tells a client it may attach now
     debugpy.listen((host, port))
-    listener = ChannelListener(starter.rules_changed)
+    listener = ChannelListener(starter.rules_changed, on_flush=_flusher(session))
     try:
         if wait:
             debugpy.wait_for_client()

@@ -91,6 +91,20 @@ def test_launch_writes_the_lines_that_ran_while_paused(
     assert run.ended is not None and '"status": "ok"' in (run.exit_json or "")
 
 
+def test_a_pause_writes_the_rows_at_once(script: Path, trace_store: Path) -> None:
+    """The adapter tells the agents the program paused: the rows are written then, not at the
+    flush thread's next tick (a second after the session began, long after this pause)."""
+    dap = DapClient()
+    try:
+        dap.start(str(script), [], {str(script): [BREAK_LINE]})
+        dap.event("stopped")
+        paused = time.monotonic()
+        _eventually("rows after the pause", lambda: 4 in _shapes(trace_store, script), 0.6)
+        assert time.monotonic() - paused < 0.6
+    finally:
+        dap.close()
+
+
 def test_a_stopped_session_leaves_its_run_ended(script: Path, trace_store: Path) -> None:
     """Stop while paused: debugpy kills the debuggee, the adapter records how the run ended."""
     dap = DapClient()
