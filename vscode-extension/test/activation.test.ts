@@ -78,6 +78,10 @@ describe("activation (stand-in vscode)", () => {
       configuration: { python: "/venv/bin/python", tensorBreakpoints: [] },
     });
     assert.deepStrictEqual(none.args, ["-m", "tensor_dap", "adapter", "--rules", ""]);
+    const subprocess = await factory.createDebugAdapterDescriptor({
+      configuration: { python: "/venv/bin/python", tensorBreakpoints: ["default"], subProcessId: 42 },
+    });
+    assert.deepStrictEqual(subprocess.args, ["-m", "tensor_dap", "adapter"]);
   });
 
   it("F5 on a Python file with tensor_dap installed gives a full configuration", async function () {

@@ -12,10 +12,15 @@ import { resolveInterpreter } from "../common/python";
 
 export const ADAPTER_ARGS = ["-m", "tensor_dap", "adapter"];
 
-/** The adapter's arguments for a configuration: `--rules` with its tensor breakpoints, if any. */
+/** The adapter's arguments for a configuration: `--rules` with its tensor breakpoints, if any.
+ * Not for a subprocess's session (debugpy's `subProcessId`): its agent takes the rules of the
+ * session that launched the program, and its configuration is not one the user wrote. */
 export function adapterArgs(configuration: { [key: string]: unknown }): string[] {
   const rules = configuration.tensorBreakpoints;
-  return Array.isArray(rules) ? [...ADAPTER_ARGS, "--rules", rules.map(String).join(",")] : ADAPTER_ARGS;
+  if (!Array.isArray(rules) || configuration.subProcessId !== undefined) {
+    return ADAPTER_ARGS;
+  }
+  return [...ADAPTER_ARGS, "--rules", rules.map(String).join(",")];
 }
 
 export class TensorDapAdapterFactory implements vscode.DebugAdapterDescriptorFactory {
