@@ -130,6 +130,8 @@ class ProcessAgent:
         self.session = None
         if config.trace and config.run_id is not None:
             self._join_trace_run(config.trace, config.run_id)
+            if config.suspend:  # a debug session: the finding is in the store when it pauses
+                sinks.insert(0, lambda _finding, _frame: self._flush())
         atexit.register(self.finish)
 
     def _join_trace_run(self, db_path: str, run_id: int) -> None:

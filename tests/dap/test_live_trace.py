@@ -192,6 +192,7 @@ CHILD = """\
 import torch
 c = torch.zeros(2, 5)
 d = c.t()
+e = torch.ones(4) - torch.ones(4, 1)
 print("child done", flush=True)
 """
 PARENT = """\
@@ -210,8 +211,15 @@ def test_a_subprocess_writes_into_the_sessions_run(tmp_path: Path, trace_store: 
     dap = DapClient()
     sessions = [dap]
     try:
-        dap.start(str(parent), [], args=[str(child)], subProcess=True)
-        _attach_child(dap.event("debugpyAttach", timeout=120), sessions)
+        dap.start(
+            str(parent), [], args=[str(child)], subProcess=True, tensorBreakpoints=["broadcast"]
+        )
+        session = _attach_child(dap.event("debugpyAttach", timeout=120), sessions)
+        stopped = session.event("stopped", timeout=120)["body"]
+        assert stopped["text"] == "broadcast"
+        with TraceReader(trace_store) as reader:  # written before the child paused
+            assert [(f.rule, f.line) for f in reader.findings_for(str(child))] == [("broadcast", 4)]
+        session.send("continue", {"threadId": stopped["threadId"]})
         dap.event("terminated", timeout=120)
     finally:
         for session in reversed(sessions):
