@@ -5,8 +5,8 @@ debugpy (``python -m debugpy.adapter``), under ``tensor-dap adapter`` with no te
 enabled and with the default rules — each with the trace store written (what every session
 does) and with ``"traceStore": false``; the debuggee times its own loop (after a warm-up), so
 start-up is not counted, in CPU time of the whole process (the store's flush thread included),
-which other work on the machine disturbs less than the wall clock. Prints the ratios to plain debugpy (targets: ≤ 1.02× with no rule and
-no store, ≤ 1.3× with the default rules).
+which other work on the machine disturbs less than the wall clock. Prints the ratios to plain
+debugpy (targets: ≤ 1.02× with no rule and no store, ≤ 1.3× with the default rules).
 """
 
 from __future__ import annotations
