@@ -5,8 +5,10 @@
 Loopback TCP, one JSON object a line. The end that connects first sends a hello,
 ``{"token": ...}`` (the agent adds its ``"pid"``); the listening end closes, without a word, a
 connection whose token is not its own. Then the adapter sends rule sets, ``{"rules": [...]}``,
-at once and whenever the user ticks or unticks a rule. Which end listens depends on who started
-first, the messages do not:
+at once and whenever the user ticks or unticks a rule, and the same set marked
+``{"rules": [...], "flush": true}`` when the program paused: the agent writes what it has into
+the trace store at once (an agent that does not know the mark just takes the rules again).
+Which end listens depends on who started first, the messages do not:
 
 - launch: the adapter listens and passes its address and token to the debuggee in
   ``$TENSOR_DAP_AGENT`` (:func:`environment`, :func:`address_from_environment`);
@@ -57,15 +59,19 @@ def read(stream: IO[bytes], limit: int = -1) -> Optional[dict[str, Any]]:
     return message if isinstance(message, dict) else None
 
 
-def rules_message(rules: list[str]) -> dict[str, Any]:
-    return {"rules": list(rules)}
+def rules_message(rules: list[str], flush: bool = False) -> dict[str, Any]:
+    return {"rules": list(rules), "flush": True} if flush else {"rules": list(rules)}
+
+
+def rules_of(message: Optional[dict[str, Any]]) -> Optional[list[str]]:
+    """The rule set a message carries (None: none)."""
+    rules = message.get("rules") if message is not None else None
+    return [str(r) for r in rules] if isinstance(rules, list) else None
 
 
 def read_rules(stream: IO[bytes]) -> Optional[list[str]]:
     """The next rule set on ``stream``; ``None`` at its end (or for a message without one)."""
-    message = read(stream)
-    rules = message.get("rules") if message is not None else None
-    return [str(r) for r in rules] if isinstance(rules, list) else None
+    return rules_of(read(stream))
 
 
 def connect(address: dict[str, Any], **hello: Any) -> socket.socket:

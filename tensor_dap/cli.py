@@ -67,6 +67,13 @@ def _lint_arguments(lint: argparse.ArgumentParser) -> None:
 def _adapter_arguments(adapter: argparse.ArgumentParser) -> None:
     adapter.add_argument("--port", type=int, help="serve one client on this loopback TCP port")
     adapter.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
+    adapter.add_argument(
+        "--rules",
+        metavar="RULES",
+        help="the tensor breakpoints the coming launch or attach turns on (comma list, may be "
+        "empty): their checkboxes start ticked, and the client's exception-breakpoint requests "
+        "say which rules are on from the start (what VS Code's extension passes)",
+    )
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> None:
@@ -176,7 +183,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if options.command == "adapter":
         from tensor_dap.adapter.main import main as adapter_main
 
-        return adapter_main(options.port, options.host)
+        return adapter_main(options.port, options.host, options.rules)
     if options.command == "trace":
         return _trace(parser, options)
     if options.command == "rules":

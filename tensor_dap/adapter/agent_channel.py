@@ -2,8 +2,9 @@
 
 Each debuggee process (and each subprocess debugpy follows) runs an agent that connects here
 and receives the enabled tensor rules at once, and again whenever the user ticks or unticks a
-rule checkbox — also while the program runs. When the client attaches to a ``tensor-dap run``
-process, the agent listens instead and the adapter connects to it
+rule checkbox — also while the program runs — and, when the program pauses, a request to
+flush its trace-store rows (:meth:`AgentChannel.flush`). When the client attaches to a
+``tensor-dap run`` process, the agent listens instead and the adapter connects to it
 (:meth:`AgentChannel.connect`); the messages are the same.
 """
 
@@ -40,8 +41,16 @@ class AgentChannel:
     def set_rules(self, rules: list[str]) -> None:
         with self._lock:
             self._rules = scoped(rules, self.ranks)
+        self._broadcast()
+
+    def flush(self) -> None:
+        """The program paused: every agent writes its trace-store rows now."""
+        self._broadcast(flush=True)
+
+    def _broadcast(self, flush: bool = False) -> None:
+        with self._lock:
             agents = list(self._agents)
-            message = channel_protocol.rules_message(self._rules)
+            message = channel_protocol.rules_message(self._rules, flush)
         for agent in agents:
             self._send(agent, message)
 

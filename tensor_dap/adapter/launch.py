@@ -2,8 +2,10 @@
 
 The proxy rewrites the request so that debugpy starts ``-m tensor_dap.agent.debuggee`` with the
 program (or module), its arguments and the enabled rules, and passes the agent the channel's
-address in its environment. An interpreter that lacks tensor-dap, no program, or an unknown
-rule refuses the launch (:class:`~tensor_dap.adapter.proxy.Refusal`) before debugpy sees it.
+address in its environment, and the trace-store run it writes
+(:class:`~tensor_dap.adapter.session_trace.SessionTrace`). An interpreter that lacks
+tensor-dap, no program, or an unknown rule refuses the launch
+(:class:`~tensor_dap.adapter.proxy.Refusal`) before debugpy sees it.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from typing import Any
 import tensor_dap
 from tensor_dap.adapter.interpreter import interpreter_command, missing_agent, split_args
 from tensor_dap.adapter.proxy import Message, Refusal
+from tensor_dap.adapter.session_trace import SessionTrace
 from tensor_dap.adapter.tensor_breakpoints import TensorBreakpoints
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(tensor_dap.__file__))
 
 
-def rewrite_launch(message: Message, breakpoints: TensorBreakpoints) -> None:
+def rewrite_launch(message: Message, breakpoints: TensorBreakpoints, trace: SessionTrace) -> None:
     """Make ``message`` (a launch request) start the program under the agent."""
     arguments = message.setdefault("arguments", {})
     breakpoints.take(message)
@@ -36,8 +39,16 @@ def rewrite_launch(message: Message, breakpoints: TensorBreakpoints) -> None:
         raise Refusal(problem)
     target = ["--program", program] if program else ["--module", module]
     user_args = split_args(arguments.get("args"))
+    store = trace.begin(arguments, [program or f"-m {module}", *user_args])
     arguments["module"] = "tensor_dap.agent.debuggee"
-    arguments["args"] = [*target, "--rules", ",".join(breakpoints.rules), "--", *user_args]
+    arguments["args"] = [
+        *target,
+        "--rules",
+        ",".join(breakpoints.rules),
+        *store,
+        "--",
+        *user_args,
+    ]
     env = dict(arguments.get("env") or {})
     env.update(breakpoints.channel.environment())
     arguments["env"] = env

@@ -3,18 +3,20 @@
 Each request, response or event the session cares about has one handler, named here:
 ``launch`` (:mod:`~tensor_dap.adapter.launch`), ``attach`` (:mod:`~tensor_dap.adapter.attach`),
 the rule checkboxes and the stops on findings
-(:mod:`~tensor_dap.adapter.tensor_breakpoints`), and the tensors in VARIABLES.
+(:mod:`~tensor_dap.adapter.tensor_breakpoints`), the trace-store run of a launch
+(:mod:`~tensor_dap.adapter.session_trace`), and the tensors in VARIABLES.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import BinaryIO
+from typing import BinaryIO, Optional
 
 from tensor_dap.adapter.agent_channel import AgentChannel
 from tensor_dap.adapter.attach import Attach
 from tensor_dap.adapter.launch import rewrite_launch
 from tensor_dap.adapter.proxy import Message, Proxy
+from tensor_dap.adapter.session_trace import SessionTrace
 from tensor_dap.adapter.tensor_breakpoints import TensorBreakpoints
 
 _TENSOR_VALUE = "tensor<"
@@ -22,32 +24,50 @@ _TENSOR_VALUE = "tensor<"
 
 
 class ProxySession(Proxy):
-    def __init__(self, client_in: BinaryIO, client_out: BinaryIO, python: str = sys.executable):
+    def __init__(
+        self,
+        client_in: BinaryIO,
+        client_out: BinaryIO,
+        python: str = sys.executable,
+        ticked: Optional[str] = None,
+    ):
         super().__init__(client_in, client_out, python)
         self.channel = AgentChannel()
-        self.breakpoints = TensorBreakpoints(self.channel, self.tell_client)
+        self.breakpoints = TensorBreakpoints(self.channel, self.tell_client, ticked)
         self.attach = Attach(self, self.breakpoints)
+        self.trace = SessionTrace(self.tell_client)
         self.handlers.update(
             {
                 "initialize_request": self._remember_initialize,
-                "launch_request": lambda message: rewrite_launch(message, self.breakpoints),
+                "launch_request": lambda m: rewrite_launch(m, self.breakpoints, self.trace),
                 "attach_request": self.attach.request,
                 "setExceptionBreakpoints_request": self.breakpoints.filters_request,
                 "initialize_response": self.breakpoints.advertise,
                 "setExceptionBreakpoints_response": self.breakpoints.filters_response,
                 "process_event": self.attach.process_event,
-                "stopped_event": self.breakpoints.stopped,
+                "stopped_event": self._stopped,
                 "exceptionInfo_response": self.breakpoints.exception_info,
                 "variables_response": mark_tensors,
+                "disconnect_request": self.trace.stopping,
+                "terminate_request": self.trace.stopping,
+                "exited_event": self.trace.exited,
             }
         )
 
     def _remember_initialize(self, message: Message) -> None:
         self.initialize = message
 
+    def _stopped(self, message: Message) -> None:
+        """A pause: named after its rule when a finding caused it, and every agent writes its
+        trace-store rows now, so the editor shows the lines that ran (the flush threads would
+        within a second)."""
+        self.breakpoints.stopped(message)
+        self.channel.flush()
+
     def _shutdown(self) -> None:
         self.channel.close()
         super()._shutdown()
+        self.trace.end()
 
 
 def mark_tensors(message: Message) -> None:

@@ -8,6 +8,19 @@ name them too (``tensorBreakpoints``, ``tensorRanks``). A stop on a finding reac
 debugpy's exception stop on :class:`~tensor_dap.agent.suspend.TensorBreakpoint`, whose text
 carries the finding (:func:`tensor_dap.findings.stop_text`): the stop and its
 ``exceptionInfo`` are rewritten from the decoded finding.
+
+Which rules are on, and what the client's checkboxes show, must agree from the start. A client
+that sends ``setExceptionBreakpoints`` with no tensor filter while the launch names
+``tensorBreakpoints`` (a DAP client of its own, an editor's config) keeps the launch's rules on
+until it ticks one. VS Code shows a checkbox ticked only when it sends it ticked: it creates each
+checkbox from the filter's ``default``, or reuses the one stored from an earlier session with
+*its* tick. So VS Code's extension, which knows the resolved configuration before it starts the
+adapter, passes the launch's rules (``tensor-dap adapter --rules R1,R2``): those filters are
+advertised ``default: true``, and from then on what the client sends is what is on, from its
+first ``setExceptionBreakpoints`` (before ``configurationDone``: before the program runs).
+The one case where the launch and the view differ: a checkbox the user unticked in an earlier
+session stays unticked (VS Code keeps it), so that rule is off, as the view shows; the debug
+console says so, and ticking it turns it on.
 """
 
 from __future__ import annotations
@@ -30,14 +43,25 @@ _BREAKPOINT_MODULE = "tensor_dap.agent.suspend"
 class TensorBreakpoints:
     """The enabled rules of one session, and the handlers that show them on the wire."""
 
-    def __init__(self, channel: AgentChannel, tell_client: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        channel: AgentChannel,
+        tell_client: Callable[[str], None],
+        ticked: Optional[str] = None,
+    ) -> None:
+        """``ticked``: the rules the coming launch turns on, as the client told the adapter
+        (``--rules``; None: not told)."""
         self.channel = channel
         self.rules: list[str] = []
         self._tell_client = tell_client
         #: seq of a setExceptionBreakpoints request -> every filter it named, in order
         self._pending_filters: dict[int, list[str]] = {}
-        #: launch's tensorBreakpoints stay on until the client itself ticks a tensor filter
-        self._client_knows_tensor_filters = False
+        #: the filters advertised ticked (``default: true``)
+        self._ticked = _rule_ids(ticked)
+        #: launch's tensorBreakpoints stay on until the client itself ticks a tensor filter;
+        #: a client that told the adapter the launch's rules shows them, and decides at once
+        self._client_knows_tensor_filters = self._ticked is not None
+        self._first_filters = True
 
     # -- requests ---------------------------------------------------------------------------
     def take(self, request: Message) -> None:
@@ -68,8 +92,12 @@ class TensorBreakpoints:
         if ours:
             self._client_knows_tensor_filters = True
         if self._client_knows_tensor_filters:
-            self.rules = [r for r in RULE_IDS if r in ours]
+            asked = {_rule_id(entry): entry for entry in self.rules}  # rank scopes kept
+            if self._first_filters:
+                self._say_unticked([r for r in asked if r not in ours])
+            self.rules = [asked.get(r, r) for r in RULE_IDS if r in ours]
             self.channel.set_rules(self.rules)
+        self._first_filters = False
         arguments["filters"] = [f for f in filters if f not in RULE_IDS]
         arguments["filterOptions"] = [o for o in options if o.get("filterId") not in RULE_IDS]
         self._pending_filters[message["seq"]] = filters + [o.get("filterId") for o in options]
@@ -85,11 +113,21 @@ class TensorBreakpoints:
                 "filter": rule.id,
                 "label": rule.title,
                 "description": rule.description,
-                "default": False,
+                "default": rule.id in (self._ticked or ()),
             }
             for rule in all_rules()
         ]
         body["exceptionBreakpointFilters"] = filters
+
+    def _say_unticked(self, rules: list[str]) -> None:
+        """The launch names ``rules`` but the client's first request leaves them off: the
+        residual case (a checkbox unticked in an earlier session, which VS Code keeps)."""
+        for rule in rules:
+            self._tell_client(
+                f"tensor-dap: the launch configuration turns on {rule}, but its checkbox in "
+                "BREAKPOINTS is unticked (kept from an earlier session): it is off. Tick it to "
+                "turn it on."
+            )
 
     def filters_response(self, message: Message) -> None:
         """``setExceptionBreakpoints``' response: a verified breakpoint per tensor filter, in
@@ -152,6 +190,23 @@ class TensorBreakpoints:
                 self._tell_client(f"tensor-dap: cannot read the finding of this stop: {error}")
             return None
         return finding if finding is not None and finding.rule in RULE_IDS else None
+
+
+def _rule_id(entry: str) -> str:
+    """``nan-inf@rank=1`` -> ``nan-inf``."""
+    return entry.split("@", 1)[0]
+
+
+def _rule_ids(spec: Optional[str]) -> Optional[set[str]]:
+    """The rule ids of ``--rules`` (``default`` and ``all`` expanded); None when not given or
+    unreadable (the adapter then behaves as if not told, and says why in its log)."""
+    if spec is None:
+        return None
+    try:
+        return {_rule_id(entry) for entry in parse_rules(spec)} if spec.strip() else set()
+    except UnknownRuleError as error:
+        log.warning("tensor-dap: ignoring --rules: %s", error)
+        return None
 
 
 def _names_breakpoint(text: Any) -> bool:

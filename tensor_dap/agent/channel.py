@@ -4,7 +4,8 @@
 Launch: the adapter listens; the agent connects to the address and token the adapter put in
 its environment (:class:`ChannelClient`). Attach (``tensor-dap run``): the agent listens with
 its own token and publishes its address for the adapter to find (:class:`ChannelListener`).
-Either way each rule set the adapter sends is delivered to a callback, from a daemon thread.
+Either way each rule set the adapter sends is delivered to a callback, from a daemon thread,
+and each request to flush (the program paused) to another.
 """
 
 from __future__ import annotations
@@ -14,43 +15,54 @@ import contextlib
 import os
 import socket
 import threading
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Optional
 
 from tensor_dap import channel_protocol
 from tensor_dap.agent.threads import start_tool_thread
 
 RulesCallback = Callable[[list[str]], None]
+FlushCallback = Optional[Callable[[], None]]
 
 
-def _deliver(stream: IO[bytes], on_rules: RulesCallback) -> None:
+def _deliver(stream: IO[bytes], on_rules: RulesCallback, on_flush: FlushCallback) -> None:
     while True:
         try:
-            rules = channel_protocol.read_rules(stream)
+            message = channel_protocol.read(stream)
         except (OSError, ValueError):
             return
+        rules = channel_protocol.rules_of(message)
         if rules is None:
             return
+        if message is not None and message.get("flush"):  # paused: the rules are unchanged
+            if on_flush is not None:
+                on_flush()
+            continue
         on_rules(rules)
 
 
 class ChannelClient:
     """Launch: connected to the adapter, with its first rule set (None when it sent none)."""
 
-    def __init__(self, address: dict[str, Any], on_rules: RulesCallback) -> None:
+    def __init__(
+        self, address: dict[str, Any], on_rules: RulesCallback, on_flush: FlushCallback = None
+    ) -> None:
         self._on_rules = on_rules
         self._socket = channel_protocol.connect(address, pid=os.getpid())
         self._stream = self._socket.makefile("rb")
         self.first_rules = channel_protocol.read_rules(self._stream)
         self._socket.settimeout(None)
-        start_tool_thread(_deliver, "tensor-dap-agent", (self._stream, on_rules))
+        start_tool_thread(_deliver, "tensor-dap-agent", (self._stream, on_rules, on_flush))
 
 
 class ChannelListener:
     """Attach: the agent's own loopback listener for adapters that attach to a running
     program, its address published until the program ends."""
 
-    def __init__(self, on_rules: RulesCallback, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, on_rules: RulesCallback, host: str = "127.0.0.1", on_flush: FlushCallback = None
+    ) -> None:
         self._on_rules = on_rules
+        self._on_flush = on_flush
         #: set once an adapter has authenticated and sent its first rule set
         self.first_rules = threading.Event()
         self._listener = channel_protocol.Listener(self._serve, "tensor-dap-agent", host)
@@ -68,4 +80,4 @@ class ChannelListener:
             self.first_rules.set()
 
         with connection:
-            _deliver(stream, on_rules)
+            _deliver(stream, on_rules, self._on_flush)

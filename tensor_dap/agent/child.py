@@ -130,6 +130,8 @@ class ProcessAgent:
         self.session = None
         if config.trace and config.run_id is not None:
             self._join_trace_run(config.trace, config.run_id)
+            if config.suspend:  # a debug session: the finding is in the store when it pauses
+                sinks.insert(0, lambda _finding, _frame: self._flush())
         atexit.register(self.finish)
 
     def _join_trace_run(self, db_path: str, run_id: int) -> None:
@@ -163,7 +165,7 @@ class ProcessAgent:
 
         def connect() -> None:
             try:
-                client = ChannelClient(address, starter)
+                client = ChannelClient(address, starter, self._flush)
             except OSError as error:
                 log.warning("tensor-dap: cannot reach the debug adapter: %s", error)
                 return
@@ -174,6 +176,11 @@ class ProcessAgent:
             connect()
         else:
             start_tool_thread(connect, "tensor-dap-agent")
+
+    def _flush(self) -> None:
+        """The program paused (the adapter says so): this process's rows to the store now."""
+        if self.session is not None:
+            self.session.flush()
 
     def finish(self) -> None:
         """At exit: the last rows to the trace store, the end record to the findings log."""

@@ -3,9 +3,11 @@ adapter launches in place of the user's program.
 
 Connects to the adapter's agent channel, runs the user's program exactly as python would under
 the watch engine, and pauses the debugger at the user's line for each finding of an enabled
-rule. Rules ticked later arrive through the channel and apply at once. When no rule is enabled
-at start nothing is installed; ticking one later installs the engine on the main thread from a
-real-time signal (POSIX) — the engine's mode is per thread.
+rule. Rules ticked later arrive through the channel and apply at once. With ``--trace`` it
+writes what its lines produce into the trace store while it runs
+(:mod:`tensor_dap.agent.live_trace`), so the engine is installed from the start; without it and
+with no rule enabled at start nothing is installed, and ticking one later installs the engine on
+the main thread from a real-time signal (POSIX) — the engine's mode is per thread.
 
 ``tensor-dap run`` uses :func:`run_listening`: the same, under a listening debugpy that an
 adapter attaches to, with the channel the other way round (the agent listens).
@@ -17,12 +19,14 @@ import argparse
 import logging
 import runpy
 import sys
-from typing import Optional
+from typing import Callable, Optional
 
 from tensor_dap.agent.channel import ChannelClient, ChannelListener
 from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.late_start import Starter
+from tensor_dap.agent.live_trace import start_live_trace
 from tensor_dap.agent.suspend import suspend_on_finding
+from tensor_dap.agent.trace_session import TraceSession
 from tensor_dap.channel_protocol import address_from_environment
 from tensor_dap.runner import ExitInfo, run_script
 
@@ -39,6 +43,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     target.add_argument("--program")
     target.add_argument("--module")
     parser.add_argument("--rules", default="", help="comma list used when no adapter is reachable")
+    parser.add_argument("--trace", help="the trace store to write (agent.live_trace)")
+    parser.add_argument("--trace-run", type=int, help="the store's run, begun by the adapter")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     if options.args and options.args[0] == "--":
@@ -78,12 +84,26 @@ def _watch(rules: list[str]) -> tuple[Watch, Starter]:
     return watch, Starter(watch)
 
 
-def _run(watch: Watch, program: Optional[str], module: Optional[str], args: list[str]) -> int:
-    with watch:
-        exit_info = (
-            run_script(program, args, reraise=True) if program else _run_module(module or "", args)
-        )
-    sys.stdout.flush()
+def _run(
+    watch: Watch,
+    session: Optional[TraceSession],
+    program: Optional[str],
+    module: Optional[str],
+    args: list[str],
+) -> int:
+    # an exception escapes as it is (debugpy's uncaught-exception stop must see it uncaught)
+    exit_info = ExitInfo("exception", 1, "the program raised an exception")
+    try:
+        with watch:
+            exit_info = (
+                run_script(program, args, reraise=True)
+                if program
+                else _run_module(module or "", args)
+            )
+    finally:
+        sys.stdout.flush()
+        if session is not None:
+            session.finish(exit_info.to_json())
     return exit_info.code
 
 
@@ -91,28 +111,39 @@ def main(argv: Optional[list[str]] = None) -> int:
     options = _parse(sys.argv[1:] if argv is None else argv)
     rules = [r for r in options.rules.split(",") if r]
     watch, starter = _watch(rules)
+    session = start_live_trace(watch, options.trace, options.trace_run) if options.trace else None
     config = address_from_environment()
     if config is not None:
         try:
-            client = ChannelClient(config, starter.rules_changed)
+            client = ChannelClient(config, starter.rules_changed, _flusher(session))
             if client.first_rules is not None:
                 rules = client.first_rules
                 watch.set_enabled(rules)
         except OSError as error:
             print(f"tensor-dap: cannot reach the debug adapter: {error}", file=sys.stderr)
-    _follow_children(watch, rules)
-    return _run(watch, options.program, options.module, options.args)
+    _follow_children(watch, rules, session)
+    return _run(watch, session, options.program, options.module, options.args)
 
 
-def _follow_children(watch: Watch, rules: list[str]) -> None:
+def _flusher(session: Optional[TraceSession]) -> Optional[Callable[[], None]]:
+    """What the agent does when the adapter says the program paused: write the rows."""
+    return session.flush if session is not None else None
+
+
+def _follow_children(watch: Watch, rules: list[str], session: Optional[TraceSession]) -> None:
     """Tensor breakpoints in the program's child processes too (``"subProcess": true``):
     Python children get the agent through the bootstrap and reach the adapter's channel
-    themselves; forked ones (DataLoader workers) keep this watch and reconnect."""
+    themselves; forked ones (DataLoader workers) keep this watch and reconnect. Both write
+    their rows into this session's trace-store run."""
     from tensor_dap.agent.child import ProcessAgent, follow_forks
     from tensor_dap.agent.spread import ChildConfig, Exported
 
     config = ChildConfig(rules=list(rules), suspend=True)
-    follow_forks(ProcessAgent(config, watch, own_process=True))
+    if session is not None and session.run_id is not None:
+        config.trace, config.run_id = session.db_path, session.run_id
+    agent = ProcessAgent(config, watch, own_process=True)
+    agent.session = session
+    follow_forks(agent)
     Exported(config)
 
 
@@ -133,16 +164,17 @@ def run_listening(
     import debugpy
 
     watch, starter = _watch(rules)
+    session = start_live_trace(watch, command="run")
     # debugpy listens first: the agent's published address tells a client it may attach now
     debugpy.listen((host, port))
-    listener = ChannelListener(starter.rules_changed)
+    listener = ChannelListener(starter.rules_changed, on_flush=_flusher(session))
     try:
         if wait:
             debugpy.wait_for_client()
             # a tensor-dap adapter connects to the agent right after the client attached;
             # give its rules a moment to arrive before the first line runs
             listener.first_rules.wait(_FIRST_RULES_TIMEOUT)
-        return _run(watch, program, module, args)
+        return _run(watch, session, program, module, args)
     finally:
         listener.close()
 

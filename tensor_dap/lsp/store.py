@@ -229,8 +229,9 @@ class TraceStore:
             self._version = _NO_VERSION
             self._report(
                 types.MessageType.Info,
-                f"tensor-dap: no trace store at {self._path} yet; run `tensor-dap check SCRIPT` "
-                "in the workspace folder to see shapes and findings in the editor.",
+                f"tensor-dap: no trace store at {self._path} yet; debug a script (F5) or run "
+                "`tensor-dap check SCRIPT` in the workspace folder to see shapes and findings "
+                "in the editor.",
             )
             return None
         return self._reader

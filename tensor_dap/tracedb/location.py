@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Mapping
 from typing import Optional
 
 TRACE_ENV = "TENSOR_DAP_TRACE"
@@ -16,14 +17,17 @@ TRACE_DIR = ".tensor-dap"
 TRACE_FILE = "trace.db"
 
 
-def default_trace_path(cwd: Optional[str] = None) -> pathlib.Path:
-    """The trace store for a run in ``cwd`` (default: the current directory).
+def default_trace_path(
+    cwd: Optional[str] = None, environ: Optional[Mapping[str, str]] = None
+) -> pathlib.Path:
+    """The trace store for a run in ``cwd`` (default: the current directory) whose environment
+    is ``environ`` (default: this process's).
 
     ``$TENSOR_DAP_TRACE`` wins; a relative value is taken relative to ``cwd``. The folder is not
     created here: :class:`~tensor_dap.tracedb.writer.TraceWriter` creates it when it first writes.
     """
     base = pathlib.Path(cwd) if cwd else pathlib.Path(os.getcwd())
-    override = os.environ.get(TRACE_ENV, "").strip()
+    override = (os.environ if environ is None else environ).get(TRACE_ENV, "").strip()
     if override:
         path = pathlib.Path(override).expanduser()
         return path if path.is_absolute() else base / path

@@ -111,3 +111,41 @@ async def test_corrupt_store_keeps_serving(client: LanguageClient, script: Path)
     # said once (an Info "no trace store yet" may come first, from a poll before the write)
     [message] = [m for m in store_messages(client) if m.type == types.MessageType.Warning]
     assert str(store) in message.message
+
+
+@pytest.mark.asyncio
+async def test_a_paused_debug_session_shows_the_lines_that_ran(
+    client: LanguageClient, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F5 with no earlier ``check``: paused at a breakpoint, the lines that ran get their hints
+    (the session writes the store as it runs; the server refreshes when it changes)."""
+    from tests.dap.client import DapClient
+
+    monkeypatch.delenv("TENSOR_DAP_TRACE", raising=False)  # the workspace's store
+    refreshes: list[int] = client.refreshes  # type: ignore[attr-defined]
+    uri = open_document(client, script)
+    assert await hints(client, uri) == []
+    before = len(refreshes)
+    dap = DapClient()
+    try:
+        await asyncio.to_thread(
+            dap.start, str(script), [], {str(script): [23]}, cwd=str(script.parent)
+        )
+        stopped = await asyncio.to_thread(dap.event, "stopped")
+        assert stopped["body"]["reason"] == "breakpoint"
+        await eventually(lambda: len(refreshes) > before, message=lambda: refreshes)
+
+        async def shown() -> dict[int, str]:
+            return {line: label for line, _col, label in await hints(client, uri)}
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not {20, 21} <= set(await shown()):
+            assert asyncio.get_running_loop().time() < deadline, await shown()
+            await asyncio.sleep(0.2)
+        labels = await shown()
+        assert labels[20].startswith("(6,) bool") and labels[21].startswith("(3,) f32")
+        assert 15 not in labels  # myfunc has not run yet
+        dap.send("continue", {"threadId": stopped["body"]["threadId"]})
+        await asyncio.to_thread(dap.event, "terminated")
+    finally:
+        await asyncio.to_thread(dap.close)

@@ -75,6 +75,9 @@ def test_variables_view_renders_tensors(dap: DapClient, tmp_path: Path) -> None:
         assert "__vscodeVariableMenuContext" not in local["plain"]
 
     children = _variables(dap, local["b"]["variablesReference"])
+    # under tensor-dap the session watches from the start (it writes the trace store): each
+    # tensor says where it was made
+    ours = "tensor_dap" in dap.process.args
     assert list(children) == [
         "shape",
         "dtype",
@@ -83,8 +86,11 @@ def test_variables_view_renders_tensors(dap: DapClient, tmp_path: Path) -> None:
         "grad_fn",
         "is_leaf",
         "grad",
+        *(["created at"] if ours else []),
         "statistics",
     ]
+    if ours:
+        assert children["created at"]["value"] == "debuggee.py:4 by matmul"
     assert children["shape"]["value"] == "(4, 1)"
     assert children["grad_fn"]["value"] == "MmBackward0"
     assert children["grad"]["value"] == "not kept (non-leaf tensor)"

@@ -15,15 +15,17 @@
 //   CHROMIUM       browser binary (default /usr/bin/chromium)
 //
 // What one attempt checks, each step bounded (STEP_MS):
-//   0. `tensor-dap check --trace <ws>/.tensor-dap/trace.db <script>` in a fresh copy of
-//      sample_project/, so the language server has a run to show when the file opens;
-//   1. the script opens with an inlay hint (`.view-line span[class*="dyn-rule"]`);
+//   0. a fresh copy of sample_project/ with no trace store (`tensor-dap check --report`, run
+//      into a store outside the workspace, only says which tensors the marker's finding names);
+//   1. the script opens without inlay hints: nothing has run yet;
 //   2. "Debug: Start Debugging" (picked by exact label) starts the launch configuration written
 //      for the test (type tensor-dap, stopOnEntry, tensorBreakpoints: [RULE]); paused on entry, the
-//      rule's checkbox in BREAKPOINTS is ticked with a mouse click and reads aria-checked=true;
+//      rule's checkbox in BREAKPOINTS reads aria-checked=true without being clicked (the launch's
+//      rules are ticked from the start), the other rules' read false;
 //   3. after Continue the editor pauses on the marker's line (top frame of CALL STACK) with the
 //      rule's message in the exception widget (the rule id and the names of the tensors that
-//      `tensor-dap check --report` gives for the marker's finding);
+//      `tensor-dap check --report` gives for the marker's finding), and inlay hints appear on the
+//      lines that ran (`.view-line span[class*="dyn-rule"]`): the session wrote the trace store;
 //   4. VARIABLES shows a tensor summary `tensor<(...`;
 //   5. right-click on a tensor in VARIABLES -> "View Tensor" opens a webview panel; its canvas,
 //      when one is reachable through the webview's iframes, has pixels drawn.
@@ -205,9 +207,10 @@ function prepare(tmp) {
   };
   fs.writeFileSync(path.join(ws, ".vscode/launch.json"), JSON.stringify(launch, null, 2));
 
-  // The trace the language server shows: one headless run, as a user would do.
+  // Which tensors the marker's finding names: a headless run whose store is not the workspace's
+  // (the workspace has none until the debug session writes it).
   const tensorDap = path.join(path.dirname(PYTHON), "tensor-dap");
-  const trace = path.join(ws, ".tensor-dap/trace.db");
+  const trace = path.join(tmp, "check-trace.db");
   const report = path.join(tmp, "check-report.json");
   const check = spawnSync(tensorDap, ["check", "--trace", trace, "--report", report, script], {
     cwd: ws,
@@ -487,7 +490,7 @@ async function attempt(number, titles) {
     const wb = new Workbench(page, shots);
     await sleep(1000);
 
-    // 1. the script with an inlay hint from the trace of `tensor-dap check`
+    // 1. the script, with no inlay hint: nothing has run
     await wb.command("Go to File...");
     await page.locator(".quick-input-widget .quick-input-box input").fill(SCRIPT);
     await waitFor(`${SCRIPT} in quick open`, async () => {
@@ -504,33 +507,43 @@ async function attempt(number, titles) {
     await page.keyboard.type(`${marker.line}`);
     await page.keyboard.press("Enter");
     const hint = page.locator('.view-line span[class*="dyn-rule"]');
-    await waitFor("an inlay hint in the editor", async () => (await hint.count()) > 0);
-    await sleep(500);
-    results.inlayHints = await hint.evaluateAll((els) =>
-      els.map((e) => (e.textContent || getComputedStyle(e, "::before").content || getComputedStyle(e, "::after").content).trim()).filter((t) => t && t !== "none"),
-    );
-    log(`inlay hints: ${JSON.stringify(results.inlayHints.slice(0, 6))}`);
-    await wb.shot("inlay-hint");
+    const hintTexts = () =>
+      hint.evaluateAll((els) =>
+        els.map((e) => (e.textContent || getComputedStyle(e, "::before").content || getComputedStyle(e, "::after").content).trim()).filter((t) => t && t !== "none"),
+      );
+    await sleep(3000); // the language server is up and has polled for a store
+    results.hintsBeforeDebugging = await hintTexts();
+    if (results.hintsBeforeDebugging.length) {
+      throw new Error(`inlay hints before anything ran: ${JSON.stringify(results.hintsBeforeDebugging)}`);
+    }
+    if (fs.existsSync(path.join(ws, ".tensor-dap"))) throw new Error("the workspace has a trace store before the session");
 
-    // 2. start the launch configuration; paused on entry, tick the rule's checkbox
+    // 2. start the launch configuration; paused on entry, the rule's checkbox is ticked already
     await wb.command("View: Show Run and Debug");
     await wb.pane("Breakpoints").waitFor({ timeout: STEP_MS });
     await wb.command("Debug: Start Debugging");
     await waitFor("the pause on entry", () => wb.paused());
     log(`paused on entry at line ${await wb.topFrameLine().catch(() => "?")}`);
     await wb.expandPane("Breakpoints");
+    const boxes = page.locator('.debug-breakpoints .monaco-list-row[role="checkbox"]');
     const box = page.locator(`.debug-breakpoints .monaco-list-row[role="checkbox"][aria-label*="${title}"]`).first();
     await box.waitFor({ timeout: STEP_MS });
-    results.checkboxTickedByTest = (await box.getAttribute("aria-checked")) !== "true";
-    if (results.checkboxTickedByTest) {
-      await box.scrollIntoViewIfNeeded();
-      const toggle = box.locator('input[type="checkbox"], .monaco-custom-toggle, .codicon').first();
-      await ((await toggle.count()) ? toggle : box).click();
-      await waitFor(`"${title}" ticked`, async () => (await box.getAttribute("aria-checked")) === "true", 10_000);
-    }
+    await box.scrollIntoViewIfNeeded();
+    await sleep(500); // the view settles (nothing is clicked: what it shows is the session's state)
     results.checkbox = { label: await box.getAttribute("aria-label"), checked: await box.getAttribute("aria-checked") };
-    log(`BREAKPOINTS: ${JSON.stringify(results.checkbox)}`);
+    results.ruleCheckboxes = {};
+    for (let i = 0; i < (await boxes.count()); i++) {
+      const label = (await boxes.nth(i).getAttribute("aria-label")) || "";
+      const rule = Object.keys(titles).find((id) => label.includes(titles[id]));
+      if (rule) results.ruleCheckboxes[rule] = await boxes.nth(i).getAttribute("aria-checked");
+    }
+    log(`BREAKPOINTS: ${JSON.stringify(results.checkbox)}; rules: ${JSON.stringify(results.ruleCheckboxes)}`);
     await wb.shot("rule-checkbox");
+    if (results.checkbox.checked !== "true") {
+      throw new Error(`"${title}" (the launch's tensorBreakpoints) is not ticked in BREAKPOINTS: ${JSON.stringify(results.checkbox)}`);
+    }
+    const tickedOthers = Object.entries(results.ruleCheckboxes).filter(([id, checked]) => id !== marker.rule && checked === "true");
+    if (tickedOthers.length) throw new Error(`rules the launch does not turn on are ticked: ${JSON.stringify(tickedOthers)}`);
 
     // 3. continue to the tensor stop: the marker's line, the rule's message
     await page.locator(".debug-toolbar .codicon-debug-continue").first().click();
@@ -545,6 +558,14 @@ async function attempt(number, titles) {
       }
     }
     results.stoppedLine = await wb.topFrameLine();
+
+    // the lines that ran before the pause have inlay hints: the session wrote the trace store
+    await waitFor("inlay hints on the lines that ran", async () => (await hint.count()) > 0);
+    await sleep(500);
+    results.inlayHints = await hintTexts();
+    log(`inlay hints while paused: ${JSON.stringify(results.inlayHints.slice(0, 6))}`);
+    await page.mouse.move(700, 3);
+    await wb.shot("inlay-hint");
 
     // 4. a tensor summary in VARIABLES (room for it: WATCH collapsed); a 2-D one preferred
     await page.mouse.move(700, 3); // no tooltip or hover in the screenshots
@@ -663,7 +684,7 @@ async function attempt(number, titles) {
       const docs = path.resolve(process.env.E2E_SCREENSHOTS_TO);
       fs.mkdirSync(docs, { recursive: true });
       for (const [from, to] of [
-        ["01-inlay-hint", "vscode-inlay-hints"],
+        ["02-inlay-hint", "vscode-inlay-hints"],
         ["03-paused-on-rule", "vscode-paused-on-rule"],
         ["05-view-tensor", "vscode-view-tensor"],
       ]) {

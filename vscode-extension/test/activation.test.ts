@@ -68,6 +68,22 @@ describe("activation (stand-in vscode)", () => {
     assert.deepStrictEqual(descriptor.args, ["-m", "tensor_dap", "adapter"]);
   });
 
+  it("the adapter is told the rules the configuration turns on, so their checkboxes start ticked", async () => {
+    const factory = state.adapterFactories.get("tensor-dap");
+    const told = await factory.createDebugAdapterDescriptor({
+      configuration: { python: "/venv/bin/python", tensorBreakpoints: ["device-mismatch", "nan-inf"] },
+    });
+    assert.deepStrictEqual(told.args, ["-m", "tensor_dap", "adapter", "--rules", "device-mismatch,nan-inf"]);
+    const none = await factory.createDebugAdapterDescriptor({
+      configuration: { python: "/venv/bin/python", tensorBreakpoints: [] },
+    });
+    assert.deepStrictEqual(none.args, ["-m", "tensor_dap", "adapter", "--rules", ""]);
+    const subprocess = await factory.createDebugAdapterDescriptor({
+      configuration: { python: "/venv/bin/python", tensorBreakpoints: ["default"], subProcessId: 42 },
+    });
+    assert.deepStrictEqual(subprocess.args, ["-m", "tensor_dap", "adapter"]);
+  });
+
   it("F5 on a Python file with tensor_dap installed gives a full configuration", async function () {
     if (!fs.existsSync(repoPython)) {
       this.skip();
