@@ -14,43 +14,82 @@ import contextlib
 import os
 import socket
 import threading
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Optional
 
 from tensor_dap import channel_protocol
 from tensor_dap.agent.threads import start_tool_thread
 
 RulesCallback = Callable[[list[str]], None]
+Send = Callable[[dict[str, Any]], None]
+#: called with each message of the adapter other than a rule set, and how to answer it
+MessageCallback = Callable[[dict[str, Any], Send], None]
 
 
-def _deliver(stream: IO[bytes], on_rules: RulesCallback) -> None:
+def _deliver(
+    stream: IO[bytes],
+    on_rules: RulesCallback,
+    on_message: Optional[MessageCallback] = None,
+    connection: Optional[socket.socket] = None,
+) -> None:
+    send = _sender(connection) if connection is not None else None
     while True:
         try:
-            rules = channel_protocol.read_rules(stream)
+            message = channel_protocol.read(stream)
         except (OSError, ValueError):
             return
-        if rules is None:
+        if message is None:
             return
-        on_rules(rules)
+        rules = message.get("rules")
+        if isinstance(rules, list):
+            on_rules([str(r) for r in rules])
+        elif on_message is not None and send is not None:
+            on_message(message, send)
+        else:
+            return  # (as before: a message without rules ends the channel)
+
+
+def _sender(connection: socket.socket) -> Send:
+    """Messages to the adapter from any thread, one line at a time."""
+    lock = threading.Lock()
+
+    def send(message: dict[str, Any]) -> None:
+        with lock:
+            channel_protocol.send(connection, message)
+
+    return send
 
 
 class ChannelClient:
     """Launch: connected to the adapter, with its first rule set (None when it sent none)."""
 
-    def __init__(self, address: dict[str, Any], on_rules: RulesCallback) -> None:
+    def __init__(
+        self,
+        address: dict[str, Any],
+        on_rules: RulesCallback,
+        on_message: Optional[MessageCallback] = None,
+    ) -> None:
         self._on_rules = on_rules
         self._socket = channel_protocol.connect(address, pid=os.getpid())
         self._stream = self._socket.makefile("rb")
         self.first_rules = channel_protocol.read_rules(self._stream)
         self._socket.settimeout(None)
-        start_tool_thread(_deliver, "tensor-dap-agent", (self._stream, on_rules))
+        start_tool_thread(
+            _deliver, "tensor-dap-agent", (self._stream, on_rules, on_message, self._socket)
+        )
 
 
 class ChannelListener:
     """Attach: the agent's own loopback listener for adapters that attach to a running
     program, its address published until the program ends."""
 
-    def __init__(self, on_rules: RulesCallback, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        on_rules: RulesCallback,
+        host: str = "127.0.0.1",
+        on_message: Optional[MessageCallback] = None,
+    ) -> None:
         self._on_rules = on_rules
+        self._on_message = on_message
         #: set once an adapter has authenticated and sent its first rule set
         self.first_rules = threading.Event()
         self._listener = channel_protocol.Listener(self._serve, "tensor-dap-agent", host)
@@ -68,4 +107,4 @@ class ChannelListener:
             self.first_rules.set()
 
         with connection:
-            _deliver(stream, on_rules)
+            _deliver(stream, on_rules, self._on_message, connection)

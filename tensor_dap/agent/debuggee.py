@@ -19,6 +19,7 @@ import runpy
 import sys
 from typing import Optional
 
+from tensor_dap.agent import data_watch
 from tensor_dap.agent.channel import ChannelClient, ChannelListener
 from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.late_start import Starter
@@ -75,7 +76,9 @@ def _watch(rules: list[str]) -> tuple[Watch, Starter]:
     """The watch that suspends the debugger on findings, and its rule-change starter."""
     watch = Watch(rules=rules, on_finding=suspend_on_finding)
     _show_origins_in_variables(watch)
-    return watch, Starter(watch)
+    starter = Starter(watch)
+    data_watch.bind(watch, starter.wake)  # the debugger's data breakpoints
+    return watch, starter
 
 
 def _run(watch: Watch, program: Optional[str], module: Optional[str], args: list[str]) -> int:
@@ -94,7 +97,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     config = address_from_environment()
     if config is not None:
         try:
-            client = ChannelClient(config, starter.rules_changed)
+            client = ChannelClient(config, starter.rules_changed, data_watch.channel_message)
             if client.first_rules is not None:
                 rules = client.first_rules
                 watch.set_enabled(rules)
@@ -135,7 +138,7 @@ def run_listening(
     watch, starter = _watch(rules)
     # debugpy listens first: the agent's published address tells a client it may attach now
     debugpy.listen((host, port))
-    listener = ChannelListener(starter.rules_changed)
+    listener = ChannelListener(starter.rules_changed, on_message=data_watch.channel_message)
     try:
         if wait:
             debugpy.wait_for_client()

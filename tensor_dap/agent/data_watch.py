@@ -1,0 +1,218 @@
+"""Tensor data breakpoints in the debuggee ("Break on Value Change"): which tensors are offered
+and which are armed.
+
+The debug adapter (:mod:`tensor_dap.adapter.data_breakpoints`) resolves a variable of VARIABLES
+or an expression of WATCH by evaluating ``offer(<expression>, <label>)`` in the user's frame:
+the tensor gets a data id here, held by a weak reference only. ``setDataBreakpoints`` then comes
+on the agent channel (:func:`channel_message`): the ids it names are armed, every other one
+disarmed, and the engine plans the write checks (:mod:`tensor_dap.agent.data_write`) for
+in-place ops only while one is armed. A tensor that dies takes its breakpoint with it; the
+adapter is told (``{"dataBreakpointGone": id, "message": ...}``).
+
+Nothing here keeps a tensor alive: the table holds weak references and storage addresses.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+from types import CodeType, ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional
+
+import torch
+
+from tensor_dap.agent.storage import storage_key
+
+if TYPE_CHECKING:
+    from tensor_dap.agent.engine import Watch
+
+HOOK_ID = "data-breakpoint"
+"""The id the write checks are planned under (not a rule: no checkbox, no catalogue entry)."""
+
+Send = Callable[[dict[str, Any]], None]
+
+
+@dataclass(eq=False)
+class Armed:
+    """One armed data breakpoint."""
+
+    data_id: str
+    label: str
+    ref: weakref.ref[Any]
+    condition_text: str = ""
+    condition: Optional[CodeType] = None
+    #: storage address of the tensor's data when last looked at (``.data = x`` changes it)
+    key: Optional[Hashable] = None
+
+
+_lock = threading.RLock()
+_ids = itertools.count(1)
+#: data id -> (weak reference, label) of every tensor offered
+_offered: dict[str, tuple[weakref.ref[Any], str]] = {}
+#: data id -> the armed breakpoint
+_armed: dict[str, Armed] = {}
+#: storage address -> the breakpoints on tensors with data there
+_by_storage: dict[Hashable, list[Armed]] = {}
+_watch: Optional[Watch] = None
+_wake: Optional[Callable[[], None]] = None
+#: how to tell the adapter (the connection that last set the breakpoints)
+_send: Optional[Send] = None
+
+
+def bind(watch: Watch, wake: Optional[Callable[[], None]] = None) -> None:
+    """The watch that checks the writes in this process; ``wake`` starts it on the main
+    thread if nothing else had (see :class:`~tensor_dap.agent.late_start.Starter`)."""
+    global _watch, _wake
+    _watch, _wake = watch, wake
+
+
+def offer(value: Any, label: str) -> str:
+    """Evaluated by the adapter in the user's frame: ``value``'s data id and description, as
+    a JSON object the adapter reads (``dataId`` null, with the reason, for a non-tensor)."""
+    import json
+
+    if not isinstance(value, torch.Tensor):
+        kind = type(value).__name__
+        return json.dumps({"dataId": None, "description": f"{label} is a {kind}, not a tensor"})
+    with _lock:
+        data_id = next((i for i, (ref, _) in _offered.items() if ref() is value), None)
+        if data_id is None:
+            data_id = f"tensor:{os.getpid()}:{next(_ids)}"
+            _offered[data_id] = (weakref.ref(value, _freed_callback(data_id)), label)
+    from tensor_dap.render.tensor import value_line
+
+    description = f"{label} {value_line(value)}"
+    return json.dumps({"dataId": data_id, "description": description})
+
+
+def _freed_callback(data_id: str) -> Callable[[Any], None]:
+    def freed(_: Any) -> None:
+        with _lock:
+            entry = _offered.pop(data_id, None)
+            armed = _armed.pop(data_id, None)
+            if armed is not None:
+                _reindex()
+        if armed is not None and entry is not None:
+            _notify(
+                {
+                    "dataBreakpointGone": data_id,
+                    "message": f"{entry[1]} was freed: its data breakpoint is removed",
+                }
+            )
+
+    return freed
+
+
+def _notify(message: dict[str, Any]) -> None:
+    send = _send
+    if send is not None:
+        try:
+            send(message)
+        except OSError:
+            pass
+
+
+def channel_message(message: dict[str, Any], send: Send) -> None:
+    """A message of the adapter other than a rule set (the agent channel's reader calls it)."""
+    global _send
+    specs = message.get("dataBreakpoints")
+    if not isinstance(specs, list):
+        return
+    _send = send
+    send({"reply": message.get("request"), "results": set_breakpoints(specs)})
+
+
+def set_breakpoints(specs: list[Any]) -> dict[str, dict[str, Any]]:
+    """Arm the breakpoints ``specs`` (``{"dataId", "condition"}``) on tensors offered here,
+    disarm the others; per data id of this process, whether it is armed (and why not)."""
+    results: dict[str, dict[str, Any]] = {}
+    armed: dict[str, Armed] = {}
+    with _lock:
+        for spec in specs:
+            data_id = spec.get("dataId") if isinstance(spec, dict) else None
+            entry = _offered.get(str(data_id))
+            if entry is None:
+                continue  # another process's (or a session's before)
+            ref, label = entry
+            result = _arm(str(data_id), ref, label, str(spec.get("condition") or ""), armed)
+            results[str(data_id)] = result
+        _armed.clear()
+        _armed.update(armed)
+        _reindex()
+    _plan_checks()
+    return results
+
+
+def _arm(
+    data_id: str, ref: weakref.ref[Any], label: str, condition: str, armed: dict[str, Armed]
+) -> dict[str, Any]:
+    if ref() is None:
+        return {"verified": False, "message": f"{label} was freed"}
+    if _watch is None:
+        return {"verified": False, "message": "tensor-dap does not watch this process"}
+    code = None
+    if condition.strip():
+        try:
+            code = compile(condition, "<data breakpoint condition>", "eval")
+        except SyntaxError as error:
+            return {"verified": False, "message": f"condition: {error.msg}"}
+    armed[data_id] = Armed(data_id, label, ref, condition, code)
+    return {"verified": True}
+
+
+def _reindex() -> None:
+    """Index the armed breakpoints by where their tensor's data lives now."""
+    _by_storage.clear()
+    for armed in _armed.values():
+        tensor = armed.ref()
+        armed.key = storage_key(tensor) if tensor is not None else None
+        if armed.key is not None:
+            _by_storage.setdefault(armed.key, []).append(armed)
+
+
+def _plan_checks() -> None:
+    watch = _watch
+    if watch is None:
+        return
+    from tensor_dap.agent import data_write
+
+    module: Optional[ModuleType] = data_write if _armed else None
+    data_write.follow_steps(bool(_armed))
+    if (module is None) != (HOOK_ID not in watch.hooks):
+        watch.set_hook(HOOK_ID, module)
+    if module is not None and _wake is not None:
+        _wake()
+
+
+def written_by(target: Any) -> list[Armed]:
+    """The armed breakpoints whose tensor a write into ``target`` may change (same storage)."""
+    if not _by_storage:
+        return []
+    key = storage_key(target)
+    return list(_by_storage.get(key, ())) if key is not None else []
+
+
+def armed_in(tensors: Any) -> list[Armed]:
+    """The armed breakpoints on any of ``tensors`` (an optimizer's parameters)."""
+    wanted = {id(a.ref()): a for a in list(_armed.values()) if a.ref() is not None}
+    return [wanted[id(t)] for t in tensors if id(t) in wanted]
+
+
+def rekey() -> None:
+    """After a write: ``.data = x`` moved a tensor's data elsewhere."""
+    with _lock:
+        _reindex()
+
+
+def reset() -> None:
+    """Forget everything (tests)."""
+    global _send
+    with _lock:
+        _offered.clear()
+        _armed.clear()
+        _by_storage.clear()
+    _send = None
+    _plan_checks()
