@@ -5,7 +5,7 @@ with what changed, as a user sees it in VS Code (or any DAP client)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -27,6 +27,8 @@ def _pause_at(dap: DapClient, script: Path, line: int) -> tuple[int, int]:
     assert init["body"]["supportsDataBreakpoints"] is True
     stopped = dap.event("stopped")["body"]
     assert stopped["reason"] == "breakpoint"
+    # the line breakpoint off (in a loop it would stop again first)
+    dap.request("setBreakpoints", {"source": {"path": str(script)}, "breakpoints": []})
     return stopped["threadId"], dap.top_frame(stopped["threadId"])["id"]
 
 
@@ -62,7 +64,9 @@ def _variable_info(dap: DapClient, frame: int, name: str) -> dict[str, Any]:
     return _info(dap, variablesReference=variables["reference"], name=name)
 
 
-def _finish(dap: DapClient, thread: int, output: Optional[list[str]] = None) -> None:
+def _finish(dap: DapClient, thread: int) -> None:
+    """Remove the data breakpoints and run to the end."""
+    _arm(dap)
     dap.send("continue", {"threadId": thread})
     dap.event("terminated")
 
@@ -160,8 +164,8 @@ def test_rebinding_containers_and_a_freed_tensor(dap: DapClient) -> None:
     # an element of a container shown in VARIABLES
     items = variables["items"]["variablesReference"]
     children = dap.request("variables", {"variablesReference": items})["body"]["variables"]
-    assert "first" in {c["name"] for c in children}
-    element = _info(dap, variablesReference=items, name="first")
+    assert "'first'" in {c["name"] for c in children}
+    element = _info(dap, variablesReference=items, name="'first'")
     assert element["description"].startswith("items['first'] tensor<(3,) float32 cpu")
     armed = _arm(
         dap,
