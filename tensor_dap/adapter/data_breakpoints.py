@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import json
 from typing import Any, Callable, Optional
@@ -123,10 +124,8 @@ class DataBreakpoints:
         body = message.get("body") or {}
         answer: dict[str, Any] = {"dataId": None, "description": f"{label}: not a tensor"}
         if message.get("success"):
-            try:
+            with contextlib.suppress(ValueError, SyntaxError):
                 answer = json.loads(ast.literal_eval(str(body.get("result"))))
-            except (ValueError, SyntaxError):
-                pass
         else:
             answer["description"] = f"{label}: {message.get('message') or 'cannot evaluate'}"
         if answer.get("dataId") is not None:

@@ -46,7 +46,7 @@ class ProxySession(Proxy):
         self._data_breakpoints()
 
     def _data_breakpoints(self) -> None:
-        """"Break on Value Change" on tensors: its handlers, after the ones above."""
+        """ "Break on Value Change" on tensors: its handlers, after the ones above."""
         data = DataBreakpoints(self.channel, self.to_client, self.tell_client)
         for name, handler in {
             "initialize_response": data.advertise,

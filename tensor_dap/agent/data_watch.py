@@ -14,6 +14,7 @@ Nothing here keeps a tensor alive: the table holds weak references and storage a
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -109,10 +110,8 @@ def _freed_callback(data_id: str) -> Callable[[Any], None]:
 def _notify(message: dict[str, Any]) -> None:
     send = _send
     if send is not None:
-        try:
+        with contextlib.suppress(OSError):
             send(message)
-        except OSError:
-            pass
 
 
 def channel_message(message: dict[str, Any], send: Send) -> None:

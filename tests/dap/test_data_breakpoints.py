@@ -85,8 +85,7 @@ def test_a_local_stops_at_each_kind_of_write(dap: DapClient) -> None:
         (12, "w written by in-place mul_: 3 of 4 elements changed, max |change| 2"),
         (
             13,
-            "w written by .data assignment: 4 of 4 elements changed, "
-            "4 became non-finite (NaN/inf)",
+            "w written by .data assignment: 4 of 4 elements changed, 4 became non-finite (NaN/inf)",
         ),
         (14, "w written by in-place copy_: 4 of 4 elements changed"),
     ]

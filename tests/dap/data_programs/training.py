@@ -19,7 +19,7 @@ torch.manual_seed(0)
 model = Net()
 optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
 x = torch.randn(8, 4)
-for step in range(3):
+for _step in range(3):
     optimizer.zero_grad()  # line 23: the breakpoint line
     loss = model(x).pow(2).mean()
     loss.backward()
