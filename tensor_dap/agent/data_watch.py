@@ -17,46 +17,23 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import threading
 import weakref
-from dataclasses import dataclass
-from types import CodeType, ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 
-from tensor_dap.agent.storage import storage_key
+from tensor_dap.agent import data_index, data_write
+from tensor_dap.agent.data_index import HOOK_ID, Armed, lock
 
 if TYPE_CHECKING:
     from tensor_dap.agent.engine import Watch
 
-HOOK_ID = "data-breakpoint"
-"""The id the write checks are planned under (not a rule: no checkbox, no catalogue entry)."""
-
 Send = Callable[[dict[str, Any]], None]
 
-
-@dataclass(eq=False)
-class Armed:
-    """One armed data breakpoint."""
-
-    data_id: str
-    label: str
-    ref: weakref.ref[Any]
-    condition_text: str = ""
-    condition: Optional[CodeType] = None
-    #: storage address of the tensor's data when last looked at (``.data = x`` changes it)
-    key: Optional[Hashable] = None
-
-
-_lock = threading.RLock()
 _ids = itertools.count(1)
 #: data id -> (weak reference, label) of every tensor offered
 _offered: dict[str, tuple[weakref.ref[Any], str]] = {}
-#: data id -> the armed breakpoint
-_armed: dict[str, Armed] = {}
-#: storage address -> the breakpoints on tensors with data there
-_by_storage: dict[Hashable, list[Armed]] = {}
 _watch: Optional[Watch] = None
 _wake: Optional[Callable[[], None]] = None
 #: how to tell the adapter (the connection that last set the breakpoints)
@@ -78,7 +55,7 @@ def offer(value: Any, label: str) -> str:
     if not isinstance(value, torch.Tensor):
         kind = type(value).__name__
         return json.dumps({"dataId": None, "description": f"{label} is a {kind}, not a tensor"})
-    with _lock:
+    with lock:
         data_id = next((i for i, (ref, _) in _offered.items() if ref() is value), None)
         if data_id is None:
             data_id = f"tensor:{os.getpid()}:{next(_ids)}"
@@ -91,11 +68,14 @@ def offer(value: Any, label: str) -> str:
 
 def _freed_callback(data_id: str) -> Callable[[Any], None]:
     def freed(_: Any) -> None:
-        with _lock:
-            entry = _offered.pop(data_id, None)
-            armed = _armed.pop(data_id, None)
+        try:
+            with lock:
+                entry = _offered.pop(data_id, None)
+            armed = data_index.remove(data_id)
             if armed is not None:
-                _reindex()
+                _plan_checks()
+        except Exception:  # the interpreter is shutting down
+            return
         if armed is not None and entry is not None:
             _notify(
                 {
@@ -129,7 +109,7 @@ def set_breakpoints(specs: list[Any]) -> dict[str, dict[str, Any]]:
     disarm the others; per data id of this process, whether it is armed (and why not)."""
     results: dict[str, dict[str, Any]] = {}
     armed: dict[str, Armed] = {}
-    with _lock:
+    with lock:
         for spec in specs:
             data_id = spec.get("dataId") if isinstance(spec, dict) else None
             entry = _offered.get(str(data_id))
@@ -138,9 +118,7 @@ def set_breakpoints(specs: list[Any]) -> dict[str, dict[str, Any]]:
             ref, label = entry
             result = _arm(str(data_id), ref, label, str(spec.get("condition") or ""), armed)
             results[str(data_id)] = result
-        _armed.clear()
-        _armed.update(armed)
-        _reindex()
+        data_index.replace(armed)
     _plan_checks()
     return results
 
@@ -162,56 +140,30 @@ def _arm(
     return {"verified": True}
 
 
-def _reindex() -> None:
-    """Index the armed breakpoints by where their tensor's data lives now."""
-    _by_storage.clear()
-    for armed in _armed.values():
-        tensor = armed.ref()
-        armed.key = storage_key(tensor) if tensor is not None else None
-        if armed.key is not None:
-            _by_storage.setdefault(armed.key, []).append(armed)
-
-
 def _plan_checks() -> None:
     watch = _watch
     if watch is None:
         return
-    from tensor_dap.agent import data_write
-
-    module: Optional[ModuleType] = data_write if _armed else None
-    data_write.follow_steps(bool(_armed))
+    on = bool(data_index.armed)
+    module: Optional[ModuleType] = data_write if on else None
+    data_write.follow_steps(on)
     if (module is None) != (HOOK_ID not in watch.hooks):
         watch.set_hook(HOOK_ID, module)
-    if module is not None and _wake is not None:
+    if module is not None and _wake is not None and watch._mode is None:
         _wake()
 
 
-def written_by(target: Any) -> list[Armed]:
-    """The armed breakpoints whose tensor a write into ``target`` may change (same storage)."""
-    if not _by_storage:
-        return []
-    key = storage_key(target)
-    return list(_by_storage.get(key, ())) if key is not None else []
-
-
-def armed_in(tensors: Any) -> list[Armed]:
-    """The armed breakpoints on any of ``tensors`` (an optimizer's parameters)."""
-    wanted = {id(a.ref()): a for a in list(_armed.values()) if a.ref() is not None}
-    return [wanted[id(t)] for t in tensors if id(t) in wanted]
-
-
-def rekey() -> None:
-    """After a write: ``.data = x`` moved a tensor's data elsewhere."""
-    with _lock:
-        _reindex()
+def program_ended() -> None:
+    """The program returned: its tensors going now is no news to the user."""
+    global _send
+    _send = None
 
 
 def reset() -> None:
     """Forget everything (tests)."""
     global _send
-    with _lock:
+    with lock:
         _offered.clear()
-        _armed.clear()
-        _by_storage.clear()
+    data_index.replace({})
     _send = None
     _plan_checks()

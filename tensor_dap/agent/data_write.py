@@ -20,13 +20,13 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent import data_watch, frames, optimizers
+from tensor_dap.agent import data_index, frames, optimizers
+from tensor_dap.agent.data_index import Armed
 from tensor_dap.agent.data_stop import DataBreakpointHit, suspend_on_write
-from tensor_dap.agent.data_watch import Armed
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.tensor_text import shape_text
 
-RULE = SimpleNamespace(id=data_watch.HOOK_ID, needs_accelerator=False)
+RULE = SimpleNamespace(id=data_index.HOOK_ID, needs_accelerator=False)
 SCREEN = None
 
 _DATA_SET = "data.__set__"
@@ -49,7 +49,7 @@ def applies_passthrough(op: OpInfo) -> bool:
 def before(op: OpInfo, args: Any, kwargs: Any, caller: Any, watch: Any) -> None:
     """Copy the armed tensors this op is about to write (the mode is off the stack here)."""
     if args:
-        armed = data_watch.written_by(args[0])
+        armed = data_index.written_by(args[0])
         if armed:
             _pending.value = (args[0], [(a, _snapshot(a)) for a in armed])
     return None
@@ -61,7 +61,7 @@ def after(op: OpInfo, args: Any, kwargs: Any, out: Any, caller: Any, watch: Any)
         return None
     _pending.value = None
     if op.name == _DATA_SET:
-        data_watch.rekey()
+        data_index.rekey()
     writer = _WRITERS.get(op.name, f"in-place {op.name}")
     for armed, old in pending[1]:
         check(armed, old, writer, frames.user_frame(caller))
@@ -150,7 +150,7 @@ def follow_steps(on: bool) -> None:
 
 def _before_step(optimizer: Any, caller: FrameType) -> None:
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    armed = data_watch.armed_in(params)
+    armed = data_index.armed_in(params)
     if armed:
         _steps[id(optimizer)] = (frames.user_frame(caller), [(a, _snapshot(a)) for a in armed])
 

@@ -83,9 +83,14 @@ def _watch(rules: list[str]) -> tuple[Watch, Starter]:
 
 def _run(watch: Watch, program: Optional[str], module: Optional[str], args: list[str]) -> int:
     with watch:
-        exit_info = (
-            run_script(program, args, reraise=True) if program else _run_module(module or "", args)
-        )
+        try:
+            exit_info = (
+                run_script(program, args, reraise=True)
+                if program
+                else _run_module(module or "", args)
+            )
+        finally:
+            data_watch.program_ended()
     sys.stdout.flush()
     return exit_info.code
 
