@@ -94,13 +94,7 @@ class AgentChannel:
 
     def _listen(self, stream: IO[bytes]) -> None:
         """What one agent says, until it goes: replies to :meth:`ask`, else ``on_message``."""
-        while True:
-            try:
-                message = channel_protocol.read(stream)
-            except (OSError, ValueError):
-                return
-            if message is None:
-                return
+        for message in channel_protocol.messages(stream):
             number = message.get("reply")
             if number is not None:
                 with self._replied:

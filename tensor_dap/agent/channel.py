@@ -32,13 +32,7 @@ def _deliver(
     connection: Optional[socket.socket] = None,
 ) -> None:
     send = _sender(connection) if connection is not None else None
-    while True:
-        try:
-            message = channel_protocol.read(stream)
-        except (OSError, ValueError):
-            return
-        if message is None:
-            return
+    for message in channel_protocol.messages(stream):
         rules = message.get("rules")
         if isinstance(rules, list):
             on_rules([str(r) for r in rules])

@@ -4,12 +4,15 @@ with what changed, as a user sees it in VS Code (or any DAP client)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.dap.client import DapClient
+from tests.dap.test_attach import _agent_of, _free_port
 
 PROGRAMS = Path(__file__).parent / "data_programs"
 
@@ -97,31 +100,30 @@ def test_a_local_stops_at_each_kind_of_write(dap: DapClient) -> None:
     _finish(dap, thread)
 
 
-def test_a_parameter_stops_at_the_optimizer_step(dap: DapClient) -> None:
+@pytest.mark.parametrize(
+    ("expression", "line", "text"),
+    [
+        # a parameter: written by the optimizer, the stop on the user's step() line
+        (
+            "model.fc.weight",
+            26,
+            "model.fc.weight written by Adam.step(): 8 of 8 elements changed, max |change| 0.1",
+        ),
+        # a buffer written in the user's forward
+        ("model.seen", 14, "model.seen written by in-place add_: 1 of 1 elements changed"),
+    ],
+    ids=["parameter", "buffer"],
+)
+def test_a_module_tensor_from_watch(dap: DapClient, expression: str, line: int, text: str) -> None:
     script = PROGRAMS / "training.py"
     thread, frame = _pause_at(dap, script, 23)
     # WATCH: an expression in the frame
-    info = _info(dap, name="model.fc.weight", frameId=frame)
-    assert info["description"].startswith("model.fc.weight tensor<(2, 4) float32 cpu grad")
+    info = _info(dap, name=expression, frameId=frame)
+    assert info["description"].startswith(f"{expression} tensor<")
     _arm(dap, {"dataId": info["dataId"]})
-    stopped, line = _continue_to_write(dap, thread)
-    assert line == 26
-    assert stopped["description"].startswith(
-        "model.fc.weight written by Adam.step(): 8 of 8 elements changed, max |change| 0.1"
-    )
-    _finish(dap, thread)
-
-
-def test_a_buffer_written_in_forward(dap: DapClient) -> None:
-    script = PROGRAMS / "training.py"
-    thread, frame = _pause_at(dap, script, 23)
-    info = _info(dap, name="model.seen", frameId=frame)
-    _arm(dap, {"dataId": info["dataId"]})
-    stopped, line = _continue_to_write(dap, thread)
-    assert line == 14
-    assert stopped["description"] == (
-        "model.seen written by in-place add_: 1 of 1 elements changed, max |change| 8"
-    )
+    stopped, stop_line = _continue_to_write(dap, thread)
+    assert stop_line == line
+    assert stopped["description"].startswith(text)
     _finish(dap, thread)
 
 
@@ -204,3 +206,38 @@ def test_not_a_tensor_and_removal(dap: DapClient) -> None:
     _arm(dap, {"dataId": info["dataId"]})
     assert _arm(dap) == []  # the user removed it: the program runs to its end
     _finish(dap, thread)
+
+
+def test_attached_to_tensor_dap_run() -> None:
+    """The same over attach: the agent listens (``tensor-dap run --listen --wait``)."""
+    script, port = PROGRAMS / "writes.py", _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tensor_dap", "run", "--listen", f"127.0.0.1:{port}", "--wait"]
+        + [str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    dap = DapClient()
+    try:
+        _agent_of(process)
+        dap.request("initialize", {"clientID": "pytest", "adapterID": "tensor-dap"})
+        dap.send("attach", {"connect": {"host": "127.0.0.1", "port": port}})
+        dap.event("initialized")
+        source = {"path": str(script)}
+        dap.request("setBreakpoints", {"source": source, "breakpoints": [{"line": 7}]})
+        dap.request("configurationDone")
+        thread = dap.event("stopped")["body"]["threadId"]
+        info = _variable_info(dap, dap.top_frame(thread)["id"], "w")
+        assert _arm(dap, {"dataId": info["dataId"]})[0]["verified"] is True
+        stopped, line = _continue_to_write(dap, thread)
+        assert (line, stopped["description"]) == (
+            9,
+            "w written by in-place add_: 4 of 4 elements changed, max |change| 1",
+        )
+        _finish(dap, thread)
+    finally:
+        dap.close()
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=15)
