@@ -36,7 +36,7 @@ lock = threading.RLock()
 #: data id -> the armed breakpoint
 armed: dict[str, Armed] = {}
 #: storage address -> the breakpoints on tensors with data there
-_by_storage: dict[Hashable, list[Armed]] = {}
+by_storage: dict[Hashable, list[Armed]] = {}
 
 
 def replace(breakpoints: dict[str, Armed]) -> None:
@@ -64,16 +64,8 @@ def rekey() -> None:
             key = storage_key(tensor) if tensor is not None else None
             if key is not None:
                 index.setdefault(key, []).append(entry)
-        _by_storage.clear()
-        _by_storage.update(index)
-
-
-def written_by(target: Any) -> list[Armed]:
-    """The armed breakpoints whose tensor a write into ``target`` may change."""
-    if not _by_storage:
-        return []
-    key = storage_key(target)
-    return list(_by_storage.get(key, ())) if key is not None else []
+        by_storage.clear()
+        by_storage.update(index)
 
 
 def armed_in(tensors: Iterable[Any]) -> list[Armed]:

@@ -24,6 +24,7 @@ from tensor_dap.agent import data_index, frames, optimizers
 from tensor_dap.agent.data_index import Armed
 from tensor_dap.agent.data_stop import DataBreakpointHit, suspend_on_write
 from tensor_dap.agent.op_kinds import OpInfo
+from tensor_dap.agent.storage import storage_key
 from tensor_dap.tensor_text import shape_text
 
 RULE = SimpleNamespace(id=data_index.HOOK_ID, needs_accelerator=False)
@@ -32,7 +33,13 @@ SCREEN = None
 _DATA_SET = "data.__set__"
 _WRITERS = {"__setitem__": "indexed assignment", _DATA_SET: ".data assignment"}
 
-_pending = threading.local()
+
+class _Pending(threading.local):
+    #: (the tensor an op is writing, [(armed breakpoint, its value before the op)])
+    value: Any = None
+
+
+_pending = _Pending()
 #: id(optimizer) -> (the user's frame of its step(), the armed parameters and their old values)
 _steps: dict[int, tuple[Optional[FrameType], list[tuple[Armed, Any]]]] = {}
 _subscriber: Optional[optimizers.Subscriber] = None
@@ -48,15 +55,19 @@ def applies_passthrough(op: OpInfo) -> bool:
 
 def before(op: OpInfo, args: Any, kwargs: Any, caller: Any, watch: Any) -> None:
     """Copy the armed tensors this op is about to write (the mode is off the stack here)."""
-    if args:
-        armed = data_index.written_by(args[0])
+    if args:  # (every in-place op pays this: data_index.written_by, inlined)
+        try:
+            key: Any = args[0].untyped_storage().data_ptr() or storage_key(args[0])
+        except Exception:
+            key = storage_key(args[0])
+        armed = data_index.by_storage.get(key) if key is not None else None
         if armed:
             _pending.value = (args[0], [(a, _snapshot(a)) for a in armed])
     return None
 
 
 def after(op: OpInfo, args: Any, kwargs: Any, out: Any, caller: Any, watch: Any) -> None:
-    pending = getattr(_pending, "value", None)
+    pending = _pending.value
     if pending is None or not args or pending[0] is not args[0]:
         return None
     _pending.value = None
