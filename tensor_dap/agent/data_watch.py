@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import torch
 
 from tensor_dap.agent import data_index, data_write
-from tensor_dap.agent.data_index import HOOK_ID, Armed, lock
+from tensor_dap.agent.data_index import HOOK_ID, Armed
 
 if TYPE_CHECKING:
     from tensor_dap.agent.engine import Watch
@@ -38,6 +38,7 @@ _watch: Optional[Watch] = None
 _wake: Optional[Callable[[], None]] = None
 #: how to tell the adapter (the connection that last set the breakpoints)
 _send: Optional[Send] = None
+_forks_followed: list[bool] = []
 
 
 def bind(watch: Watch, wake: Optional[Callable[[], None]] = None) -> None:
@@ -45,6 +46,11 @@ def bind(watch: Watch, wake: Optional[Callable[[], None]] = None) -> None:
     thread if nothing else had (see :class:`~tensor_dap.agent.late_start.Starter`)."""
     global _watch, _wake
     _watch, _wake = watch, wake
+    if hasattr(os, "register_at_fork") and not _forks_followed:
+        _forks_followed.append(True)
+        # a forked child (a DataLoader worker) has none of the parent's breakpoints: their ids
+        # name the parent, and its channel socket is the parent's
+        os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def offer(value: Any, label: str) -> str:
@@ -55,7 +61,7 @@ def offer(value: Any, label: str) -> str:
     if not isinstance(value, torch.Tensor):
         kind = type(value).__name__
         return json.dumps({"dataId": None, "description": f"{label} is a {kind}, not a tensor"})
-    with lock:
+    with data_index.lock:
         data_id = next((i for i, (ref, _) in _offered.items() if ref() is value), None)
         if data_id is None:
             data_id = f"tensor:{os.getpid()}:{next(_ids)}"
@@ -69,7 +75,7 @@ def offer(value: Any, label: str) -> str:
 def _freed_callback(data_id: str) -> Callable[[Any], None]:
     def freed(_: Any) -> None:
         try:
-            with lock:
+            with data_index.lock:
                 entry = _offered.pop(data_id, None)
             armed = data_index.remove(data_id)
             if armed is not None:
@@ -109,7 +115,7 @@ def set_breakpoints(specs: list[Any]) -> dict[str, dict[str, Any]]:
     disarm the others; per data id of this process, whether it is armed (and why not)."""
     results: dict[str, dict[str, Any]] = {}
     armed: dict[str, Armed] = {}
-    with lock:
+    with data_index.lock:
         for spec in specs:
             data_id = spec.get("dataId") if isinstance(spec, dict) else None
             entry = _offered.get(str(data_id))
@@ -159,10 +165,22 @@ def program_ended() -> None:
     _send = None
 
 
+def _forget_in_child() -> None:
+    """After fork, in the child: no lock taken (another thread of the parent may have held one)."""
+    global _send
+    data_index.lock = type(data_index.lock)()
+    _offered.clear()
+    data_index.armed.clear()
+    data_index.by_storage.clear()
+    _send = None
+    if _watch is not None and HOOK_ID in _watch.hooks:
+        _watch.set_hook(HOOK_ID, None)
+
+
 def reset() -> None:
     """Forget everything (tests)."""
     global _send
-    with lock:
+    with data_index.lock:
         _offered.clear()
     data_index.replace({})
     _send = None

@@ -127,6 +127,24 @@ def test_a_module_tensor_from_watch(dap: DapClient, expression: str, line: int, 
     _finish(dap, thread)
 
 
+def test_a_parameter_from_variables(dap: DapClient) -> None:
+    """VARIABLES: model > fc > weight, as a user expands it; the stop at the optimizer step."""
+    script = PROGRAMS / "training.py"
+    thread, frame = _pause_at(dap, script, 23)
+    model = _locals(dap, frame)["model"]
+    children = dap.request("variables", {"variablesReference": model["variablesReference"]})
+    fc = next(v for v in children["body"]["variables"] if v["name"] == "fc")
+    expanded = dap.request("variables", {"variablesReference": fc["variablesReference"]})
+    assert "weight" in {v["name"] for v in expanded["body"]["variables"]}
+    info = _info(dap, variablesReference=fc["variablesReference"], name="weight")
+    assert info["description"] == "model.fc.weight tensor<(2, 4) float32 cpu grad>"
+    _arm(dap, {"dataId": info["dataId"]})
+    stopped, line = _continue_to_write(dap, thread)
+    assert line == 26
+    assert stopped["description"].startswith("model.fc.weight written by Adam.step(): 8 of 8")
+    _finish(dap, thread)
+
+
 def test_a_condition_stops_only_when_it_holds(dap: DapClient) -> None:
     script = PROGRAMS / "conditions.py"
     thread, frame = _pause_at(dap, script, 7)

@@ -116,3 +116,22 @@ def test_only_writing_ops_are_planned_and_nothing_is_kept_alive(
     gc.collect()
     assert data_index.armed == {}  # the breakpoint went with its tensor
     assert data_index.HOOK_ID not in watch.hooks  # and the write checks with it
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork")
+def test_a_forked_child_has_none_of_the_parents_breakpoints(stops: list[tuple[int, str]]) -> None:
+    import os
+
+    watch = Watch(rules=[])
+    w = torch.zeros(2)
+    _arm(watch, w, "w")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its writes of its copy do not stop
+        os.close(read)
+        os.write(write, str(len(data_index.armed)).encode())
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 10) == b"0"
+    os.waitpid(pid, 0)
+    assert len(data_index.armed) == 1  # the parent's stays
