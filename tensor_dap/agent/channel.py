@@ -38,8 +38,7 @@ def _deliver(
             on_rules([str(r) for r in rules])
         elif on_message is not None and send is not None:
             on_message(message, send)
-        else:
-            return  # (as before: a message without rules ends the channel)
+        # (any other message is ignored: rule sets keep coming)
 
 
 def _sender(connection: socket.socket) -> Send:
