@@ -60,12 +60,12 @@ class DataBreakpoints:
         message["body"] = body
 
     def scopes_request(self, message: Message) -> None:
-        frame = (message.get("arguments") or {}).get("frameId")
+        frame = _arguments(message).get("frameId")
         if isinstance(frame, int):
             self._asked[message["seq"]] = ("frame", frame)
 
     def variables_request(self, message: Message) -> None:
-        reference = (message.get("arguments") or {}).get("variablesReference")
+        reference = _arguments(message).get("variablesReference")
         if isinstance(reference, int):
             self._asked[message["seq"]] = ("variables", reference)
 
@@ -98,7 +98,7 @@ class DataBreakpoints:
     def info_request(self, message: Message) -> None:
         """Made an ``evaluate`` of ``offer(<the variable>)`` in its frame (or answered here:
         no data breakpoint, and why)."""
-        arguments = message.get("arguments") or {}
+        arguments = _arguments(message)
         name = str(arguments.get("name") or "")
         reference = arguments.get("variablesReference")
         if reference:
@@ -138,7 +138,8 @@ class DataBreakpoints:
     # -- setDataBreakpoints -------------------------------------------------------------------
     def set_request(self, message: Message) -> None:
         """Answered here: each data id armed by the agent of its process, or why not."""
-        wanted = (message.get("arguments") or {}).get("breakpoints") or []
+        wanted = _arguments(message).get("breakpoints")
+        wanted = wanted if isinstance(wanted, list) else []
         specs = [
             {"dataId": b.get("dataId"), "condition": b.get("condition") or ""}
             for b in wanted
@@ -194,3 +195,9 @@ class DataBreakpoints:
                 }
             )
         self._tell_client(f"tensor-dap: {text}")
+
+
+def _arguments(request: Message) -> dict[str, Any]:
+    """A request's arguments (a malformed request's: none, and debugpy says what is wrong)."""
+    arguments = request.get("arguments")
+    return arguments if isinstance(arguments, dict) else {}
