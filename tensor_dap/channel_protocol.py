@@ -30,7 +30,7 @@ import secrets
 import socket
 import stat
 import tempfile
-from typing import IO, Any, Callable, Optional
+from typing import IO, Any, Callable, Iterator, Optional
 
 from tensor_dap.agent.threads import start_tool_thread
 
@@ -57,6 +57,18 @@ def read(stream: IO[bytes], limit: int = -1) -> Optional[dict[str, Any]]:
         return None
     message = json.loads(line)
     return message if isinstance(message, dict) else None
+
+
+def messages(stream: IO[bytes]) -> Iterator[dict[str, Any]]:
+    """Each message on ``stream`` until its end (or a line that is not a JSON object)."""
+    while True:
+        try:
+            message = read(stream)
+        except (OSError, ValueError):
+            return
+        if message is None:
+            return
+        yield message
 
 
 def rules_message(rules: list[str], flush: bool = False) -> dict[str, Any]:

@@ -11,13 +11,16 @@ flush its trace-store rows (:meth:`AgentChannel.flush`). When the client attache
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import socket
 import threading
-from typing import IO, Any, Optional
+import time
+from typing import IO, Any, Callable, Optional
 
 from tensor_dap import channel_protocol
 from tensor_dap.agent.ranks import scoped
+from tensor_dap.agent.threads import start_tool_thread
 
 log = logging.getLogger("tensor_dap.adapter")
 
@@ -30,6 +33,12 @@ class AgentChannel:
         #: the launch's ``tensorRanks`` ("1+3"): every rule sent is limited to these ranks
         self.ranks: Optional[str] = None
         self._closed = False
+        #: what an agent says on its own (not a reply): the data breakpoints' notices
+        self.on_message: Optional[Callable[[dict[str, Any]], None]] = None
+        self._asks = itertools.count(1)
+        #: number of a question (:meth:`ask`) -> the replies so far
+        self._replies: dict[int, list[dict[str, Any]]] = {}
+        self._replied = threading.Condition()
         self._listener = channel_protocol.Listener(
             self._greeted, "tensor-dap-channel", host, on_refused=_refused
         )
@@ -59,6 +68,25 @@ class AgentChannel:
         connection = channel_protocol.connect(address)
         connection.settimeout(None)
         self._add(connection)
+        start_tool_thread(self._listen, "tensor-dap-channel-reader", (connection.makefile("rb"),))
+
+    def ask(self, message: dict[str, Any], timeout: float = 3.0) -> list[dict[str, Any]]:
+        """Send ``message`` to every agent and wait (``timeout`` at most) for their replies."""
+        number = next(self._asks)
+        with self._replied:
+            self._replies[number] = []
+        with self._lock:
+            agents = list(self._agents)
+        sent = 0
+        for agent in agents:
+            self._send(agent, dict(message, request=number))
+            with self._lock:
+                sent += agent in self._agents
+        deadline = time.monotonic() + timeout
+        with self._replied:
+            while len(self._replies[number]) < sent and time.monotonic() < deadline:
+                self._replied.wait(max(deadline - time.monotonic(), 0.01))
+            return self._replies.pop(number)
 
     def close(self) -> None:
         self._closed = True
@@ -71,6 +99,19 @@ class AgentChannel:
 
     def _greeted(self, connection: socket.socket, stream: IO[bytes]) -> None:
         self._add(connection)
+        self._listen(stream)
+
+    def _listen(self, stream: IO[bytes]) -> None:
+        """What one agent says, until it goes: replies to :meth:`ask`, else ``on_message``."""
+        for message in channel_protocol.messages(stream):
+            number = message.get("reply")
+            if number is not None:
+                with self._replied:
+                    if number in self._replies:
+                        self._replies[number].append(message)
+                        self._replied.notify_all()
+            elif self.on_message is not None:
+                self.on_message(message)
 
     def _add(self, connection: socket.socket) -> None:
         """Keep ``connection`` for later rule sets and send it the current one."""

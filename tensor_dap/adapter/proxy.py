@@ -32,6 +32,15 @@ class Refusal(Exception):
     """Raised by a request handler: the request fails with this message, debugpy never sees it."""
 
 
+class Answer(Exception):
+    """Raised by a request handler that answers the request itself (debugpy does not know
+    it): the request succeeds with this body, debugpy never sees it."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__("answered by tensor-dap")
+        self.body = body
+
+
 class Proxy:
     def __init__(self, client_in: BinaryIO, client_out: BinaryIO, python: str = sys.executable):
         self.client_in = client_in
@@ -102,6 +111,8 @@ class Proxy:
                 self._from_client(message)
             except Refusal as refusal:
                 self._refuse(message, str(refusal))
+            except Answer as answer:
+                self._answer(message, answer.body)
             except Exception as error:  # a bug here must not end the session
                 log.exception("tensor-dap: handling %s failed", message.get("command"))
                 self._refuse(message, f"tensor-dap: {error}")
@@ -177,6 +188,17 @@ class Proxy:
                 "type": "event",
                 "event": "output",
                 "body": {"category": "important", "output": f"{text}\n"},
+            }
+        )
+
+    def _answer(self, request: Message, body: dict[str, Any]) -> None:
+        self.to_client(
+            {
+                "type": "response",
+                "request_seq": request.get("seq", 0),
+                "success": True,
+                "command": request.get("command", ""),
+                "body": body,
             }
         )
 

@@ -4,16 +4,18 @@ Each request, response or event the session cares about has one handler, named h
 ``launch`` (:mod:`~tensor_dap.adapter.launch`), ``attach`` (:mod:`~tensor_dap.adapter.attach`),
 the rule checkboxes and the stops on findings
 (:mod:`~tensor_dap.adapter.tensor_breakpoints`), the trace-store run of a launch
-(:mod:`~tensor_dap.adapter.session_trace`), and the tensors in VARIABLES.
+(:mod:`~tensor_dap.adapter.session_trace`), the tensors in VARIABLES, and the data breakpoints on
+tensors (:mod:`~tensor_dap.adapter.data_breakpoints`).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import BinaryIO, Optional
+from typing import BinaryIO, Callable, Optional
 
 from tensor_dap.adapter.agent_channel import AgentChannel
 from tensor_dap.adapter.attach import Attach
+from tensor_dap.adapter.data_breakpoints import DataBreakpoints
 from tensor_dap.adapter.launch import rewrite_launch
 from tensor_dap.adapter.proxy import Message, Proxy
 from tensor_dap.adapter.session_trace import SessionTrace
@@ -53,6 +55,23 @@ class ProxySession(Proxy):
                 "exited_event": self.trace.exited,
             }
         )
+        self._data_breakpoints()
+
+    def _data_breakpoints(self) -> None:
+        """ "Break on Value Change" on tensors: its handlers, after the ones above."""
+        data = DataBreakpoints(self.channel, self.to_client, self.tell_client)
+        for name, handler in {
+            "initialize_response": data.advertise,
+            "stopped_event": data.stopped,
+            "variables_response": data.variables_response,
+            "scopes_response": data.scopes_response,
+            "scopes_request": data.scopes_request,
+            "variables_request": data.variables_request,
+            "dataBreakpointInfo_request": data.info_request,
+            "evaluate_response": data.evaluate_response,
+            "setDataBreakpoints_request": data.set_request,
+        }.items():
+            self.handlers[name] = _chain(self.handlers.get(name), handler)
 
     def _remember_initialize(self, message: Message) -> None:
         self.initialize = message
@@ -76,3 +95,17 @@ def mark_tensors(message: Message) -> None:
     for variable in (message.get("body") or {}).get("variables") or []:
         if isinstance(variable, dict) and str(variable.get("value", "")).startswith(_TENSOR_VALUE):
             variable["__vscodeVariableMenuContext"] = "tensor"
+
+
+def _chain(
+    first: Optional[Callable[[Message], None]], then: Callable[[Message], None]
+) -> Callable[[Message], None]:
+    """``first`` (if any) then ``then``, for one message."""
+    if first is None:
+        return then
+
+    def both(message: Message) -> None:
+        first(message)
+        then(message)
+
+    return both

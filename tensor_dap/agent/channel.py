@@ -22,36 +22,63 @@ from tensor_dap.agent.threads import start_tool_thread
 
 RulesCallback = Callable[[list[str]], None]
 FlushCallback = Optional[Callable[[], None]]
+Send = Callable[[dict[str, Any]], None]
+#: called with each message of the adapter other than a rule set, and how to answer it
+MessageCallback = Callable[[dict[str, Any], Send], None]
 
 
-def _deliver(stream: IO[bytes], on_rules: RulesCallback, on_flush: FlushCallback) -> None:
-    while True:
-        try:
-            message = channel_protocol.read(stream)
-        except (OSError, ValueError):
-            return
+def _deliver(
+    stream: IO[bytes],
+    on_rules: RulesCallback,
+    on_flush: FlushCallback = None,
+    on_message: Optional[MessageCallback] = None,
+    connection: Optional[socket.socket] = None,
+) -> None:
+    send = _sender(connection) if connection is not None else None
+    for message in channel_protocol.messages(stream):
         rules = channel_protocol.rules_of(message)
-        if rules is None:
-            return
-        if message is not None and message.get("flush"):  # paused: the rules are unchanged
-            if on_flush is not None:
-                on_flush()
-            continue
-        on_rules(rules)
+        if rules is not None:
+            if message.get("flush"):  # the program paused: the rules are unchanged
+                if on_flush is not None:
+                    on_flush()
+                continue
+            on_rules(rules)
+        elif on_message is not None and send is not None:
+            on_message(message, send)
+        # (any other message is ignored: rule sets keep coming)
+
+
+def _sender(connection: socket.socket) -> Send:
+    """Messages to the adapter from any thread, one line at a time."""
+    lock = threading.Lock()
+
+    def send(message: dict[str, Any]) -> None:
+        with lock:
+            channel_protocol.send(connection, message)
+
+    return send
 
 
 class ChannelClient:
     """Launch: connected to the adapter, with its first rule set (None when it sent none)."""
 
     def __init__(
-        self, address: dict[str, Any], on_rules: RulesCallback, on_flush: FlushCallback = None
+        self,
+        address: dict[str, Any],
+        on_rules: RulesCallback,
+        on_flush: FlushCallback = None,
+        on_message: Optional[MessageCallback] = None,
     ) -> None:
         self._on_rules = on_rules
         self._socket = channel_protocol.connect(address, pid=os.getpid())
         self._stream = self._socket.makefile("rb")
         self.first_rules = channel_protocol.read_rules(self._stream)
         self._socket.settimeout(None)
-        start_tool_thread(_deliver, "tensor-dap-agent", (self._stream, on_rules, on_flush))
+        start_tool_thread(
+            _deliver,
+            "tensor-dap-agent",
+            (self._stream, on_rules, on_flush, on_message, self._socket),
+        )
 
 
 class ChannelListener:
@@ -59,10 +86,15 @@ class ChannelListener:
     program, its address published until the program ends."""
 
     def __init__(
-        self, on_rules: RulesCallback, host: str = "127.0.0.1", on_flush: FlushCallback = None
+        self,
+        on_rules: RulesCallback,
+        host: str = "127.0.0.1",
+        on_flush: FlushCallback = None,
+        on_message: Optional[MessageCallback] = None,
     ) -> None:
         self._on_rules = on_rules
         self._on_flush = on_flush
+        self._on_message = on_message
         #: set once an adapter has authenticated and sent its first rule set
         self.first_rules = threading.Event()
         self._listener = channel_protocol.Listener(self._serve, "tensor-dap-agent", host)
@@ -80,4 +112,4 @@ class ChannelListener:
             self.first_rules.set()
 
         with connection:
-            _deliver(stream, on_rules, self._on_flush)
+            _deliver(stream, on_rules, self._on_flush, self._on_message, connection)

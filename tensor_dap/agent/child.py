@@ -159,13 +159,18 @@ class ProcessAgent:
         address = address_from_environment()
         if address is None or not self.config.suspend:
             return
+        from tensor_dap.agent import data_watch
         from tensor_dap.agent.late_start import rules_callback
 
         starter = rules_callback(self.watch)
+        # data breakpoints in this process too (the adapter's requests reach every agent)
+        data_watch.bind(self.watch, getattr(getattr(starter, "__self__", None), "wake", None))
 
         def connect() -> None:
             try:
-                client = ChannelClient(address, starter, self._flush)
+                client = ChannelClient(
+                    address, starter, on_flush=self._flush, on_message=data_watch.channel_message
+                )
             except OSError as error:
                 log.warning("tensor-dap: cannot reach the debug adapter: %s", error)
                 return

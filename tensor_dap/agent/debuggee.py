@@ -21,6 +21,7 @@ import runpy
 import sys
 from typing import Callable, Optional
 
+from tensor_dap.agent import data_watch
 from tensor_dap.agent.channel import ChannelClient, ChannelListener
 from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.late_start import Starter
@@ -81,7 +82,9 @@ def _watch(rules: list[str]) -> tuple[Watch, Starter]:
     """The watch that suspends the debugger on findings, and its rule-change starter."""
     watch = Watch(rules=rules, on_finding=suspend_on_finding)
     _show_origins_in_variables(watch)
-    return watch, Starter(watch)
+    starter = Starter(watch)
+    data_watch.bind(watch, starter.wake)  # the debugger's data breakpoints
+    return watch, starter
 
 
 def _run(
@@ -95,11 +98,14 @@ def _run(
     exit_info = ExitInfo("exception", 1, "the program raised an exception")
     try:
         with watch:
-            exit_info = (
-                run_script(program, args, reraise=True)
-                if program
-                else _run_module(module or "", args)
-            )
+            try:
+                exit_info = (
+                    run_script(program, args, reraise=True)
+                    if program
+                    else _run_module(module or "", args)
+                )
+            finally:
+                data_watch.program_ended()
     finally:
         sys.stdout.flush()
         if session is not None:
@@ -115,7 +121,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     config = address_from_environment()
     if config is not None:
         try:
-            client = ChannelClient(config, starter.rules_changed, _flusher(session))
+            client = ChannelClient(
+                config,
+                starter.rules_changed,
+                on_flush=_flusher(session),
+                on_message=data_watch.channel_message,
+            )
             if client.first_rules is not None:
                 rules = client.first_rules
                 watch.set_enabled(rules)
@@ -167,7 +178,9 @@ def run_listening(
     session = start_live_trace(watch, command="run")
     # debugpy listens first: the agent's published address tells a client it may attach now
     debugpy.listen((host, port))
-    listener = ChannelListener(starter.rules_changed, on_flush=_flusher(session))
+    listener = ChannelListener(
+        starter.rules_changed, on_flush=_flusher(session), on_message=data_watch.channel_message
+    )
     try:
         if wait:
             debugpy.wait_for_client()

@@ -114,6 +114,9 @@ class Watch:
         self.accelerator_seen = _accelerator_in_use()
         #: function -> plan (see _plan): shared by every watch planning for the same rules
         self._plans: dict[Any, Any] = {}
+        #: hook modules on besides the rules, by id, planned like a rule (the debugger's data
+        #: breakpoints: :mod:`tensor_dap.agent.data_write`); see :meth:`set_hook`
+        self.hooks: dict[str, ModuleType] = {}
         self._replan()
         self._mode: Optional[WatchMode] = None
         self._handles: list[Any] = []
@@ -132,7 +135,7 @@ class Watch:
 
     def start(self) -> None:
         """Install the hooks in the calling thread (no-op when nothing is enabled)."""
-        if self._mode is not None or not (self.enabled or self.recorder is not None):
+        if self._mode is not None or not (self.enabled or self.recorder is not None or self.hooks):
             return
         # every rule's hooks, enabled or not: they check ``enabled`` when they fire, so a rule
         # switched on later (the debugger's checkboxes) works at once
@@ -197,10 +200,21 @@ class Watch:
         self.enabled = set(rules_for_rank(rules, current_rank()))
         self._replan()
 
+    def set_hook(self, hook_id: str, module: Optional[ModuleType]) -> None:
+        """Plan ``module`` (a rule-like module: ``RULE``, ``applies``, ``before``...) as if its
+        rule were on, or stop planning it (``None``); a failure switched off before is forgotten."""
+        if module is None:
+            self.hooks.pop(hook_id, None)
+        else:
+            self.hooks[hook_id] = module
+        self.failed.pop(hook_id, None)
+        self._replan()
+
     def _replan(self) -> None:
         """Take the plans for the rules on now (see :mod:`tensor_dap.agent.plans`)."""
-        active = self.enabled - self.failed.keys()
-        self._plans = plans.shared_plans(active, self.accelerator_seen, self._modules)
+        active = (self.enabled | self.hooks.keys()) - self.failed.keys()
+        modules = {**self._modules, **self.hooks} if self.hooks else self._modules
+        self._plans = plans.shared_plans(active, self.accelerator_seen, modules)
 
     def _saw_accelerator(self) -> None:
         """From now on every op's devices are compared."""

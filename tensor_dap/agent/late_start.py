@@ -33,10 +33,14 @@ class Starter:
 
     def rules_changed(self, rules: list[str]) -> None:
         self.watch.set_enabled(rules)
+        if rules:
+            self.wake()
+
+    def wake(self) -> None:
+        """Start the watch on the main thread, if it did not run (from another thread)."""
         main = threading.main_thread()
         if (
-            rules
-            and self.signal is not None
+            self.signal is not None
             and main.ident is not None
             and threading.current_thread() is not main
         ):

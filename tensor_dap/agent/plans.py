@@ -35,7 +35,15 @@ SHARED_PLANS: dict[tuple[Any, ...], dict[Any, Any]] = {}
 _PLANNED_FOR = object()
 
 #: the hooks a plan is made of (a test may patch one: they are part of the shared key)
-_PLANNED_HOOKS = ("applies", "applies_before", "before", "after", "observe", "SCREEN")
+_PLANNED_HOOKS = (
+    "applies",
+    "applies_before",
+    "applies_passthrough",
+    "before",
+    "after",
+    "observe",
+    "SCREEN",
+)
 
 
 def shared_plans(
@@ -61,14 +69,15 @@ def make_plan(watch: Watch, func: Any) -> Any:
     plans = watch._plans
     active, accelerator_seen = plans[_PLANNED_FOR]
     info = classify(func)
+    modules = {**watch._modules, **watch.hooks} if watch.hooks else watch._modules
     if info.passthrough:
-        plan: Any = PASS
+        plan: Any = _passthrough_plan(info, active, modules)
     else:
         before = []
         after = []
         observers = []
         for rule_id in active:
-            module = watch._modules[rule_id]
+            module = modules[rule_id]
             if module.RULE.needs_accelerator and not accelerator_seen:
                 continue
             if hasattr(module, "observe"):  # sampled, so it sees every kind of op
@@ -82,3 +91,19 @@ def make_plan(watch: Watch, func: Any) -> Any:
         plan = (info, tuple(before), tuple(after), tuple(observers))
     plans[func] = plan
     return plan
+
+
+def _passthrough_plan(info: Any, active: Iterable[str], modules: dict[str, ModuleType]) -> Any:
+    """A metadata function's plan: :data:`PASS`, unless a module asks to see it
+    (``applies_passthrough``: the data breakpoints see ``t.data = x``)."""
+    wanted = []
+    for rule_id in active:
+        module = modules[rule_id]
+        applies = getattr(module, "applies_passthrough", None)
+        if applies is not None and applies(info):
+            wanted.append(module)
+    if not wanted:
+        return PASS
+    before = tuple((m.RULE.id, m.before, None) for m in wanted if hasattr(m, "before"))
+    after = tuple((m.RULE.id, m.after) for m in wanted if hasattr(m, "after"))
+    return (info, before, after, ())

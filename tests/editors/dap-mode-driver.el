@@ -130,10 +130,25 @@
         (setq tensor-dap-driver--shown (1+ tensor-dap-driver--shown))))
     reason))
 
+(defun tensor-dap-driver--watch-data (session thread-id expression)
+  "Arm a data breakpoint on EXPRESSION in the top frame of THREAD-ID, with `dap-request'."
+  (let* ((top (car (gethash "stackFrames"
+                            (dap-request session "stackTrace" :threadId thread-id))))
+         (info (dap-request session "dataBreakpointInfo"
+                            :name expression :frameId (gethash "id" top)))
+         (armed (dap-request session "setDataBreakpoints"
+                             :breakpoints (vector (list :dataId (gethash "dataId" info))))))
+    (tensor-dap-driver--emit :event "dataBreakpoint"
+                             :description (gethash "description" info)
+                             :verified (gethash "verified"
+                                                (elt (gethash "breakpoints" armed) 0)))))
+
 (defun tensor-dap-driver--run ()
   (let* ((script (or (getenv "TENSOR_DAP_SCRIPT") (error "TENSOR_DAP_SCRIPT is not set")))
          (break-line (getenv "TENSOR_DAP_BREAK_LINE"))
          (ticks (getenv "TENSOR_DAP_TICK"))
+         (data-watch (getenv "TENSOR_DAP_DATA_WATCH")) ; "Break on Value Change" at the breakpoint
+         (data-armed nil)
          (template (copy-tree (cdr (assoc (or (getenv "TENSOR_DAP_TEMPLATE")
                                               "tensor-dap: current file")
                                           dap-debug-template-configurations)))))
@@ -164,10 +179,19 @@
           (setq session (car stop) stops (1+ stops))
           (when (> stops 5)
             (tensor-dap-driver--fail "more than 5 stops"))
-          ;; a line breakpoint: step over it (dap-next); any other stop: dap-continue
-          (if (equal (tensor-dap-driver--report session (cdr stop)) "breakpoint")
-              (dap-next session)
-            (dap-continue session (cdr stop)))))
+          ;; a line breakpoint: step over it (dap-next), or arm the data breakpoint there and
+          ;; continue; any other stop: dap-continue (a data breakpoint's: removed first)
+          (let ((reason (tensor-dap-driver--report session (cdr stop))))
+            (cond
+             ((and (equal reason "breakpoint") data-watch (not data-armed))
+              (setq data-armed t)
+              (tensor-dap-driver--watch-data session (cdr stop) data-watch)
+              (dap-continue session (cdr stop)))
+             ((equal reason "breakpoint") (dap-next session))
+             (t
+              (when data-armed
+                (dap-request session "setDataBreakpoints" :breakpoints []))
+              (dap-continue session (cdr stop)))))))
       (tensor-dap-driver--emit :event "terminated" :stops stops)
       (unless session
         (tensor-dap-driver--fail "the session terminated without stopping"))

@@ -287,3 +287,28 @@ def test_dap_mode_attaches_to_tensor_dap_run(sample_copy: Path) -> None:
     assert "y is on cpu" in info["description"]
     assert info["exceptionId"] == rule
     assert _event(lines, "shown", output)["text"].startswith(f"Exception has occurred: {rule}\n")
+
+
+@pytest.mark.timeout(EMACS_TIMEOUT + 60)
+def test_dap_mode_data_breakpoint_on_a_tensor(tmp_path: Path) -> None:
+    """The same data breakpoint from Emacs: at a line breakpoint, ``dataBreakpointInfo`` and
+    ``setDataBreakpoints`` through dap-mode's ``dap-request`` (docs/debugging.md), continue:
+    paused on the line whose in-place op writes the tensor."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "project").mkdir()
+    script = tmp_path / "project" / "writes.py"
+    shutil.copyfile(HERE.parent / "dap" / "data_programs" / "writes.py", script)
+
+    lines, output = _run_dap_mode(
+        script,
+        tmp_path / "home",
+        TENSOR_DAP_BREAK_LINE=str(_line_of(script, "# line 7")),
+        TENSOR_DAP_DATA_WATCH="w",
+    )
+
+    armed = _event(lines, "dataBreakpoint", output)
+    assert armed["verified"] is True, armed
+    assert armed["description"].startswith("w tensor<(4,) float32 cpu"), armed
+    stops = [(s["reason"], s["line"]) for s in _events(lines, "stopped")]
+    assert stops == [("breakpoint", 7), ("data breakpoint", _line_of(script, "# line 9"))], output
+    assert _event(lines, "adapter-exited", output)["state"] == "terminated"
