@@ -31,8 +31,17 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
         action="store_true",
         help="leaves-device: also report .item() / float(t) reads of accelerator tensors",
     )
+    _simulate_argument(check)
     check.add_argument("script", metavar="SCRIPT", nargs="?")
     check.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+
+
+def _simulate_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--simulate",
+        choices=("cuda",),
+        help="run a CUDA program unmodified on the CPU as if one CUDA device (cuda:0) were there",
+    )
 
 
 def _trace_arguments(trace: argparse.ArgumentParser) -> None:
@@ -44,6 +53,7 @@ def _trace_arguments(trace: argparse.ArgumentParser) -> None:
     trace.add_argument("--trace", metavar="PATH", help="trace store to write")
     # optional to argparse, checked in _trace: a REMAINDER after a required positional makes
     # argparse call ARGS required too
+    _simulate_argument(trace)
     trace.add_argument("script", metavar="SCRIPT", nargs="?")
     trace.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
@@ -234,9 +244,11 @@ def _check(
             parser.exit(USAGE_ERROR, f"tensor-dap check: no such script: {options.script}\n")
     elif not command:
         parser.exit(USAGE_ERROR, "tensor-dap check: a COMMAND is required after --\n")
+    elif options.simulate:
+        parser.exit(USAGE_ERROR, "tensor-dap check: --simulate runs a SCRIPT, not -- COMMAND\n")
     from tensor_dap.check import CheckRequest, run_check, run_check_command
 
-    request = CheckRequest(rules, options.report, options.trace, rule_options)
+    request = CheckRequest(rules, options.report, options.trace, rule_options, options.simulate)
     if command is not None:
         return run_check_command(command, request)
     return run_check(options.script, options.args, request)
@@ -276,6 +288,7 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         options.only,
         options.nan,
         options.trace,
+        options.simulate,
     )
 
 

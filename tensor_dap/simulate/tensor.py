@@ -1,0 +1,62 @@
+"""The simulated CUDA tensor: a stand-in accelerator tensor that reports ``cuda:0``.
+
+Its data and every op stay on the CPU (:class:`~tensor_dap.testing.standin.AcceleratorTensor`);
+only what Python code reads of it says CUDA: ``.device`` is ``cuda:0`` and ``.is_cuda`` is
+True, so programs that branch on them take their CUDA path and tensor-dap's findings name
+``cuda:0``. (PyTorch's C++ side still knows it as the stand-in device.)
+"""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+
+from tensor_dap.testing.standin import AcceleratorTensor, accelerator_device
+from tensor_dap.testing.standin.tensor import present_as
+
+__all__ = ["DEVICE", "SimulatedCudaTensor", "install", "live_bytes", "to_simulated"]
+
+#: what every simulated tensor says it is on
+DEVICE = torch.device("cuda", 0)
+
+
+class SimulatedCudaTensor(AcceleratorTensor):
+    """A tensor "on" ``cuda:0`` whose data is a CPU tensor."""
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return DEVICE
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return True
+
+
+def install() -> None:
+    """Set up the stand-in backend and make its op results simulated CUDA tensors."""
+    accelerator_device()
+    present_as(SimulatedCudaTensor, str(DEVICE), "cuda")
+
+
+def to_simulated(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` moved to the simulated device (as ``.to("cuda")`` would)."""
+    if isinstance(tensor, AcceleratorTensor):
+        return tensor
+    return tensor.to(accelerator_device())
+
+
+def live_bytes() -> int:
+    """Bytes held by the live simulated tensors (each storage once): the simulation's
+    ``torch.cuda.memory_allocated``. Counted when asked, so ops pay nothing for it."""
+    seen: set[int] = set()
+    total = 0
+    for obj in gc.get_objects():
+        # (the type, not isinstance: that would ask lazy module proxies for __class__)
+        if issubclass(type(obj), AcceleratorTensor):
+            storage = obj._elem.untyped_storage()
+            key = storage.data_ptr()
+            if key not in seen:
+                seen.add(key)
+                total += storage.nbytes()
+    return total
