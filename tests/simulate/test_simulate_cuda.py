@@ -1,0 +1,88 @@
+"""``--simulate cuda``: CUDA scripts written the usual way run unmodified on the CPU, as on one
+CUDA device named ``cuda:0``; device bugs are reported at their lines, and only under it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parent / "scripts"
+SIMULATE = ("--simulate", "cuda")
+
+
+def _marked(script: Path, marker: str = "# BUG") -> int:
+    lines = script.read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if line.rstrip().endswith(marker))
+
+
+def _found(run) -> list[tuple[str, int]]:
+    return [(f["rule"], f["line"]) for f in run.report["findings"]]
+
+
+@pytest.mark.parametrize("name", ["api", "checkpoint", "amp"])
+def test_clean_cuda_scripts_run_to_the_end_with_no_finding(check, name: str) -> None:
+    run = check(SCRIPTS / f"{name}.py", extra=SIMULATE)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith("OK")
+    assert run.report["findings"] == []
+    assert run.report["simulated"] == "cuda"
+    assert "no findings (simulated cuda on the CPU)" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        # what a real GPU run reports: copies from cuda:0 to the host
+        ("moves", [("leaves-device", 23), ("leaves-device", 27)]),
+        ("pinned", [("leaves-device", 17)]),
+        # PyTorch's own error at the CPU operand (the script catches it), and the finding
+        ("errors", [("device-mismatch", 10)]),
+    ],
+)
+def test_cuda_idioms_behave_as_on_a_gpu(check, name: str, expected) -> None:
+    run = check(SCRIPTS / f"{name}.py", extra=SIMULATE)
+    assert run.stdout.strip().endswith("OK"), run.stderr
+    assert _found(run) == expected
+    assert all("cuda:0" in f["message"] for f in run.report["findings"])
+    assert "accel" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    "name", ["seed_accumulator", "seed_forward", "seed_checkpoint", "seed_mask"]
+)
+def test_seeded_device_bugs_are_found_only_under_the_simulation(check, name: str) -> None:
+    script = SCRIPTS / f"{name}.py"
+    simulated = check(script, extra=SIMULATE)
+    assert _found(simulated) == [("device-mismatch", _marked(script))], simulated.stderr
+    assert "cuda:0" in simulated.report["findings"][0]["message"]
+    assert "cuda:0" in simulated.stderr and "accel" not in simulated.stderr
+    plain = check(script)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.report["findings"] == []
+    assert "simulated" not in plain.report
+
+
+def test_what_cannot_be_simulated_stops_with_one_line(check) -> None:
+    script = SCRIPTS / "unsupported.py"
+    run = check(script, extra=SIMULATE)
+    assert run.returncode == 1
+    assert "not reached" not in run.stdout
+    assert "Traceback" not in run.stderr
+    assert (
+        f"tensor-dap --simulate cuda: torch.cuda.Stream (at {script}:5) cannot be simulated"
+        in run.stderr
+    )
+
+
+def test_trace_simulates_too(tmp_path: Path) -> None:
+    script = SCRIPTS / "seed_forward.py"
+    output = tmp_path / "trace.txt"
+    command = [sys.executable, "-m", "tensor_dap", "trace", *SIMULATE, "--output", str(output)]
+    command += ["--trace", str(tmp_path / "t.db"), str(script)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    text = output.read_text()
+    assert "device-mismatch" in text and "noise is on cpu" in text and "cuda:0" in text
+    assert "(simulated cuda on the CPU)" in done.stderr
