@@ -8,7 +8,7 @@ model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
 for scaler in (torch.amp.GradScaler("cuda"), torch.cuda.amp.GradScaler()):
     total = 0.0
-    for step in range(5):
+    for _step in range(5):
         x = torch.randn(32, 8, device=device)
         y = torch.randint(0, 2, (32,), device=device)
         optimizer.zero_grad(set_to_none=True)
