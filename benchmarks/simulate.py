@@ -29,8 +29,9 @@ def _child(side: str, steps: int) -> None:
         from tensor_dap import simulate
 
         simulate.start("cuda")
-    import tensor_dap
     from workloads import make_mlp_step
+
+    import tensor_dap
 
     run = make_mlp_step(device="cuda" if simulated else "cpu")
     watch = tensor_dap.watch(rules="default") if side.endswith("watch") else None

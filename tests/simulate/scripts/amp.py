@@ -1,4 +1,5 @@
 """A clean mixed-precision training loop: autocast("cuda") and GradScaler."""
+
 import torch
 import torch.nn as nn
 

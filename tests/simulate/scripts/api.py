@@ -1,4 +1,5 @@
 """torch.cuda's questions and housekeeping, answered by the simulation."""
+
 import torch
 
 assert torch.cuda.is_available()

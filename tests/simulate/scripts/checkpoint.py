@@ -1,4 +1,5 @@
 """Saving a CUDA model and loading it back with map_location="cuda" or a device."""
+
 import os
 import tempfile
 

@@ -1,4 +1,5 @@
 """Moving tensors and modules to CUDA, and code that branches on where a tensor is."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """Pinned host memory: DataLoader(pin_memory=True) and .pin_memory()."""
+
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 

@@ -1,4 +1,5 @@
 """Seed: a loss accumulator made on the CPU."""
+
 import torch
 import torch.nn as nn
 

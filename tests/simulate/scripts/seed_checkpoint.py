@@ -1,4 +1,5 @@
 """Seed: a checkpoint loaded to the CPU and mixed with the model's tensors."""
+
 import os
 import tempfile
 

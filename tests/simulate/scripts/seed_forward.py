@@ -1,4 +1,5 @@
 """Seed: a CPU tensor made inside forward."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """Seed: a CPU class-weight vector in the loss."""
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
