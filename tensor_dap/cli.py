@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, parse_rules
+from tensor_dap.catalog import SIMULATE_KINDS
 
 USAGE_ERROR = 2
 
@@ -39,7 +40,7 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
 def _simulate_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--simulate",
-        choices=("cuda",),
+        choices=SIMULATE_KINDS,
         help="run a CUDA program unmodified on the CPU as if one CUDA device (cuda:0) were there",
     )
 

@@ -2,8 +2,9 @@
 
 The proxy rewrites the request so that debugpy starts ``-m tensor_dap.agent.debuggee`` with the
 program (or module), its arguments and the enabled rules, and passes the agent the channel's
-address in its environment. An interpreter that lacks tensor-dap, no program, or an unknown
-rule refuses the launch (:class:`~tensor_dap.adapter.proxy.Refusal`) before debugpy sees it.
+address in its environment; ``"simulate": "cuda"`` runs it on a simulated CUDA device
+(:mod:`tensor_dap.simulate`). An interpreter that lacks tensor-dap, no program, or an unknown
+rule or ``"simulate"`` kind refuses the launch (:class:`~tensor_dap.adapter.proxy.Refusal`) before debugpy sees it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import tensor_dap
 from tensor_dap.adapter.interpreter import interpreter_command, missing_agent, split_args
 from tensor_dap.adapter.proxy import Message, Refusal
 from tensor_dap.adapter.tensor_breakpoints import TensorBreakpoints
+from tensor_dap.catalog import SIMULATE_KINDS
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(tensor_dap.__file__))
 
@@ -26,6 +28,9 @@ def rewrite_launch(message: Message, breakpoints: TensorBreakpoints) -> None:
     program, module = arguments.pop("program", None), arguments.pop("module", None)
     if not program and not module:
         raise Refusal("launch needs 'program' or 'module'")
+    simulate = arguments.pop("simulate", None)
+    if simulate is not None and simulate not in SIMULATE_KINDS:
+        raise Refusal(f"bad simulate {simulate!r}: one of {', '.join(SIMULATE_KINDS)}")
     if program and "cwd" not in arguments:
         # the debuggee starts in the program's folder: name the program absolutely
         program = os.path.abspath(program)
@@ -37,7 +42,15 @@ def rewrite_launch(message: Message, breakpoints: TensorBreakpoints) -> None:
     target = ["--program", program] if program else ["--module", module]
     user_args = split_args(arguments.get("args"))
     arguments["module"] = "tensor_dap.agent.debuggee"
-    arguments["args"] = [*target, "--rules", ",".join(breakpoints.rules), "--", *user_args]
+    simulated = ["--simulate", simulate] if simulate else []
+    arguments["args"] = [
+        *target,
+        "--rules",
+        ",".join(breakpoints.rules),
+        *simulated,
+        "--",
+        *user_args,
+    ]
     env = dict(arguments.get("env") or {})
     env.update(breakpoints.channel.environment())
     arguments["env"] = env

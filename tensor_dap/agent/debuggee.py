@@ -39,6 +39,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     target.add_argument("--program")
     target.add_argument("--module")
     parser.add_argument("--rules", default="", help="comma list used when no adapter is reachable")
+    parser.add_argument("--simulate", help="a device kind to simulate (tensor_dap.simulate)")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     if options.args and options.args[0] == "--":
@@ -90,6 +91,10 @@ def _run(watch: Watch, program: Optional[str], module: Optional[str], args: list
 def main(argv: Optional[list[str]] = None) -> int:
     options = _parse(sys.argv[1:] if argv is None else argv)
     rules = [r for r in options.rules.split(",") if r]
+    if options.simulate:  # before the watch: its mode must lie above the simulation's
+        from tensor_dap import simulate
+
+        simulate.start(options.simulate)
     watch, starter = _watch(rules)
     config = address_from_environment()
     if config is not None:

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 from typing import Optional
 
+from tensor_dap.catalog import SIMULATE_KINDS
+
 __all__ = ["KINDS", "simulated", "start"]
 
 #: what ``--simulate`` accepts
-KINDS = ("cuda",)
+KINDS = SIMULATE_KINDS
 
 _started: Optional[str] = None
 
