@@ -3,8 +3,9 @@
 The proxy rewrites the request so that debugpy starts ``-m tensor_dap.agent.debuggee`` with the
 program (or module), its arguments and the enabled rules, and passes the agent the channel's
 address in its environment; ``"simulate": "cuda"`` runs it on a simulated CUDA device
-(:mod:`tensor_dap.simulate`). An interpreter that lacks tensor-dap, no program, or an unknown
-rule or ``"simulate"`` kind refuses the launch (:class:`~tensor_dap.adapter.proxy.Refusal`) before debugpy sees it.
+(:mod:`tensor_dap.simulate`). An interpreter that lacks tensor-dap, no program, an unknown
+rule or ``"simulate"`` kind refuses the launch (:class:`~tensor_dap.adapter.proxy.Refusal`)
+before debugpy sees it.
 """
 
 from __future__ import annotations
