@@ -171,6 +171,12 @@ def _map(value: Any, convert: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     return value
 
 
+def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+    """``Tensor.pin_memory``: pinned host memory is plain host memory here (also in the
+    DataLoader's pin-memory thread, which the simulation's mode does not reach)."""
+    return self
+
+
 def _own(name: str, answer: Callable[..., Any]) -> Callable[..., Any]:
     """A function of its own for each name (torch.compile's tables refuse one object under
     two names)."""
@@ -192,5 +198,6 @@ def install() -> None:
     torch.compile = _refuse(
         "torch.compile", "compiled CUDA kernels need a GPU; the model runs uncompiled on one"
     )
+    torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
     torch.load = _load(torch.load)
     torch.save = _save(torch.save)

@@ -22,7 +22,6 @@ _Tensor = torch.Tensor
 # (the mode is pushed before the program runs, so these are PyTorch's own functions)
 _TO = _Tensor.to
 _CUDA = _Tensor.cuda
-_PIN = _Tensor.pin_memory
 
 
 def is_cuda_device(value: Any) -> bool:
@@ -65,8 +64,6 @@ class SimulationMode(TorchFunctionMode):
                 device = f"cuda:{device}"
             kwargs.pop("memory_format", None)
             return _TO(args[0], _simulated(device or "cuda"), **kwargs)
-        elif func is _PIN:
-            return args[0]  # pinned host memory is ordinary host memory here
         return func(*args, **kwargs)
 
 

@@ -21,11 +21,11 @@ if out.device.type == "cuda":  # the CUDA branch is the one taken
     out = out.float()
 else:
     raise SystemExit("took the CPU branch")
-host = out.detach().cpu()
+host = out.detach().cpu()  # expect: leaves-device
 assert host.device.type == "cpu" and not host.is_cuda
 assert "device='cuda:0'" in repr(a)
 try:
-    a.numpy()
+    a.numpy()  # expect: leaves-device
 except TypeError as error:
     assert "cuda:0" in str(error)
 else:

@@ -15,5 +15,5 @@ host = torch.randn(5).pin_memory()
 moved = host.to(device, non_blocking=True)
 assert moved.is_cuda
 staged = torch.empty(5, pin_memory=True)
-staged.copy_(moved)
+staged.copy_(moved)  # expect: leaves-device
 print("OK")
