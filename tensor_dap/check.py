@@ -70,6 +70,7 @@ class CheckRequest:
             trace=db_path if run_id is not None else None,
             run_id=run_id,
             echo=True,
+            simulate=self.simulate,
         )
 
 

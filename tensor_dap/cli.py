@@ -245,8 +245,6 @@ def _check(
             parser.exit(USAGE_ERROR, f"tensor-dap check: no such script: {options.script}\n")
     elif not command:
         parser.exit(USAGE_ERROR, "tensor-dap check: a COMMAND is required after --\n")
-    elif options.simulate:
-        parser.exit(USAGE_ERROR, "tensor-dap check: --simulate runs a SCRIPT, not -- COMMAND\n")
     from tensor_dap.check import CheckRequest, run_check, run_check_command
 
     request = CheckRequest(rules, options.report, options.trace, rule_options, options.simulate)

@@ -105,18 +105,18 @@ def main(argv: Optional[list[str]] = None) -> int:
                 watch.set_enabled(rules)
         except OSError as error:
             print(f"tensor-dap: cannot reach the debug adapter: {error}", file=sys.stderr)
-    _follow_children(watch, rules)
+    _follow_children(watch, rules, options.simulate)
     return _run(watch, options.program, options.module, options.args)
 
 
-def _follow_children(watch: Watch, rules: list[str]) -> None:
+def _follow_children(watch: Watch, rules: list[str], simulate: Optional[str] = None) -> None:
     """Tensor breakpoints in the program's child processes too (``"subProcess": true``):
     Python children get the agent through the bootstrap and reach the adapter's channel
     themselves; forked ones (DataLoader workers) keep this watch and reconnect."""
     from tensor_dap.agent.child import ProcessAgent, follow_forks
     from tensor_dap.agent.spread import ChildConfig, Exported
 
-    config = ChildConfig(rules=list(rules), suspend=True)
+    config = ChildConfig(rules=list(rules), suspend=True, simulate=simulate)
     follow_forks(ProcessAgent(config, watch, own_process=True))
     Exported(config)
 

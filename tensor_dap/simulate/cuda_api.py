@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 
 from tensor_dap.simulate import tensor as simulated
-from tensor_dap.simulate.mode import is_cuda_device
+from tensor_dap.simulate.mode import check_index, is_cuda_device
 
 __all__ = ["NotSimulated", "install"]
 
@@ -44,9 +44,20 @@ def _reset_peak(device: Any = None) -> None:
 
 
 def _set_device(device: Any) -> None:
-    index = device if isinstance(device, int) else torch.device(device).index
-    if index not in (None, 0):
-        raise RuntimeError("CUDA error: invalid device ordinal (--simulate cuda has cuda:0 only)")
+    """Each process has one simulated device (a torchrun rank: its own ``cuda:LOCAL_RANK``)."""
+    check_index(device if isinstance(device, int) else torch.device(device).index)
+
+
+def _init_process_group(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``init_process_group``: NCCL needs GPUs; the simulated ranks talk over gloo."""
+
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if backend is not None and "nccl" in str(backend):
+            backend = "gloo"
+        return original(backend, *args, **kwargs)
+
+    init_process_group.__doc__ = original.__doc__
+    return init_process_group
 
 
 def _nothing(*args: Any, **kwargs: Any) -> None:
@@ -55,8 +66,8 @@ def _nothing(*args: Any, **kwargs: Any) -> None:
 
 _ANSWERS: dict[str, Callable[..., Any]] = {
     "is_available": lambda: True,
-    "device_count": lambda: 1,
-    "current_device": lambda: 0,
+    "device_count": lambda: simulated.COUNT,
+    "current_device": lambda: simulated.DEVICE.index,
     "is_initialized": lambda: True,
     "init": _nothing,
     "_lazy_init": _nothing,
@@ -199,5 +210,9 @@ def install() -> None:
         "torch.compile", "compiled CUDA kernels need a GPU; the model runs uncompiled on one"
     )
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
+    if torch.distributed.is_available():
+        distributed = torch.distributed
+        distributed.init_process_group = _init_process_group(distributed.init_process_group)
+        distributed.is_nccl_available = _own("is_nccl_available", lambda: True)
     torch.load = _load(torch.load)
     torch.save = _save(torch.save)

@@ -14,9 +14,10 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from tensor_dap.simulate.tensor import COUNT
 from tensor_dap.testing.standin import accelerator_device
 
-__all__ = ["SimulationMode", "install", "is_cuda_device"]
+__all__ = ["SimulationMode", "check_index", "install", "is_cuda_device"]
 
 _Tensor = torch.Tensor
 # (the mode is pushed before the program runs, so these are PyTorch's own functions)
@@ -34,12 +35,16 @@ def is_cuda_device(value: Any) -> bool:
 def _simulated(value: Any) -> Any:
     if not is_cuda_device(value):
         return value
-    index = torch.device(value).index
-    if index not in (None, 0):
-        raise RuntimeError(
-            "CUDA error: invalid device ordinal (tensor-dap --simulate cuda has one device, cuda:0)"
-        )
+    check_index(torch.device(value).index)
     return accelerator_device()
+
+
+def check_index(index: Any) -> None:
+    """Refuse a device index past the simulated devices, as CUDA does."""
+    if index is not None and not 0 <= index < COUNT:
+        raise RuntimeError(
+            f"CUDA error: invalid device ordinal (tensor-dap --simulate cuda: {COUNT} device(s))"
+        )
 
 
 class SimulationMode(TorchFunctionMode):

@@ -9,6 +9,7 @@ True, so programs that branch on them take their CUDA path and tensor-dap's find
 from __future__ import annotations
 
 import gc
+import os
 
 import torch
 
@@ -17,8 +18,10 @@ from tensor_dap.testing.standin.tensor import present_as
 
 __all__ = ["DEVICE", "SimulatedCudaTensor", "install", "live_bytes", "to_simulated"]
 
-#: what every simulated tensor says it is on
-DEVICE = torch.device("cuda", 0)
+#: devices of this machine's processes (torchrun: one per local rank), and this process's
+COUNT = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+#: what every simulated tensor of this process says it is on: ``cuda:LOCAL_RANK``
+DEVICE = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0") or 0) % COUNT)
 
 
 class SimulatedCudaTensor(AcceleratorTensor):

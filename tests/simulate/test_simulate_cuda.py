@@ -3,6 +3,7 @@ CUDA device named ``cuda:0``; device bugs are reported at their lines, and only 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,30 @@ def test_trace_simulates_too(tmp_path: Path) -> None:
     text = output.read_text()
     assert "device-mismatch" in text and "noise is on cpu" in text and "cuda:0" in text
     assert "(simulated cuda on the CPU)" in done.stderr
+
+
+def _check_command(tmp_path: Path, *command: str) -> tuple[subprocess.CompletedProcess, dict]:
+    report = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "tensor_dap", "check", *SIMULATE, "--report", str(report)]
+    argv += ["--trace", str(tmp_path / "t.db"), "--", *command]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    return done, json.loads(report.read_text())
+
+
+def test_child_processes_run_on_the_simulated_device(check) -> None:
+    run = check(SCRIPTS / "spawns.py", extra=SIMULATE)
+    assert run.stdout.strip().endswith("OK")
+    child = SCRIPTS / "child_bug.py"
+    assert [(f["rule"], f["path"], f["line"]) for f in run.report["findings"]] == [
+        ("device-mismatch", str(child), _marked(child))
+    ], run.stderr
+
+
+def test_torchrun_ranks_each_simulate_their_own_device(tmp_path: Path) -> None:
+    script = SCRIPTS / "ranks.py"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    done, report = _check_command(tmp_path, *torchrun, "--nproc_per_node", "2", str(script))
+    found = sorted((f["process"]["rank"], f["line"], f["message"]) for f in report["findings"])
+    assert [(rank, line) for rank, line, _ in found] == [(0, _marked(script)), (1, _marked(script))]
+    assert "x is on cuda:0" in found[0][2] and "x is on cuda:1" in found[1][2], done.stderr
+    assert report["simulated"] == "cuda"
