@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import torch
 
+from tensor_dap.simulate import distributed
 from tensor_dap.simulate import tensor as simulated
 from tensor_dap.simulate.mode import check_index, is_cuda_device
 
@@ -46,18 +47,6 @@ def _reset_peak(device: Any = None) -> None:
 def _set_device(device: Any) -> None:
     """Each process has one simulated device (a torchrun rank: its own ``cuda:LOCAL_RANK``)."""
     check_index(device if isinstance(device, int) else torch.device(device).index)
-
-
-def _init_process_group(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``init_process_group``: NCCL needs GPUs; the simulated ranks talk over gloo."""
-
-    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if backend is not None and "nccl" in str(backend):
-            backend = "gloo"
-        return original(backend, *args, **kwargs)
-
-    init_process_group.__doc__ = original.__doc__
-    return init_process_group
 
 
 def _nothing(*args: Any, **kwargs: Any) -> None:
@@ -210,9 +199,6 @@ def install() -> None:
         "torch.compile", "compiled CUDA kernels need a GPU; the model runs uncompiled on one"
     )
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
-    if torch.distributed.is_available():
-        distributed = torch.distributed
-        distributed.init_process_group = _init_process_group(distributed.init_process_group)
-        distributed.is_nccl_available = _own("is_nccl_available", lambda: True)
+    distributed.install(_refuse)
     torch.load = _load(torch.load)
     torch.save = _save(torch.save)

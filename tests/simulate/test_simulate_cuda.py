@@ -118,3 +118,20 @@ def test_torchrun_ranks_each_simulate_their_own_device(tmp_path: Path) -> None:
     assert [(rank, line) for rank, line, _ in found] == [(0, _marked(script)), (1, _marked(script))]
     assert "x is on cuda:0" in found[0][2] and "x is on cuda:1" in found[1][2], done.stderr
     assert report["simulated"] == "cuda"
+
+
+def test_ddp_cannot_be_simulated_and_says_so(tmp_path: Path) -> None:
+    script = tmp_path / "ddp.py"
+    script.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "dist.init_process_group('nccl')\n"
+        "model = torch.nn.Linear(3, 1).cuda()\n"
+        "ddp = torch.nn.parallel.DistributedDataParallel(model)\n"
+    )
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    done, report = _check_command(tmp_path, *torchrun, "--nproc_per_node", "1", str(script))
+    assert (
+        f"tensor-dap --simulate cuda: DistributedDataParallel (at {script}:4) cannot be simulated"
+        in done.stderr
+    )
+    assert report["exit"]["status"] != "ok"
