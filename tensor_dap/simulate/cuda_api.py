@@ -17,7 +17,7 @@ import torch
 
 from tensor_dap.simulate import distributed
 from tensor_dap.simulate import tensor as simulated
-from tensor_dap.simulate.mode import check_index, is_cuda_device
+from tensor_dap.simulate.mode import check_index, is_cuda_device, to_standin
 
 __all__ = ["NotSimulated", "install"]
 
@@ -177,6 +177,23 @@ def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
     return self
 
 
+def _set_default_device(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.set_default_device("cuda")``: the simulated device is the default."""
+
+    def set_default_device(device: Any) -> None:
+        original(to_standin(device))
+
+    set_default_device.__doc__ = original.__doc__
+    return set_default_device
+
+
+class _Generator(torch.Generator):
+    """``torch.Generator(device="cuda")``: the simulated device's data is made by the CPU."""
+
+    def __new__(cls, device: Any = "cpu") -> _Generator:
+        return super().__new__(cls, "cpu" if is_cuda_device(device) else device)  # type: ignore[call-arg]
+
+
 def _own(name: str, answer: Callable[..., Any]) -> Callable[..., Any]:
     """A function of its own for each name (torch.compile's tables refuse one object under
     two names)."""
@@ -198,6 +215,8 @@ def install() -> None:
     torch.compile = _refuse(
         "torch.compile", "compiled CUDA kernels need a GPU; the model runs uncompiled on one"
     )
+    torch.set_default_device = _set_default_device(torch.set_default_device)
+    torch.Generator = _Generator  # type: ignore[misc]
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
     distributed.install(_refuse)
     torch.load = _load(torch.load)

@@ -17,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 from tensor_dap.simulate.tensor import COUNT
 from tensor_dap.testing.standin import accelerator_device
 
-__all__ = ["SimulationMode", "check_index", "install", "is_cuda_device"]
+__all__ = ["SimulationMode", "check_index", "install", "is_cuda_device", "to_standin"]
 
 _Tensor = torch.Tensor
 # (the mode is pushed before the program runs, so these are PyTorch's own functions)
@@ -30,6 +30,11 @@ def is_cuda_device(value: Any) -> bool:
     if isinstance(value, torch.device):
         return value.type == "cuda"
     return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
+
+
+def to_standin(value: Any) -> Any:
+    """``value`` with a CUDA device replaced by the stand-in that simulates it."""
+    return _simulated(value)
 
 
 def _simulated(value: Any) -> Any:
