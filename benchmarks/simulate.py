@@ -1,12 +1,11 @@
 """What ``--simulate cuda`` costs, side by side in one run: ``python benchmarks/simulate.py``.
 
 The MLP training step of :mod:`workloads` and an MNIST-sized CNN's, written for CUDA
-(``device="cuda"``), timed under
-the simulation against the same step on the CPU, with and without the watch's default rules
-(what ``tensor-dap check`` runs). The simulation is process-wide, so each side runs in a child
-process of its own; the rounds alternate the sides (drift on a busy machine hits both alike),
-each child times its steps in CPU time (one intra-op thread) after a warm-up, and the median
-ratio is reported.
+(``device="cuda"``), timed under the simulation against the same step on the CPU, with and
+without the watch's default rules (what ``tensor-dap check`` runs). The simulation is
+process-wide, so each side runs in a child process of its own; the rounds alternate the sides
+(drift on a busy machine hits both alike), each child times its steps in CPU time (one intra-op
+thread) after a warm-up, and the median ratio is reported.
 Target: at most 3x the CPU step.
 """
 
