@@ -135,3 +135,9 @@ def test_ddp_cannot_be_simulated_and_says_so(tmp_path: Path) -> None:
         in done.stderr
     )
     assert report["exit"]["status"] != "ok"
+
+
+def test_the_python_per_op_path_simulates_too(check) -> None:
+    script = SCRIPTS / "seed_forward.py"
+    run = check(script, extra=SIMULATE, env={"TENSOR_DAP_PURE_PYTHON": "1"})
+    assert _found(run) == [("device-mismatch", _marked(script))], run.stderr
