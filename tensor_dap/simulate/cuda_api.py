@@ -19,7 +19,7 @@ from tensor_dap.simulate import distributed
 from tensor_dap.simulate import tensor as simulated
 from tensor_dap.simulate.mode import check_index, is_cuda_device, to_standin
 
-__all__ = ["NotSimulated", "install"]
+__all__ = ["NotSimulated", "install", "refuse"]
 
 DEVICE_NAME = "tensor-dap simulated CUDA device (CPU)"
 
@@ -113,15 +113,15 @@ def _user_line() -> str:
     return f" (at {frame.f_code.co_filename}:{frame.f_lineno})"
 
 
-def _refuse(name: str, why: str) -> Callable[..., Any]:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
+def refuse(name: str, why: str) -> Callable[..., Any]:
+    def stop(*args: Any, **kwargs: Any) -> Any:
         raise NotSimulated(
             f"tensor-dap --simulate cuda: {name}{_user_line()} cannot be simulated on the CPU "
             f"({why}); run this part on a GPU"
         )
 
-    refuse.__name__ = name.rsplit(".", 1)[-1]
-    return refuse
+    stop.__name__ = name.rsplit(".", 1)[-1]
+    return stop
 
 
 def _load(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -211,13 +211,13 @@ def install() -> None:
     for name, answer in _ANSWERS.items():
         setattr(cuda, name, _own(name, answer))
     for name in _UNSUPPORTED:
-        setattr(cuda, name, _refuse(f"torch.cuda.{name}", "CUDA streams, events and graphs"))
-    torch.compile = _refuse(
+        setattr(cuda, name, refuse(f"torch.cuda.{name}", "CUDA streams, events and graphs"))
+    torch.compile = refuse(
         "torch.compile", "compiled CUDA kernels need a GPU; the model runs uncompiled on one"
     )
     torch.set_default_device = _set_default_device(torch.set_default_device)
     torch.Generator = _Generator  # type: ignore[misc]
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
-    distributed.install(_refuse)
+    distributed.install(refuse)
     torch.load = _load(torch.load)
     torch.save = _save(torch.save)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+from typing import Any, Optional
 
 import torch
 
@@ -34,6 +35,27 @@ class SimulatedCudaTensor(AcceleratorTensor):
     @property
     def is_cuda(self) -> bool:  # type: ignore[override]
         return True
+
+    @classmethod
+    def __torch_dispatch__(  # type: ignore[override]
+        cls,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: Optional[dict[str, Any]] = None,
+    ) -> Any:
+        try:
+            return _dispatch(cls, func, types, args, kwargs)
+        except NotImplementedError as error:
+            if "with arguments from the 'CPU' backend" not in str(error):
+                raise
+            # an op with a CUDA kernel only (a custom CUDA/Triton kernel, a cuDNN-only op)
+            from tensor_dap.simulate.cuda_api import refuse
+
+            refuse(str(func.name()), "it has a CUDA kernel only")()
+
+
+_dispatch = AcceleratorTensor.__torch_dispatch__.__func__  # type: ignore[attr-defined]
 
 
 def install() -> None:

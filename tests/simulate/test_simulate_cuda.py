@@ -70,16 +70,19 @@ def test_seeded_device_bugs_are_found_only_under_the_simulation(check, name: str
     assert "simulated" not in plain.report
 
 
-def test_what_cannot_be_simulated_stops_with_one_line(check) -> None:
-    script = SCRIPTS / "unsupported.py"
+@pytest.mark.parametrize(
+    ("name", "call", "line"),
+    [("unsupported", "torch.cuda.Stream", 5), ("cuda_only_kernel", "myext::fused", 9)],
+)
+def test_what_cannot_be_simulated_stops_with_one_line(check, name, call, line) -> None:
+    script = SCRIPTS / f"{name}.py"
     run = check(script, extra=SIMULATE)
     assert run.returncode == 1
     assert "not reached" not in run.stdout
     assert "Traceback" not in run.stderr
     assert (
-        f"tensor-dap --simulate cuda: torch.cuda.Stream (at {script}:5) cannot be simulated"
-        in run.stderr
-    )
+        f"tensor-dap --simulate cuda: {call} (at {script}:{line}) cannot be simulated" in run.stderr
+    ), run.stderr
 
 
 def test_trace_simulates_too(tmp_path: Path) -> None:
