@@ -14,7 +14,10 @@ tensor subclass whose ops run on the CPU data):
 - :mod:`~tensor_dap.simulate.mode`: a ``TorchFunctionMode`` below the watch's that reads
   ``"cuda"`` devices (``device=``, ``.to(...)``, ``.cuda()``) as the simulated device;
 - :mod:`~tensor_dap.simulate.cuda_api`: ``torch.cuda``'s functions answered by the simulation,
-  ``torch.load``/``torch.save`` across it, and a clear stop for what cannot be simulated.
+  ``torch.load``/``torch.save`` across it, and a clear stop for what cannot be simulated;
+- :mod:`~tensor_dap.simulate.distributed`: torchrun ranks, NCCL answered by gloo.
+
+Child processes of a run start it too (``ChildConfig.simulate``, :mod:`tensor_dap.agent.child`).
 
 :func:`start` sets it all up once per process, before the watch starts (the mode must be below
 the watch's on the torch-function stack, so that the watch sees the user's own arguments).

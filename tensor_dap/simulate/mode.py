@@ -34,10 +34,6 @@ def is_cuda_device(value: Any) -> bool:
 
 def to_standin(value: Any) -> Any:
     """``value`` with a CUDA device replaced by the stand-in that simulates it."""
-    return _simulated(value)
-
-
-def _simulated(value: Any) -> Any:
     if not is_cuda_device(value):
         return value
     check_index(torch.device(value).index)
@@ -61,19 +57,19 @@ class SimulationMode(TorchFunctionMode):
         if kwargs:
             device = kwargs.get("device")
             if device is not None and is_cuda_device(device):
-                kwargs = dict(kwargs, device=_simulated(device))
+                kwargs = dict(kwargs, device=to_standin(device))
             if kwargs.get("pin_memory"):  # factories: pinned host memory is plain here
                 kwargs = dict(kwargs, pin_memory=False)
         else:
             kwargs = {}
         if func is _TO:
-            args = tuple(_simulated(a) for a in args)
+            args = tuple(to_standin(a) for a in args)
         elif func is _CUDA:
             device = args[1] if len(args) > 1 else kwargs.pop("device", None)
             if isinstance(device, int):
                 device = f"cuda:{device}"
             kwargs.pop("memory_format", None)
-            return _TO(args[0], _simulated(device or "cuda"), **kwargs)
+            return _TO(args[0], to_standin(device or "cuda"), **kwargs)
         return func(*args, **kwargs)
 
 
