@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Any, Optional
+from typing import Any, Callable
 
 import torch
 
@@ -25,6 +25,23 @@ COUNT = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
 DEVICE = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0") or 0) % COUNT)
 
 
+def _refusing_cuda_only(dispatch: Callable[..., Any]) -> Callable[..., Any]:
+    """``dispatch`` (a ``__torch_dispatch__``), stopping the run with one line on an op that
+    has a CUDA kernel only (a custom CUDA/Triton kernel, a cuDNN-only op)."""
+
+    def torch_dispatch(cls: type, func: Any, *rest: Any) -> Any:
+        try:
+            return dispatch(cls, func, *rest)
+        except NotImplementedError as error:
+            if "with arguments from the 'CPU' backend" not in str(error):
+                raise
+            from tensor_dap.simulate.cuda_api import refuse
+
+            refuse(str(func.name()), "it has a CUDA kernel only")()
+
+    return torch_dispatch
+
+
 class SimulatedCudaTensor(AcceleratorTensor):
     """A tensor "on" ``cuda:0`` whose data is a CPU tensor."""
 
@@ -36,26 +53,10 @@ class SimulatedCudaTensor(AcceleratorTensor):
     def is_cuda(self) -> bool:  # type: ignore[override]
         return True
 
-    @classmethod
-    def __torch_dispatch__(  # type: ignore[override]
-        cls,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: Optional[dict[str, Any]] = None,
-    ) -> Any:
-        try:
-            return _dispatch(cls, func, types, args, kwargs)
-        except NotImplementedError as error:
-            if "with arguments from the 'CPU' backend" not in str(error):
-                raise
-            # an op with a CUDA kernel only (a custom CUDA/Triton kernel, a cuDNN-only op)
-            from tensor_dap.simulate.cuda_api import refuse
-
-            refuse(str(func.name()), "it has a CUDA kernel only")()
-
-
-_dispatch = AcceleratorTensor.__torch_dispatch__.__func__  # type: ignore[attr-defined]
+    # each aten op: the stand-in's, and a CUDA-only op stops the run (see _refusing_cuda_only)
+    __torch_dispatch__ = classmethod(
+        _refusing_cuda_only(AcceleratorTensor.__torch_dispatch__.__func__)  # type: ignore[attr-defined]
+    )
 
 
 def install() -> None:
