@@ -10,7 +10,6 @@ run with one line naming the call and the user's line, never an obscure crash la
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable
 
 import torch
@@ -18,16 +17,13 @@ import torch
 from tensor_dap.simulate import distributed
 from tensor_dap.simulate import tensor as simulated
 from tensor_dap.simulate.mode import check_index, is_cuda_device, to_standin
+from tensor_dap.simulate.stop import refuse
 
-__all__ = ["NotSimulated", "install", "refuse"]
+__all__ = ["install"]
 
 DEVICE_NAME = "tensor-dap simulated CUDA device (CPU)"
 
 _peak = [0]
-
-
-class NotSimulated(SystemExit):
-    """A call the simulation cannot run: ends the program with one line (exit status 1)."""
 
 
 def _memory_allocated(device: Any = None) -> int:
@@ -100,28 +96,6 @@ _UNSUPPORTED = (
     "memory_stats",
     "set_per_process_memory_fraction",
 )
-
-
-def _user_line() -> str:
-    from tensor_dap.agent.frames import is_user_code
-
-    frame = sys._getframe(2)
-    while frame is not None and not is_user_code(frame.f_code):
-        frame = frame.f_back  # type: ignore[assignment]
-    if frame is None:
-        return ""
-    return f" (at {frame.f_code.co_filename}:{frame.f_lineno})"
-
-
-def refuse(name: str, why: str) -> Callable[..., Any]:
-    def stop(*args: Any, **kwargs: Any) -> Any:
-        raise NotSimulated(
-            f"tensor-dap --simulate cuda: {name}{_user_line()} cannot be simulated on the CPU "
-            f"({why}); run this part on a GPU"
-        )
-
-    stop.__name__ = name.rsplit(".", 1)[-1]
-    return stop
 
 
 def _load(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -218,6 +192,6 @@ def install() -> None:
     torch.set_default_device = _set_default_device(torch.set_default_device)
     torch.Generator = _Generator  # type: ignore[misc]
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
-    distributed.install(refuse)
+    distributed.install()
     torch.load = _load(torch.load)
     torch.save = _save(torch.save)

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import torch
 
+from tensor_dap.simulate.stop import refuse
 from tensor_dap.testing.standin import AcceleratorTensor
 
 __all__ = ["install"]
@@ -66,8 +67,8 @@ def _init_process_group(original: Callable[..., Any]) -> Callable[..., Any]:
     return init_process_group
 
 
-def install(refuse: Callable[[str, str], Callable[..., Any]]) -> None:
-    """Patch ``torch.distributed`` (when built); ``refuse`` makes a stop for a name."""
+def install() -> None:
+    """Patch ``torch.distributed`` (when built)."""
     if not torch.distributed.is_available():
         return
     distributed = torch.distributed

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from tensor_dap.simulate.stop import refuse
 from tensor_dap.testing.standin import AcceleratorTensor, accelerator_device
 from tensor_dap.testing.standin.tensor import present_as
 
@@ -35,8 +36,6 @@ def _refusing_cuda_only(dispatch: Callable[..., Any]) -> Callable[..., Any]:
         except NotImplementedError as error:
             if "with arguments from the 'CPU' backend" not in str(error):
                 raise
-            from tensor_dap.simulate.cuda_api import refuse
-
             refuse(str(func.name()), "it has a CUDA kernel only")()
 
     return torch_dispatch
