@@ -11,14 +11,15 @@ import torch
 from torch import nn
 
 
-def make_mlp_step(batch: int = 64) -> Callable[[int], None]:
-    """An MLP 784-256-10 training step at ``batch`` (SGD, cross-entropy), ``n`` times."""
+def make_mlp_step(batch: int = 64, device: str = "cpu") -> Callable[[int], None]:
+    """An MLP 784-256-10 training step at ``batch`` (SGD, cross-entropy) on ``device``, ``n``
+    times."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.randn(batch, 784)
-    y = torch.randint(0, 10, (batch,))
+    x = torch.randn(batch, 784, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
 
     def mlp_steps(n: int) -> None:
         for _ in range(n):

@@ -90,6 +90,9 @@ RULES: tuple[Rule, ...] = (
 
 RULE_IDS: tuple[str, ...] = tuple(rule.id for rule in RULES)
 
+#: what ``--simulate`` and the launch attribute ``"simulate"`` accept (:mod:`tensor_dap.simulate`)
+SIMULATE_KINDS: tuple[str, ...] = ("cuda",)
+
 #: what ``--rules`` and ``tensorBreakpoints`` accept besides rule ids
 GROUPS: tuple[str, ...] = ("default", "all")
 

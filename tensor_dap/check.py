@@ -54,6 +54,8 @@ class CheckRequest:
     trace_path: Optional[str] = None
     #: per-rule options, e.g. ``{"leaves-device": {"scalars": True}}``
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the device kind simulated (``--simulate cuda``), or None
+    simulate: Optional[str] = None
 
     def trace_db(self, cwd: str) -> str:
         """The trace store's absolute path."""
@@ -68,12 +70,17 @@ class CheckRequest:
             trace=db_path if run_id is not None else None,
             run_id=run_id,
             echo=True,
+            simulate=self.simulate,
         )
 
 
 def run_check(script: str, args: list[str], request: CheckRequest) -> int:
     """``check SCRIPT ARGS``: the script in this process, its child processes watched too."""
     cwd = os.getcwd()
+    if request.simulate:  # before the watch: its mode must lie above the simulation's
+        from tensor_dap import simulate
+
+        simulate.start(request.simulate)
     recorder = TraceRecorder(process=process_label(process_info()))
     watch = Watch(
         rules=request.rules,
@@ -190,7 +197,7 @@ def _report(
     trace_error: Optional[str],
 ) -> None:
     """The merged report: stderr summary, warnings, and the JSON file."""
-    report.print_summary(findings, {}, times, exit_info.summary())
+    report.print_summary(findings, {}, times, exit_info.summary(), request.simulate)
     for rule_id, reason in failed.items():
         report.warn(f"rule {rule_id} failed and was switched off: {reason}")
     for record in collected.processes:
@@ -219,4 +226,5 @@ def _report(
             request.rules,
             failed,
             processes or None,
+            request.simulate,
         )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, parse_rules
+from tensor_dap.catalog import SIMULATE_KINDS
 
 USAGE_ERROR = 2
 
@@ -31,8 +32,17 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
         action="store_true",
         help="leaves-device: also report .item() / float(t) reads of accelerator tensors",
     )
+    _simulate_argument(check)
     check.add_argument("script", metavar="SCRIPT", nargs="?")
     check.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+
+
+def _simulate_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--simulate",
+        choices=SIMULATE_KINDS,
+        help="run a CUDA program unmodified on the CPU as if one CUDA device (cuda:0) were there",
+    )
 
 
 def _trace_arguments(trace: argparse.ArgumentParser) -> None:
@@ -44,6 +54,7 @@ def _trace_arguments(trace: argparse.ArgumentParser) -> None:
     trace.add_argument("--trace", metavar="PATH", help="trace store to write")
     # optional to argparse, checked in _trace: a REMAINDER after a required positional makes
     # argparse call ARGS required too
+    _simulate_argument(trace)
     trace.add_argument("script", metavar="SCRIPT", nargs="?")
     trace.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
@@ -243,7 +254,7 @@ def _check(
         parser.exit(USAGE_ERROR, "tensor-dap check: a COMMAND is required after --\n")
     from tensor_dap.check import CheckRequest, run_check, run_check_command
 
-    request = CheckRequest(rules, options.report, options.trace, rule_options)
+    request = CheckRequest(rules, options.report, options.trace, rule_options, options.simulate)
     if command is not None:
         return run_check_command(command, request)
     return run_check(options.script, options.args, request)
@@ -283,6 +294,7 @@ def _trace(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         options.only,
         options.nan,
         options.trace,
+        options.simulate,
     )
 
 

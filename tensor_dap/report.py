@@ -57,6 +57,7 @@ def print_summary(
     counts: dict[tuple[str, str, int], int],
     times: Optional[list[int]] = None,
     failure: Optional[str] = None,
+    simulated: Optional[str] = None,
 ) -> None:
     """At the end: every finding once, with how often it fired, and ``failure`` (the script
     failed: ``the script failed: exit 3``) beside them: a failed run is never just "no findings".
@@ -67,6 +68,8 @@ def print_summary(
     """
     console = _console()
     failed = f"; {failure}" if failure else ""
+    if simulated:  # ``--simulate cuda``: never mistaken for a run on the real device
+        failed = f" (simulated {simulated} on the CPU){failed}"
     if not findings:
         console.print(
             Text(f"tensor-dap: no findings{failed}", style="yellow" if failure else "green")
@@ -105,6 +108,7 @@ def write_json_report(
     rules: list[str],
     failed_rules: dict[str, str],
     processes: Optional[list[dict[str, Any]]] = None,
+    simulated: Optional[str] = None,
 ) -> None:
     data: dict[str, Any] = {
         "findings": [f.to_json() for f in findings],
@@ -114,6 +118,8 @@ def write_json_report(
     }
     if processes is not None:  # a run of several processes: who reported, who ended
         data["processes"] = processes
+    if simulated:  # ``--simulate cuda``: the devices were simulated
+        data["simulated"] = simulated
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     with open(path, "w", encoding="utf-8") as out:

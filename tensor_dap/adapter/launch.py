@@ -3,8 +3,9 @@
 The proxy rewrites the request so that debugpy starts ``-m tensor_dap.agent.debuggee`` with the
 program (or module), its arguments and the enabled rules, and passes the agent the channel's
 address in its environment, and the trace-store run it writes
-(:class:`~tensor_dap.adapter.session_trace.SessionTrace`). An interpreter that lacks
-tensor-dap, no program, or an unknown rule refuses the launch
+(:class:`~tensor_dap.adapter.session_trace.SessionTrace`); ``"simulate": "cuda"`` runs it on a
+simulated CUDA device (:mod:`tensor_dap.simulate`). An interpreter that lacks tensor-dap, no
+program, an unknown rule or ``"simulate"`` kind refuses the launch
 (:class:`~tensor_dap.adapter.proxy.Refusal`) before debugpy sees it.
 """
 
@@ -18,6 +19,7 @@ from tensor_dap.adapter.interpreter import interpreter_command, missing_agent, s
 from tensor_dap.adapter.proxy import Message, Refusal
 from tensor_dap.adapter.session_trace import SessionTrace
 from tensor_dap.adapter.tensor_breakpoints import TensorBreakpoints
+from tensor_dap.catalog import SIMULATE_KINDS
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(tensor_dap.__file__))
 
@@ -29,6 +31,9 @@ def rewrite_launch(message: Message, breakpoints: TensorBreakpoints, trace: Sess
     program, module = arguments.pop("program", None), arguments.pop("module", None)
     if not program and not module:
         raise Refusal("launch needs 'program' or 'module'")
+    simulate = arguments.pop("simulate", None)
+    if simulate is not None and simulate not in SIMULATE_KINDS:
+        raise Refusal(f"bad simulate {simulate!r}: one of {', '.join(SIMULATE_KINDS)}")
     if program and "cwd" not in arguments:
         # the debuggee starts in the program's folder: name the program absolutely
         program = os.path.abspath(program)
@@ -41,11 +46,13 @@ def rewrite_launch(message: Message, breakpoints: TensorBreakpoints, trace: Sess
     user_args = split_args(arguments.get("args"))
     store = trace.begin(arguments, [program or f"-m {module}", *user_args])
     arguments["module"] = "tensor_dap.agent.debuggee"
+    simulated = ["--simulate", simulate] if simulate else []
     arguments["args"] = [
         *target,
         "--rules",
         ",".join(breakpoints.rules),
         *store,
+        *simulated,
         "--",
         *user_args,
     ]

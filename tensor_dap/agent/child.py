@@ -83,6 +83,10 @@ def _activate(config: ChildConfig) -> None:
     try:
         from tensor_dap.agent.engine import Watch
 
+        if config.simulate:  # the run's simulated device, before the watch (see simulate)
+            from tensor_dap import simulate
+
+            simulate.start(config.simulate)
         watch = Watch(rules=config.rules, options=config.options)
         agent = ProcessAgent(config, watch)
         agent.start_duties()

@@ -46,6 +46,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rules", default="", help="comma list used when no adapter is reachable")
     parser.add_argument("--trace", help="the trace store to write (agent.live_trace)")
     parser.add_argument("--trace-run", type=int, help="the store's run, begun by the adapter")
+    parser.add_argument("--simulate", help="a device kind to simulate (tensor_dap.simulate)")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     if options.args and options.args[0] == "--":
@@ -116,6 +117,10 @@ def _run(
 def main(argv: Optional[list[str]] = None) -> int:
     options = _parse(sys.argv[1:] if argv is None else argv)
     rules = [r for r in options.rules.split(",") if r]
+    if options.simulate:  # before the watch: its mode must lie above the simulation's
+        from tensor_dap import simulate
+
+        simulate.start(options.simulate)
     watch, starter = _watch(rules)
     session = start_live_trace(watch, options.trace, options.trace_run) if options.trace else None
     config = address_from_environment()
@@ -132,7 +137,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 watch.set_enabled(rules)
         except OSError as error:
             print(f"tensor-dap: cannot reach the debug adapter: {error}", file=sys.stderr)
-    _follow_children(watch, rules, session)
+    _follow_children(watch, rules, session, options.simulate)
     return _run(watch, session, options.program, options.module, options.args)
 
 
@@ -141,7 +146,12 @@ def _flusher(session: Optional[TraceSession]) -> Optional[Callable[[], None]]:
     return session.flush if session is not None else None
 
 
-def _follow_children(watch: Watch, rules: list[str], session: Optional[TraceSession]) -> None:
+def _follow_children(
+    watch: Watch,
+    rules: list[str],
+    session: Optional[TraceSession],
+    simulate: Optional[str] = None,
+) -> None:
     """Tensor breakpoints in the program's child processes too (``"subProcess": true``):
     Python children get the agent through the bootstrap and reach the adapter's channel
     themselves; forked ones (DataLoader workers) keep this watch and reconnect. Both write
@@ -149,7 +159,7 @@ def _follow_children(watch: Watch, rules: list[str], session: Optional[TraceSess
     from tensor_dap.agent.child import ProcessAgent, follow_forks
     from tensor_dap.agent.spread import ChildConfig, Exported
 
-    config = ChildConfig(rules=list(rules), suspend=True)
+    config = ChildConfig(rules=list(rules), suspend=True, simulate=simulate)
     if session is not None and session.run_id is not None:
         config.trace, config.run_id = session.db_path, session.run_id
     agent = ProcessAgent(config, watch, own_process=True)

@@ -26,9 +26,8 @@ import threading
 from types import FrameType, ModuleType
 from typing import Any, Callable, Iterable, Optional
 
-import torch
-
 from tensor_dap.agent import (
+    accelerators,
     compile_guard,
     mode,
     operator_shadows,
@@ -52,16 +51,6 @@ __all__ = ["FindingSink", "Watch", "process_info"]
 log = logging.getLogger("tensor_dap.engine")
 
 FindingSink = Callable[[Finding, Optional[FrameType]], None]
-
-
-def _accelerator_in_use() -> bool:
-    """Whether tensors may already live on an accelerator when the watch starts."""
-    try:
-        if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
-            return True
-    except Exception:
-        pass
-    return torch._C._get_privateuse1_backend_name() != "privateuseone"
 
 
 class Watch:
@@ -111,7 +100,7 @@ class Watch:
         #: an accelerator tensor has been seen: until then the rules that need one (catalog:
         #: ``needs_accelerator``) cannot fire and are left out of the per-op plans (a CPU-only
         #: program pays nothing for them)
-        self.accelerator_seen = _accelerator_in_use()
+        self.accelerator_seen = accelerators.in_use()
         #: function -> plan (see _plan): shared by every watch planning for the same rules
         self._plans: dict[Any, Any] = {}
         #: hook modules on besides the rules, by id, planned like a rule (the debugger's data
@@ -146,6 +135,8 @@ class Watch:
                     self._handles.extend(install(self))
                 except Exception:
                     self._rule_failed(rule_id)
+        if not self.accelerator_seen:  # a backend set up later: tensors may enter without an op
+            self._handles.append(accelerators.install(self._saw_accelerator))
         self._mode = WatchMode(self)
         self._mode.enter()
         operator_shadows.track(self._mode)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Iterable
 
+from tensor_dap.agent import accelerators
 from tensor_dap.agent.op_kinds import classify
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ def make_plan(watch: Watch, func: Any) -> Any:
     for a function not planned yet)."""
     # planned for the rules of the dict it goes in, read once: set_enabled (the debugger's
     # thread) may switch watch._plans meanwhile, and a shared dict must hold its own plans
+    if not watch.accelerator_seen and accelerators.in_use():  # a backend came up unseen
+        watch._saw_accelerator()
     plans = watch._plans
     active, accelerator_seen = plans[_PLANNED_FOR]
     info = classify(func)

@@ -41,6 +41,8 @@ class ChildConfig:
     echo: bool = False
     #: pause the debugger on each finding (launched by the debug adapter)
     suspend: bool = False
+    #: the device kind the run simulates (``--simulate cuda``), or None
+    simulate: Optional[str] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

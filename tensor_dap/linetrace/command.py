@@ -32,8 +32,13 @@ def run_trace(
     only: Optional[str] = None,
     nan: bool = False,
     trace_path: Optional[str] = None,
+    simulate: Optional[str] = None,
 ) -> int:
     cwd = os.getcwd()
+    if simulate:  # before the watch: its mode must lie above the simulation's
+        from tensor_dap import simulate as simulation
+
+        simulation.start(simulate)
     store = LineStore(process=process_label(process_info()))
     tracer = Tracer(Sink(output, append=False), max_depth=depth, only=only, nan=nan, store=store)
     watch = Watch(rules=rules, on_finding=tracer.finding)
@@ -54,7 +59,7 @@ def run_trace(
         session.finish(exit_info.to_json())
         sys.stdout.flush()
         if output:
-            report.print_summary(watch.findings, watch.counts)
+            report.print_summary(watch.findings, watch.counts, simulated=simulate)
         if session.error:
             report.warn(f"trace store not written: {session.error}")
     return exit_info.code

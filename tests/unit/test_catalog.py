@@ -89,3 +89,10 @@ def test_tensor_dap_rules_prints_the_table_and_json() -> None:
     )
     assert [r["id"] for r in listed["rules"]] == list(catalog.RULE_IDS)
     assert listed["rules"][-1]["default"] is False and listed["rules"][-1]["reads_data"] is True
+
+
+def test_the_launch_schema_offers_the_simulated_devices() -> None:
+    manifest = json.loads((EXTENSION / "package.json").read_text())
+    (debugger,) = manifest["contributes"]["debuggers"]
+    launch = debugger["configurationAttributes"]["launch"]["properties"]
+    assert tuple(launch["simulate"]["enum"]) == catalog.SIMULATE_KINDS

@@ -20,9 +20,11 @@ PyTorch has only for GPUs (the fused LSTM/GRU cells) get CPU kernels
 :mod:`~tensor_dap.testing.standin.printing`.
 
 This relies on **private, experimental torch API** (the backend-registration helper, wrapper
-subclasses, ``torch._tensor_str`` internals for printing); it is a test helper, never imported by
-the agent.  Nothing happens at import: the process-wide setup (``PrivateUse1`` can be renamed
-once per process) runs on the first call of :func:`accelerator_device`.
+subclasses, ``torch._tensor_str`` internals for printing); the agent never imports it: tests do,
+and ``tensor-dap --simulate cuda`` (:mod:`tensor_dap.simulate`, whose tensors say ``cuda:0``
+through :func:`~tensor_dap.testing.standin.tensor.present_as`).  Nothing happens at import:
+the process-wide setup (``PrivateUse1`` can be renamed once per process) runs on the first call
+of :func:`accelerator_device`.
 
 Known differences from a real GPU, kept on purpose or not worth the code:
 - a 0-dim CPU tensor is accepted beside accelerator tensors by every op (CUDA accepts it in

@@ -15,7 +15,7 @@ import torch
 from tensor_dap.testing.standin.printing import tensor_repr
 from tensor_dap.testing.standin.rnn_kernels import CPU_KERNELS
 
-__all__ = ["BACKEND_NAME", "AcceleratorTensor", "run_op", "standin_device"]
+__all__ = ["BACKEND_NAME", "AcceleratorTensor", "present_as", "run_op", "standin_device"]
 
 BACKEND_NAME = "accel"
 """The device type of the stand-in; tensors report ``accel:0``."""
@@ -64,6 +64,9 @@ _INDEX_OPS = frozenset(
 )
 
 _installed_device: Optional[torch.device] = None
+
+#: device types whose ``torch.device`` arguments mean the stand-in (see :func:`present_as`)
+_STANDIN_TYPES = {BACKEND_NAME}
 
 
 def standin_device() -> torch.device:
@@ -187,6 +190,20 @@ class AcceleratorTensor(torch.Tensor):
             return run_op(func, args, kwargs or {})
 
 
+#: the class op results are wrapped in, and the device name PyTorch's errors give it
+_presentation: dict[str, Any] = {"class": AcceleratorTensor, "name": f"{BACKEND_NAME}:0"}
+
+
+def present_as(tensor_class: type, device_name: str, device_type: str) -> None:
+    """Wrap op results in ``tensor_class`` (a subclass of :class:`AcceleratorTensor`) and name
+    the device ``device_name`` in errors; ``torch.device(device_type)`` arguments mean the
+    stand-in too. For ``tensor-dap --simulate cuda`` (:mod:`tensor_dap.simulate`), whose
+    tensors say they are on ``cuda:0``."""
+    _presentation["class"] = tensor_class
+    _presentation["name"] = device_name
+    _STANDIN_TYPES.add(device_type)
+
+
 # --------------------------------------------------------------------------------------------
 # The kernel shared by __torch_dispatch__ and the ``accel`` backend kernels
 
@@ -218,7 +235,7 @@ def _check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
             if not isinstance(item, torch.Tensor):
                 continue
             if isinstance(item, AcceleratorTensor):
-                name = "accel:0"
+                name = _presentation["name"]
             elif item.device.type == "cpu":
                 if item.dim() == 0:
                     continue
@@ -235,7 +252,7 @@ def _unwrap(value: Any) -> Any:
     if isinstance(value, AcceleratorTensor):
         return value._elem
     if isinstance(value, torch.device):
-        return _CPU if value.type == BACKEND_NAME else value
+        return _CPU if value.type in _STANDIN_TYPES else value
     if isinstance(value, (list, tuple)) and any(
         isinstance(v, (AcceleratorTensor, torch.device)) for v in value
     ):
@@ -248,7 +265,7 @@ def _wrap(value: Any, inputs: dict[int, torch.Tensor]) -> Any:
         outer = inputs.get(id(value))
         if outer is not None:  # in-place and out= ops hand back their own argument
             return outer
-        return AcceleratorTensor(value)
+        return _presentation["class"](value)
     if isinstance(value, (list, tuple)):
         return type(value)(_wrap(v, inputs) for v in value)
     return value
@@ -287,7 +304,7 @@ def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     new_args = tuple(_unwrap(a) for a in args)
     new_kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
     out = CPU_KERNELS.get(func, func)(*new_args, **new_kwargs)
-    if target is not None and target.type != BACKEND_NAME:
+    if target is not None and target.type not in _STANDIN_TYPES:
         return out  # e.g. ``_to_copy(device="cpu")``: a plain tensor on the host
     inputs: dict[int, torch.Tensor] = {}
     for a in args:

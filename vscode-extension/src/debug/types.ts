@@ -33,6 +33,8 @@ export interface LaunchAttributes extends CommonAttributes {
   console?: "internalConsole" | "integratedTerminal" | "externalTerminal";
   stopOnEntry?: boolean;
   subProcess?: boolean;
+  /** Run on the CPU as if this device were present (`cuda:0`): device bugs without a GPU. */
+  simulate?: "cuda";
 }
 
 export interface AttachAttributes extends CommonAttributes {
@@ -57,6 +59,7 @@ export const LAUNCH_ATTRIBUTES = [
   "subProcess",
   "tensorBreakpoints",
   "tensorRanks",
+  "simulate",
 ] as const satisfies readonly (keyof LaunchAttributes)[];
 
 /** Every attach attribute the schema declares. */

@@ -1,0 +1,58 @@
+"""``--simulate cuda``: run an unmodified CUDA program on the CPU as if one CUDA device were there.
+
+Why: device bugs (a CPU loss accumulator, a CPU tensor made inside ``forward``, a checkpoint
+loaded to the CPU and mixed in) only show on a GPU, an hour into a rented job. Under the
+simulation every tensor the program puts "on CUDA" is a CPU tensor that *says* it is on
+``cuda:0`` (``is_cuda``, ``.device``, messages, reports), so the device rules see what they
+would see on a real GPU, at the same lines, and PyTorch's own device errors are raised where
+CUDA raises them.
+
+How, on top of tensor-dap's stand-in accelerator (:mod:`tensor_dap.testing.standin`: a wrapper
+tensor subclass whose ops run on the CPU data):
+
+- :mod:`~tensor_dap.simulate.tensor`: the subclass whose tensors report ``cuda:0``;
+- :mod:`~tensor_dap.simulate.mode`: a ``TorchFunctionMode`` below the watch's that reads
+  ``"cuda"`` devices (``device=``, ``.to(...)``, ``.cuda()``) as the simulated device;
+- :mod:`~tensor_dap.simulate.cuda_api`: ``torch.cuda``'s functions answered by the simulation,
+  ``torch.load``/``torch.save`` across it, and a clear stop for what cannot be simulated;
+- :mod:`~tensor_dap.simulate.distributed`: torchrun ranks, NCCL answered by gloo;
+- :mod:`~tensor_dap.simulate.stop`: the one-line stop for what cannot be simulated.
+
+Child processes of a run start it too (``ChildConfig.simulate``, :mod:`tensor_dap.agent.child`).
+
+:func:`start` sets it all up once per process, before the watch starts (the mode must be below
+the watch's on the torch-function stack, so that the watch sees the user's own arguments).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tensor_dap.catalog import SIMULATE_KINDS
+
+__all__ = ["KINDS", "simulated", "start"]
+
+#: what ``--simulate`` accepts
+KINDS = SIMULATE_KINDS
+
+_started: Optional[str] = None
+
+
+def simulated() -> Optional[str]:
+    """The device kind simulated in this process (``"cuda"``), or None."""
+    return _started
+
+
+def start(kind: str) -> None:
+    """Simulate ``kind`` (one of :data:`KINDS`) in this process from now on; idempotent."""
+    global _started
+    if kind not in KINDS:
+        raise ValueError(f"cannot simulate {kind!r}; one of: {', '.join(KINDS)}")
+    if _started is not None:
+        return
+    from tensor_dap.simulate import cuda_api, mode, tensor
+
+    tensor.install()
+    cuda_api.install()
+    mode.install()
+    _started = kind

@@ -1,0 +1,197 @@
+"""``torch.cuda`` answered by the simulation, checkpoints across it, and a clear stop for what
+cannot be simulated.
+
+The program asks ``torch.cuda`` whether a device is there, what it is called, how much memory
+it holds; it seeds, synchronises and empties caches. Those are answered here from the
+simulation (one device, ``cuda:0``; memory from the live simulated tensors). What has no CPU
+meaning (streams, events, CUDA graphs, RNG state of the device, ``torch.compile``) stops the
+run with one line naming the call and the user's line, never an obscure crash later.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from tensor_dap.simulate import distributed
+from tensor_dap.simulate import tensor as simulated
+from tensor_dap.simulate.mode import check_index, is_cuda_device, to_standin
+from tensor_dap.simulate.stop import refuse
+
+__all__ = ["install"]
+
+DEVICE_NAME = "tensor-dap simulated CUDA device (CPU)"
+
+_peak = [0]
+
+
+def _memory_allocated(device: Any = None) -> int:
+    now = simulated.live_bytes()
+    _peak[0] = max(_peak[0], now)
+    return now
+
+
+def _max_memory_allocated(device: Any = None) -> int:
+    return max(_peak[0], _memory_allocated())
+
+
+def _reset_peak(device: Any = None) -> None:
+    _peak[0] = simulated.live_bytes()
+
+
+def _set_device(device: Any) -> None:
+    """Each process has one simulated device (a torchrun rank: its own ``cuda:LOCAL_RANK``)."""
+    check_index(device if isinstance(device, int) else torch.device(device).index)
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    """Seeding, synchronising, emptying caches: nothing to do on the CPU."""
+
+
+_ANSWERS: dict[str, Callable[..., Any]] = {
+    "is_available": lambda: True,
+    "device_count": lambda: simulated.COUNT,
+    "current_device": lambda: simulated.DEVICE.index,
+    "is_initialized": lambda: True,
+    "init": _nothing,
+    "_lazy_init": _nothing,
+    "set_device": _set_device,
+    "get_device_name": lambda device=None: DEVICE_NAME,
+    "get_device_capability": lambda device=None: (8, 0),
+    "is_bf16_supported": lambda including_emulation=True: True,
+    "synchronize": _nothing,
+    "empty_cache": _nothing,
+    "ipc_collect": _nothing,
+    "manual_seed": _nothing,  # the data is made by the CPU generator, seeded by torch's own
+    "manual_seed_all": _nothing,
+    "seed": _nothing,
+    "seed_all": _nothing,
+    "memory_allocated": _memory_allocated,
+    "max_memory_allocated": _max_memory_allocated,
+    "memory_reserved": _memory_allocated,
+    "max_memory_reserved": _max_memory_allocated,
+    "reset_peak_memory_stats": _reset_peak,
+    "reset_max_memory_allocated": _reset_peak,
+}
+
+#: torch.cuda names with no CPU meaning: calling them stops the run
+_UNSUPPORTED = (
+    "Stream",
+    "Event",
+    "ExternalStream",
+    "CUDAGraph",
+    "graph",
+    "make_graphed_callables",
+    "stream",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "get_rng_state",
+    "get_rng_state_all",
+    "set_rng_state",
+    "set_rng_state_all",
+    "mem_get_info",
+    "memory_summary",
+    "memory_stats",
+    "set_per_process_memory_fraction",
+)
+
+
+def _load(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.load``: ``map_location`` naming CUDA loads onto the simulated device."""
+
+    def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if not is_cuda_device(map_location):
+            return original(f, map_location, *args, **kwargs)
+        return _map(original(f, "cpu", *args, **kwargs), simulated.to_simulated)
+
+    load.__doc__ = original.__doc__
+    return load
+
+
+def _save(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.save``: simulated tensors are written as the CPU tensors they hold."""
+
+    def save(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        return original(_map(obj, _to_host), *args, **kwargs)
+
+    save.__doc__ = original.__doc__
+    return save
+
+
+def _to_host(tensor: torch.Tensor) -> torch.Tensor:
+    if isinstance(tensor, simulated.SimulatedCudaTensor):
+        host = tensor.detach().cpu()
+        if isinstance(tensor, torch.nn.Parameter) or getattr(tensor, "_is_param", False):
+            return torch.nn.Parameter(host, requires_grad=tensor.requires_grad)
+        return host
+    return tensor
+
+
+def _map(value: Any, convert: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``convert`` applied to every tensor in nested dicts, lists and tuples."""
+    if isinstance(value, torch.Tensor):
+        return convert(value)
+    if isinstance(value, dict):
+        mapped = type(value)() if type(value) is not dict else {}
+        for key, item in value.items():
+            mapped[key] = _map(item, convert)
+        if hasattr(value, "_metadata"):  # a state_dict's version info
+            mapped._metadata = value._metadata  # type: ignore[attr-defined]
+        return mapped
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_map(item, convert) for item in value)
+    return value
+
+
+def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+    """``Tensor.pin_memory``: pinned host memory is plain host memory here (also in the
+    DataLoader's pin-memory thread, which the simulation's mode does not reach)."""
+    return self
+
+
+def _set_default_device(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.set_default_device("cuda")``: the simulated device is the default."""
+
+    def set_default_device(device: Any) -> None:
+        original(to_standin(device))
+
+    set_default_device.__doc__ = original.__doc__
+    return set_default_device
+
+
+class _Generator(torch.Generator):
+    """``torch.Generator(device="cuda")``: the simulated device's data is made by the CPU."""
+
+    def __new__(cls, device: Any = "cpu") -> _Generator:
+        return super().__new__(cls, "cpu" if is_cuda_device(device) else device)  # type: ignore[call-arg]
+
+
+def _own(name: str, answer: Callable[..., Any]) -> Callable[..., Any]:
+    """A function of its own for each name (torch.compile's tables refuse one object under
+    two names)."""
+
+    def own(*args: Any, **kwargs: Any) -> Any:
+        return answer(*args, **kwargs)
+
+    own.__name__ = own.__qualname__ = name
+    return own
+
+
+def install() -> None:
+    """Answer ``torch.cuda`` from the simulation for the rest of the process."""
+    cuda = torch.cuda
+    for name, answer in _ANSWERS.items():
+        setattr(cuda, name, _own(name, answer))
+    for name in _UNSUPPORTED:
+        setattr(cuda, name, refuse(f"torch.cuda.{name}", "CUDA streams, events and graphs"))
+    torch.compile = refuse(
+        "torch.compile", "compiled CUDA kernels need a GPU; the model runs uncompiled on one"
+    )
+    torch.set_default_device = _set_default_device(torch.set_default_device)
+    torch.Generator = _Generator  # type: ignore[misc]
+    torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
+    distributed.install()
+    torch.load = _load(torch.load)
+    torch.save = _save(torch.save)

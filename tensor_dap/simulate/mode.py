@@ -1,0 +1,78 @@
+"""The simulation's ``TorchFunctionMode``: ``"cuda"`` devices in the program's torch calls
+mean the simulated device.
+
+It sits *below* the watch's mode (pushed first, see :func:`tensor_dap.simulate.start`): the
+watch sees the user's own call (``torch.zeros(3, device="cuda")``), then this mode hands the
+call on with the stand-in device in place of CUDA's. Every op passes through it, so it only
+looks at ``device=`` keywords and the few functions that take a device positionally.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from tensor_dap.simulate.tensor import COUNT
+from tensor_dap.testing.standin import accelerator_device
+
+__all__ = ["SimulationMode", "check_index", "install", "is_cuda_device", "to_standin"]
+
+_Tensor = torch.Tensor
+# (the mode is pushed before the program runs, so these are PyTorch's own functions)
+_TO = _Tensor.to
+_CUDA = _Tensor.cuda
+
+
+def is_cuda_device(value: Any) -> bool:
+    """Whether ``value`` names a CUDA device (``"cuda"``, ``"cuda:0"``, ``torch.device``)."""
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
+
+
+def to_standin(value: Any) -> Any:
+    """``value`` with a CUDA device replaced by the stand-in that simulates it."""
+    if not is_cuda_device(value):
+        return value
+    check_index(torch.device(value).index)
+    return accelerator_device()
+
+
+def check_index(index: Any) -> None:
+    """Refuse a device index past the simulated devices, as CUDA does."""
+    if index is not None and not 0 <= index < COUNT:
+        raise RuntimeError(
+            f"CUDA error: invalid device ordinal (tensor-dap --simulate cuda: {COUNT} device(s))"
+        )
+
+
+class SimulationMode(TorchFunctionMode):
+    """Reads CUDA devices as the simulated one; everything else passes untouched."""
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        if kwargs:
+            device = kwargs.get("device")
+            if device is not None and is_cuda_device(device):
+                kwargs = dict(kwargs, device=to_standin(device))
+            if kwargs.get("pin_memory"):  # factories: pinned host memory is plain here
+                kwargs = dict(kwargs, pin_memory=False)
+        else:
+            kwargs = {}
+        if func is _TO:
+            args = tuple(to_standin(a) for a in args)
+        elif func is _CUDA:
+            device = args[1] if len(args) > 1 else kwargs.pop("device", None)
+            if isinstance(device, int):
+                device = f"cuda:{device}"
+            kwargs.pop("memory_format", None)
+            return _TO(args[0], to_standin(device or "cuda"), **kwargs)
+        return func(*args, **kwargs)
+
+
+def install() -> None:
+    """Push the mode in the calling thread for the rest of the process."""
+    SimulationMode().__enter__()  # type: ignore[no-untyped-call]

@@ -1,0 +1,27 @@
+"""More ways to make CUDA tensors: generators, the default device, a small CNN."""
+
+import torch
+import torch.nn as nn
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+made = [
+    torch.tensor([1, 2], device=device),
+    torch.ones(2).cuda(0),
+    torch.randn(2, generator=torch.Generator(device=device).manual_seed(1), device=device),
+    torch.ones(2, device=device).new_zeros(3),
+    torch.zeros_like(torch.ones(2, device=device)),
+]
+torch.set_default_device(device)
+made.append(torch.ones(2))
+torch.set_default_device(None)
+cnn = nn.Sequential(
+    nn.Conv2d(1, 8, 3),
+    nn.BatchNorm2d(8),
+    nn.ReLU(),
+    nn.MaxPool2d(2),
+    nn.Flatten(),
+    nn.Linear(8 * 13 * 13, 10),
+).to(device)
+made.append(cnn(torch.randn(4, 1, 28, 28, device=device)))
+assert all(t.is_cuda and str(t.device) == "cuda:0" for t in made), [t.device for t in made]
+print("OK")

@@ -1,0 +1,146 @@
+"""``--simulate cuda``: CUDA scripts written the usual way run unmodified on the CPU, as on one
+CUDA device named ``cuda:0``; device bugs are reported at their lines, and only under it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parent / "scripts"
+SIMULATE = ("--simulate", "cuda")
+
+
+def _marked(script: Path, marker: str = "# BUG") -> int:
+    lines = script.read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if line.rstrip().endswith(marker))
+
+
+def _expected(script: Path) -> list[tuple[str, int]]:
+    """The ``# expect: RULE`` comments of ``script``: what a real GPU run reports."""
+    found = []
+    for number, line in enumerate(script.read_text().splitlines(), 1):
+        if "# expect: " in line:
+            found.append((line.split("# expect: ")[1].split()[0], number))
+    return found
+
+
+def _found(run) -> list[tuple[str, int]]:
+    return [(f["rule"], f["line"]) for f in run.report["findings"]]
+
+
+@pytest.mark.parametrize("name", ["api", "checkpoint", "amp", "factories"])
+def test_clean_cuda_scripts_run_to_the_end_with_no_finding(check, name: str) -> None:
+    run = check(SCRIPTS / f"{name}.py", extra=SIMULATE)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith("OK")
+    assert run.report["findings"] == []
+    assert run.report["simulated"] == "cuda"
+    assert "no findings (simulated cuda on the CPU)" in run.stderr
+
+
+# moves, pinned: copies from cuda:0 to the host, as a GPU run reports them; errors: PyTorch's
+# own error at the CPU operand (the script catches it), and the finding; workers: DataLoader
+# workers and the pin-memory thread
+@pytest.mark.parametrize("name", ["moves", "pinned", "errors", "workers"])
+def test_cuda_idioms_behave_as_on_a_gpu(check, name: str) -> None:
+    script = SCRIPTS / f"{name}.py"
+    run = check(script, extra=SIMULATE)
+    assert run.stdout.strip().endswith("OK"), run.stderr
+    assert _found(run) == _expected(script)
+    assert all("cuda:0" in f["message"] for f in run.report["findings"])
+    assert "accel" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    "name", ["seed_accumulator", "seed_forward", "seed_checkpoint", "seed_mask"]
+)
+def test_seeded_device_bugs_are_found_only_under_the_simulation(check, name: str) -> None:
+    script = SCRIPTS / f"{name}.py"
+    simulated = check(script, extra=SIMULATE)
+    assert _found(simulated) == [("device-mismatch", _marked(script))], simulated.stderr
+    assert "cuda:0" in simulated.report["findings"][0]["message"]
+    assert "cuda:0" in simulated.stderr and "accel" not in simulated.stderr
+    plain = check(script)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.report["findings"] == []
+    assert "simulated" not in plain.report
+
+
+@pytest.mark.parametrize(
+    ("name", "call", "line"),
+    [("unsupported", "torch.cuda.Stream", 5), ("cuda_only_kernel", "myext::fused", 9)],
+)
+def test_what_cannot_be_simulated_stops_with_one_line(check, name, call, line) -> None:
+    script = SCRIPTS / f"{name}.py"
+    run = check(script, extra=SIMULATE)
+    assert run.returncode == 1
+    assert "not reached" not in run.stdout
+    assert "Traceback" not in run.stderr
+    assert (
+        f"tensor-dap --simulate cuda: {call} (at {script}:{line}) cannot be simulated" in run.stderr
+    ), run.stderr
+
+
+def test_trace_simulates_too(tmp_path: Path) -> None:
+    script = SCRIPTS / "seed_forward.py"
+    output = tmp_path / "trace.txt"
+    command = [sys.executable, "-m", "tensor_dap", "trace", *SIMULATE, "--output", str(output)]
+    command += ["--trace", str(tmp_path / "t.db"), str(script)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    text = output.read_text()
+    assert "device-mismatch" in text and "noise is on cpu" in text and "cuda:0" in text
+    assert "(simulated cuda on the CPU)" in done.stderr
+
+
+def _check_command(tmp_path: Path, *command: str) -> tuple[subprocess.CompletedProcess, dict]:
+    report = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "tensor_dap", "check", *SIMULATE, "--report", str(report)]
+    argv += ["--trace", str(tmp_path / "t.db"), "--", *command]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    return done, json.loads(report.read_text())
+
+
+def test_child_processes_run_on_the_simulated_device(check) -> None:
+    run = check(SCRIPTS / "spawns.py", extra=SIMULATE)
+    assert run.stdout.strip().endswith("OK")
+    child = SCRIPTS / "child_bug.py"
+    assert [(f["rule"], f["path"], f["line"]) for f in run.report["findings"]] == [
+        ("device-mismatch", str(child), _marked(child))
+    ], run.stderr
+
+
+def test_torchrun_ranks_each_simulate_their_own_device(tmp_path: Path) -> None:
+    script = SCRIPTS / "ranks.py"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    done, report = _check_command(tmp_path, *torchrun, "--nproc_per_node", "2", str(script))
+    found = sorted((f["process"]["rank"], f["line"], f["message"]) for f in report["findings"])
+    assert [(rank, line) for rank, line, _ in found] == [(0, _marked(script)), (1, _marked(script))]
+    assert "x is on cuda:0" in found[0][2] and "x is on cuda:1" in found[1][2], done.stderr
+    assert report["simulated"] == "cuda"
+
+
+def test_ddp_cannot_be_simulated_and_says_so(tmp_path: Path) -> None:
+    script = tmp_path / "ddp.py"
+    script.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "dist.init_process_group('nccl')\n"
+        "model = torch.nn.Linear(3, 1).cuda()\n"
+        "ddp = torch.nn.parallel.DistributedDataParallel(model)\n"
+    )
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    done, report = _check_command(tmp_path, *torchrun, "--nproc_per_node", "1", str(script))
+    assert (
+        f"tensor-dap --simulate cuda: DistributedDataParallel (at {script}:4) cannot be simulated"
+        in done.stderr
+    )
+    assert report["exit"]["status"] != "ok"
+
+
+def test_the_python_per_op_path_simulates_too(check) -> None:
+    script = SCRIPTS / "seed_forward.py"
+    run = check(script, extra=SIMULATE, env={"TENSOR_DAP_PURE_PYTHON": "1"})
+    assert _found(run) == [("device-mismatch", _marked(script))], run.stderr
