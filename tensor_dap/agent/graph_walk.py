@@ -86,13 +86,3 @@ def _saved_bytes(node: Any, storages: set[Any]) -> int:
 def _is_parameter(tensor: Any) -> bool:
     base = tensor._base if tensor._base is not None else tensor
     return bool(base.is_leaf and base.requires_grad)
-
-
-def size_text(nbytes: int) -> str:
-    """``"12.0 MiB"``: bytes as a person reads them."""
-    value = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"

@@ -18,7 +18,6 @@ loop) plans each op once.
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Iterable
 
 from tensor_dap.agent.op_kinds import classify
@@ -39,7 +38,7 @@ _PLANNED_HOOKS = ("applies", "applies_before", "before", "after", "observe", "SC
 
 
 def shared_plans(
-    active: Iterable[str], accelerator_seen: bool, modules: dict[str, ModuleType]
+    active: Iterable[str], accelerator_seen: bool, modules: dict[str, Any]
 ) -> dict[Any, Any]:
     """The plan dict for the rules ``active`` (ids of ``modules``) now."""
     ids = tuple(sorted(active))

@@ -38,10 +38,11 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, kept_roots, naming
-from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key, size_text
+from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.hooks import Args, Kwargs
+from tensor_dap.tensor_text import size_text
 
 RULE = catalog.rule("graph-kept")
 
