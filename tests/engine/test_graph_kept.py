@@ -33,10 +33,10 @@ def train_total_inplace(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     total_loss = 0.0
     for x, y in batches:
-        optimizer.zero_grad()
         loss = F.mse_loss(model(x), y)
         loss.backward()
         optimizer.step()
+        optimizer.zero_grad()
         total_loss += loss  # kept
 
 
