@@ -131,3 +131,22 @@ def test_saved_tensors_count_until_backward_frees_them() -> None:
         del loss
         freed = watch.memory.live_bytes()["cpu"]
     assert held - freed >= 4000
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["c", "python"])
+def test_both_engine_paths_keep_the_same_books(native: bool) -> None:
+    from tensor_dap.agent import mode
+
+    mode.use_native(native)
+    try:
+        watch = Watch(rules=["graph-kept"], memory=True)
+        with watch:
+            a = torch.ones(100, 10)
+            b = a * 2  # an operator: the shadows' path
+            c = a.t()  # a view: nothing more
+            summary = watch.memory.summary() if watch.memory is not None else {}
+        del a, b, c
+    finally:
+        mode.use_native(True)
+    assert summary["cpu"]["peak_bytes"] == 8000
+    assert [(r["op"], r["bytes"]) for r in summary["cpu"]["top"]] == [("ones", 4000), ("mul", 4000)]
