@@ -14,8 +14,8 @@ site made the time before (the result's node has the previous result's node as a
 sequence number is higher), which ``sum(list_of_losses)`` of losses made beforehand is not.
 A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations, when
 
-- a ``backward()`` ran since the chain started and did not go through it (a hook on the
-  chain's latest node says when one does), and the chain grew again: the training-loop form;
+- a ``backward()`` ran since the chain started and did not go through it (a hook on each
+  node the chain grew by says when one does), and the chain grew again: the training-loop form;
 - or it stopped growing and a whole ``backward()`` ran after it without going through it: the
   evaluation-loop form, reported at the chain's line when the next training step runs
   backward (an evaluation whose chain is never followed by a backward is not reported).
@@ -75,6 +75,11 @@ class _Chain:
     term_bytes: int = 0
     term_nodes: int = 0
 
+    def restart(self, node: NodeKey, backwards: int) -> None:
+        """The site starts a new chain (kept as one record: most adds start one)."""
+        self.node, self.started, self.grown, self.iterations = node, backwards, backwards, 1
+        self.consumed = self.reported = self.dependent = False
+
     def on_backward(self, *_: Any) -> None:
         """Hook on the chain's nodes: a backward went through it (gradient accumulation)."""
         self.consumed = True
@@ -104,8 +109,13 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     backwards: int = state.rule_state.get(_BACKWARDS, 0)
     chain = chains.get(site)
     term = _term(chain, node, out, args) if chain is not None else None
-    if chain is None or term is None:
-        chains[site] = _start(code.co_filename, caller.f_lineno, node, backwards)
+    if chain is None:
+        chains[site] = _Chain(
+            code.co_filename, caller.f_lineno, node_key(node), backwards, backwards
+        )
+        return None
+    if term is None:
+        chain.restart(node_key(node), backwards)
         return None
     chain.node = node_key(node)
     chain.grown = backwards
@@ -145,12 +155,6 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
                     operands=False,
                 )
     return kept_roots.check(args, caller, state, backwards + 1)
-
-
-def _start(path: str, line: int, node: Any, backwards: int) -> _Chain:
-    chain = _Chain(path, line, node_key(node), backwards, backwards)
-    _hook(node, chain)
-    return chain
 
 
 def _hook(node: Any, chain: _Chain) -> None:
