@@ -10,9 +10,11 @@ is gone, and nothing here keeps any memory alive.
 Frees are not announced, so they are found by sweeping the table for expired storages. A sweep
 runs when the live total would pass the peak: the peak is then the true live total, and the top
 lines at it are the per-line totals of that moment (copied when the next sweep is about to take
-memory away). While more than :data:`EXACT_UP_TO` storages are live, sweeps are spaced out (one
-per sixty-fourth of them made) to keep the cost per op constant, and the peak may then include
-storages freed since the last sweep.
+memory away). To keep the cost per op bounded, a sweep that finds nothing freed doubles the
+number of storages made before the next one (at most a quarter of the live ones), and one
+that finds something brings it back to 1: while memory only grows, sweeps are rare; once it is
+freed and reused, every new peak is swept. A peak reached between two spaced sweeps may include
+storages freed since the last one.
 
 Not seen: tensors made outside torch functions (the gradients autograd's engine writes into
 ``.grad``, buffers an op allocates and frees internally, intermediate results saved inside a
@@ -32,8 +34,6 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from tensor_dap.agent import frames
 from tensor_dap.agent.storage import real_storages
 
-#: live storages up to which every new peak is exact (a sweep per new peak)
-EXACT_UP_TO = 4096
 #: lines kept in a device's ``top``
 TOP = 10
 
@@ -62,6 +62,9 @@ class MemoryLedger:
         self._peak_sites: dict[str, dict[Site, tuple[int, int]]] = {}
         self._pending: set[str] = set()
         self._since_sweep = 0
+        #: storages made between sweeps: doubled after a sweep that found nothing freed (a
+        #: program building its model frees nothing), back to 1 when one finds something
+        self._interval = 1
 
     def observe(self, out: Any, op: str, caller: FrameType) -> None:
         if isinstance(out, _Tensor):
@@ -98,12 +101,14 @@ class MemoryLedger:
             self._pending.add(device)
 
     def _sweep_due(self) -> bool:
-        return len(self._entries) <= EXACT_UP_TO or self._since_sweep * 64 >= len(self._entries)
+        cap = max(1, len(self._entries) // 4)
+        return self._since_sweep >= min(self._interval, cap)
 
     def sweep(self) -> None:
         """Drop the storages freed since the last sweep (the peak's lines copied first)."""
         self._since_sweep = 0
         expired = [(key, e) for key, e in self._entries.items() if e.ref.expired()]
+        self._interval = 1 if expired else self._interval * 2
         for device in {e.device for _, e in expired} & self._pending:
             self._snapshot(device)
         for key, entry in expired:
@@ -148,11 +153,19 @@ class MemoryLedger:
         return result
 
 
+#: code object's file -> its absolute path (``abspath`` costs microseconds per op)
+_PATHS: dict[str, str] = {}
+
+
 def _site(op: str, caller: FrameType) -> Site:
     user = frames.user_frame(caller)
     if user is None:
         return ("", 0, op)
-    return (os.path.abspath(user.f_code.co_filename), user.f_lineno, op)
+    name = user.f_code.co_filename
+    path = _PATHS.get(name)
+    if path is None:
+        path = _PATHS[name] = os.path.abspath(name)
+    return (path, user.f_lineno, op)
 
 
 #: the name the bookkeeping goes by in a watch's plans (no rule has it)
