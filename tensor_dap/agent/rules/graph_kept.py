@@ -168,7 +168,11 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
     """The operand this add accumulates into the chain, or None when it does not continue
     the chain with a fresh graph."""
     previous = None
-    for input_node, _ in node.next_functions:
+    if out is args[0]:  # in place: the total's previous node is an input of its new one
+        inputs = [input_node for input_node, _ in node.next_functions]
+    else:  # the total is an operand (cheaper: no node tuples made)
+        inputs = [a.grad_fn for a in args[:2] if isinstance(a, _Tensor)]
+    for input_node in inputs:
         same = input_node is not None and id(input_node) == chain.node[0]
         if same and node_key(input_node) == chain.node:
             previous = input_node
