@@ -84,18 +84,16 @@ def main() -> None:
             optimizer.step()
             pred = output.argmax(dim=1)
             correct = correct + (pred == target).sum()  # bug[cpu-correct-counter]: device-mismatch
-            history.append(
-                loss if BUG == "loss-history-graph" else loss.item()
-            )  # bug[loss-history-graph]: graph-kept
+            logged = loss if BUG == "loss-history-graph" else loss.item()
+            history.append(logged)  # bug[loss-history-graph]: graph-kept
         print(f"epoch {epoch}: loss {loss.item():.4f} correct {int(correct.item())}/{len(images)}")
         model.eval()
         val_loss = 0.0
         with contextlib.nullcontext() if BUG == "eval-without-no-grad" else torch.no_grad():
             for i in range(0, len(images), 16):
                 data, target = images[i : i + 16].to(device), labels[i : i + 16].to(device)
-                val_loss += F.cross_entropy(
-                    model(data), target
-                )  # bug[eval-without-no-grad]: graph-kept
+                out = model(data)
+                val_loss += F.cross_entropy(out, target)  # bug[eval-without-no-grad]: graph-kept
         print(f"epoch {epoch}: val loss {val_loss.item() / 4:.4f} (last {float(history[-1]):.4f})")
 
 
