@@ -6,7 +6,8 @@ in CPU time, and reports the median ratio to plain execution:
 
 - ``no-op TorchFunctionMode (floor)``: what any engine built on a mode pays at least;
 - ``watch, no rules``: ``tensor_dap.watch(rules=[])`` (installs nothing);
-- ``watch, default rules`` and ``watch, default rules + trace`` (what ``tensor-dap check`` runs),
+- ``watch, default rules``, ``watch, default rules + memory books`` (``check --memory``) and
+  ``watch, default rules + trace`` (what ``tensor-dap check`` runs),
   in the steady state of a long run: one watch per workload, resumed (``start()``) around each
   timed run and stopped after it, so plans and per-call-site counts carry over as in a program
   that runs one watch over many steps (the start and stop are timed);
@@ -102,6 +103,7 @@ def modes() -> dict[str, Mode]:
         "no-op TorchFunctionMode (floor)": _within(_NoopMode),
         "watch, no rules": _within(lambda: tensor_dap.watch(rules=[])),
         "watch, default rules": _resumed(lambda: tensor_dap.watch()),
+        "watch, default rules + memory books": _resumed(lambda: tensor_dap.watch(memory=True)),
         "watch, default rules + trace": _resumed(
             lambda: tensor_dap.watch(recorder=TraceRecorder())
         ),

@@ -79,6 +79,12 @@ RULES: tuple[Rule, ...] = (
         module="missing_zero_grad",
     ),
     Rule(
+        "graph-kept",
+        "Graph kept across steps",
+        "A tensor carrying autograd history is accumulated across loop iterations.",
+        module="graph_kept",
+    ),
+    Rule(
         "nan-inf",
         "NaN / Inf",
         "An operation produces NaN or Inf from finite inputs (reads data: opt-in).",

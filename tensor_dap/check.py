@@ -56,6 +56,8 @@ class CheckRequest:
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the device kind simulated (``--simulate cuda``), or None
     simulate: Optional[str] = None
+    #: keep the books of live tensor memory (``--memory``: this process's tensors)
+    memory: bool = False
 
     def trace_db(self, cwd: str) -> str:
         """The trace store's absolute path."""
@@ -87,6 +89,7 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
         on_finding=lambda f, _frame: report.print_finding(f),
         recorder=recorder,
         options=request.options,
+        memory=request.memory,
     )
     db_path = request.trace_db(cwd)
     session = TraceSession(db_path, recorder, watch.line_hits, "check", [script, *args], cwd)
@@ -110,7 +113,8 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
         times = [watch.counts.get((f.rule, f.path, f.line), 1) for f in watch.findings]
         times += collected.times
         failed = {**collected.failed, **watch.failed}
-        _report(findings, times, collected, exit_info, request, failed, session.error)
+        memory = watch.memory.summary() if watch.memory is not None else None
+        _report(findings, times, collected, exit_info, request, failed, session.error, memory)
     return 1 if (findings or failed or exit_info.failed) else 0
 
 
@@ -195,9 +199,12 @@ def _report(
     request: CheckRequest,
     failed: dict[str, str],
     trace_error: Optional[str],
+    memory: Optional[dict[str, Any]] = None,
 ) -> None:
     """The merged report: stderr summary, warnings, and the JSON file."""
     report.print_summary(findings, {}, times, exit_info.summary(), request.simulate)
+    if memory is not None:
+        report.print_memory(memory)
     for rule_id, reason in failed.items():
         report.warn(f"rule {rule_id} failed and was switched off: {reason}")
     for record in collected.processes:
@@ -227,4 +234,5 @@ def _report(
             failed,
             processes or None,
             request.simulate,
+            memory,
         )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -33,6 +34,12 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
         help="leaves-device: also report .item() / float(t) reads of accelerator tensors",
     )
     _simulate_argument(check)
+    check.add_argument(
+        "--memory",
+        action="store_true",
+        help="at the end, the peak of live tensor memory per device and the lines that made it "
+        "(in the report: memory)",
+    )
     check.add_argument("script", metavar="SCRIPT", nargs="?")
     check.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
@@ -255,6 +262,8 @@ def _check(
     from tensor_dap.check import CheckRequest, run_check, run_check_command
 
     request = CheckRequest(rules, options.report, options.trace, rule_options, options.simulate)
+    if options.memory:
+        request = dataclasses.replace(request, memory=True)
     if command is not None:
         return run_check_command(command, request)
     return run_check(options.script, options.args, request)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tensor_dap.findings import Finding, process_tag
+from tensor_dap.tensor_text import size_text
 
 
 def _console() -> Console:
@@ -109,6 +110,7 @@ def write_json_report(
     failed_rules: dict[str, str],
     processes: Optional[list[dict[str, Any]]] = None,
     simulated: Optional[str] = None,
+    memory: Optional[dict[str, Any]] = None,
 ) -> None:
     data: dict[str, Any] = {
         "findings": [f.to_json() for f in findings],
@@ -120,11 +122,36 @@ def write_json_report(
         data["processes"] = processes
     if simulated:  # ``--simulate cuda``: the devices were simulated
         data["simulated"] = simulated
+    if memory is not None:  # check --memory: {device: {peak_bytes, top}}
+        data["memory"] = memory
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     with open(path, "w", encoding="utf-8") as out:
         json.dump(data, out, indent=2)
         out.write("\n")
+
+
+def print_memory(memory: dict[str, Any]) -> None:
+    """``check --memory``: each device's peak of live tensor memory and its top lines."""
+    console = _console()
+    if not memory:
+        console.print(Text("tensor-dap: no tensor memory seen", style="dim"))
+    for device, books in memory.items():
+        console.print(
+            Text(f"tensor-dap: {device} peak {size_text(books['peak_bytes'])} of live tensors")
+        )
+        for row in books["top"]:
+            where = f"{row['path']}:{row['line']}" if row["line"] else "(library code)"
+            try:
+                rel = os.path.relpath(row["path"])
+                where = f"{rel}:{row['line']}" if not rel.startswith("..") else where
+            except ValueError:
+                pass
+            console.print(
+                Text(f"  {size_text(row['bytes']):>10}  {row['count']:>5} tensors  ")
+                + Text(where, style="bold")
+                + Text(f"  {row['op']}", style="dim")
+            )
 
 
 def warn(message: str) -> None:

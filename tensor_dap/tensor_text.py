@@ -63,3 +63,13 @@ def summary_text(
     elif requires_grad:
         parts.append("grad")
     return f"tensor<{' '.join(parts)}>"
+
+
+def size_text(nbytes: int) -> str:
+    """``"12.0 MiB"``: bytes as a person reads them."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"

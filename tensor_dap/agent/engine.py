@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any, Callable, Iterable, Optional
 
 from tensor_dap.agent import (
@@ -37,6 +37,7 @@ from tensor_dap.agent import (
     sampling,
     tensor_map,
 )
+from tensor_dap.agent import memory as memory_ledger
 from tensor_dap.agent.mode import WatchMode
 from tensor_dap.agent.process import current_rank, process_info
 from tensor_dap.agent.provenance import ProvenanceRegistry
@@ -67,6 +68,8 @@ class Watch:
     user lines (``direct``: called by that frame itself) (the trace store recorder); ``None``
     records nothing.
     ``options``: per-rule options, e.g. ``{"leaves-device": {"scalars": True}}``.
+    ``memory``: keep the books of live tensor memory per device (``self.memory``, a
+    :class:`~tensor_dap.agent.memory.MemoryLedger`; ``check --memory``).
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class Watch:
         recorder: Any = None,
         options: Optional[dict[str, dict[str, Any]]] = None,
         dedupe: bool = True,
+        memory: bool = False,
     ) -> None:
         if rules is None or isinstance(rules, str):
             rules = parse_rules(rules)
@@ -92,7 +96,10 @@ class Watch:
         self.failed: dict[str, str] = {}
         #: shared scratch space of rules (e.g. tensors zeroed since the last optimizer step)
         self.rule_state: dict[str, Any] = {}
-        self._modules: dict[str, ModuleType] = {m.RULE.id: m for m in rule_modules()}
+        self._modules: dict[str, Any] = {m.RULE.id: m for m in rule_modules()}
+        self.memory = memory_ledger.MemoryLedger() if memory else None
+        if self.memory is not None:
+            self._modules[memory_ledger.PLAN_ID] = memory_ledger.PLAN_HOOKS
         #: id(code) + instruction offset -> how often that call site ran
         self._site_hits: dict[int, int] = {}
         #: id(code) -> (code, {site key, ...}): keeps code objects alive (ids stay unique)
@@ -105,7 +112,7 @@ class Watch:
         self._plans: dict[Any, Any] = {}
         #: hook modules on besides the rules, by id, planned like a rule (the debugger's data
         #: breakpoints: :mod:`tensor_dap.agent.data_write`); see :meth:`set_hook`
-        self.hooks: dict[str, ModuleType] = {}
+        self.hooks: dict[str, Any] = {}
         self._replan()
         self._mode: Optional[WatchMode] = None
         self._handles: list[Any] = []
@@ -124,7 +131,10 @@ class Watch:
 
     def start(self) -> None:
         """Install the hooks in the calling thread (no-op when nothing is enabled)."""
-        if self._mode is not None or not (self.enabled or self.recorder is not None or self.hooks):
+        watching = (
+            self.enabled or self.recorder is not None or self.hooks or self.memory is not None
+        )
+        if self._mode is not None or not watching:
             return
         # every rule's hooks, enabled or not: they check ``enabled`` when they fire, so a rule
         # switched on later (the debugger's checkboxes) works at once
@@ -191,7 +201,7 @@ class Watch:
         self.enabled = set(rules_for_rank(rules, current_rank()))
         self._replan()
 
-    def set_hook(self, hook_id: str, module: Optional[ModuleType]) -> None:
+    def set_hook(self, hook_id: str, module: Optional[Any]) -> None:
         """Plan ``module`` (a rule-like module: ``RULE``, ``applies``, ``before``...) as if its
         rule were on, or stop planning it (``None``); a failure switched off before is forgotten."""
         if module is None:
@@ -204,6 +214,8 @@ class Watch:
     def _replan(self) -> None:
         """Take the plans for the rules on now (see :mod:`tensor_dap.agent.plans`)."""
         active = (self.enabled | self.hooks.keys()) - self.failed.keys()
+        if self.memory is not None and memory_ledger.PLAN_ID not in self.failed:
+            active = active | {memory_ledger.PLAN_ID}
         modules = {**self._modules, **self.hooks} if self.hooks else self._modules
         self._plans = plans.shared_plans(active, self.accelerator_seen, modules)
 

@@ -18,7 +18,6 @@ loop) plans each op once.
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Iterable
 
 from tensor_dap.agent import accelerators
@@ -48,7 +47,7 @@ _PLANNED_HOOKS = (
 
 
 def shared_plans(
-    active: Iterable[str], accelerator_seen: bool, modules: dict[str, ModuleType]
+    active: Iterable[str], accelerator_seen: bool, modules: dict[str, Any]
 ) -> dict[Any, Any]:
     """The plan dict for the rules ``active`` (ids of ``modules``) now."""
     ids = tuple(sorted(active))
@@ -96,7 +95,7 @@ def make_plan(watch: Watch, func: Any) -> Any:
     return plan
 
 
-def _passthrough_plan(info: Any, active: Iterable[str], modules: dict[str, ModuleType]) -> Any:
+def _passthrough_plan(info: Any, active: Iterable[str], modules: dict[str, Any]) -> Any:
     """A metadata function's plan: :data:`PASS`, unless a module asks to see it
     (``applies_passthrough``: the data breakpoints see ``t.data = x``)."""
     wanted = []

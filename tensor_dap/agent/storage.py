@@ -50,3 +50,18 @@ def _wrapped(tensor: Any) -> list[Any]:
         return [value for value in values if isinstance(value, _Tensor)]
     except Exception:
         return []
+
+
+def real_storages(tensor: Any, depth: int = 3) -> list[Any]:
+    """The untyped storages holding ``tensor``'s data: its own, or for a wrapper subclass (its
+    own storage a placeholder) those of the tensors it wraps; none for a tensor without real
+    memory (meta, fake, empty)."""
+    try:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr():
+            return [storage]
+    except Exception:
+        pass
+    if depth == 0:
+        return []
+    return [s for inner in _wrapped(tensor) for s in real_storages(inner, depth - 1)]

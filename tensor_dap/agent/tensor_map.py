@@ -62,6 +62,17 @@ class TensorMap(Generic[V]):
         del self._table[id(tensor)]
         return value
 
+    def items(self) -> list[tuple[Any, V]]:
+        """The live entries as ``(tensor, value)`` (dead ones are dropped)."""
+        live = []
+        for key, (ref, value) in list(self._table.items()):
+            tensor = ref()
+            if tensor is None:
+                del self._table[key]
+            else:
+                live.append((tensor, value))
+        return live
+
     def clear(self) -> None:
         self._table.clear()
 

@@ -10,8 +10,12 @@ Bug variants (first argument):
 - ``labels-on-cpu``: the labels are never moved to the device.
 - ``cpu-correct-counter``: the running count of correct predictions starts as
   ``torch.zeros(1)`` on the CPU and meets the device predictions.
+- ``loss-history-graph``: the loss history keeps ``loss`` itself, not ``loss.item()``.
+- ``eval-without-no-grad``: the evaluation loop runs without ``torch.no_grad()`` and sums the
+  loss tensors: every batch's activations stay saved until the loop ends.
 """
 
+import contextlib
 import sys
 
 import torch
@@ -64,6 +68,7 @@ def main() -> None:
     model = ResNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
+    history = []
     for epoch in range(2):
         model.train()
         correct = torch.zeros(1) if BUG == "cpu-correct-counter" else torch.zeros(1, device=device)
@@ -79,7 +84,17 @@ def main() -> None:
             optimizer.step()
             pred = output.argmax(dim=1)
             correct = correct + (pred == target).sum()  # bug[cpu-correct-counter]: device-mismatch
+            logged = loss if BUG == "loss-history-graph" else loss.item()
+            history.append(logged)  # bug[loss-history-graph]: graph-kept
         print(f"epoch {epoch}: loss {loss.item():.4f} correct {int(correct.item())}/{len(images)}")
+        model.eval()
+        val_loss = 0.0
+        with contextlib.nullcontext() if BUG == "eval-without-no-grad" else torch.no_grad():
+            for i in range(0, len(images), 16):
+                data, target = images[i : i + 16].to(device), labels[i : i + 16].to(device)
+                out = model(data)
+                val_loss += F.cross_entropy(out, target)  # bug[eval-without-no-grad]: graph-kept
+        print(f"epoch {epoch}: val loss {val_loss.item() / 4:.4f} (last {float(history[-1]):.4f})")
 
 
 if __name__ == "__main__":

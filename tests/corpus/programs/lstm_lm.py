@@ -9,6 +9,8 @@ Bug variants (first argument):
   losses are added to it.
 - ``tolist-every-step``: the predicted tokens are copied to a Python list every step for a
   sample printout.
+- ``total-loss-graph``: the running loss adds ``loss``, not ``loss.detach()``: it keeps every
+  step's graph.
 """
 
 import math
@@ -89,7 +91,10 @@ def main() -> None:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
             optimizer.step()  # bug[zero-grad-once]: missing-zero-grad
-            total_loss = total_loss + loss.detach()  # bug[cpu-total-loss]: device-mismatch
+            if BUG == "total-loss-graph":
+                total_loss = total_loss + loss  # bug[total-loss-graph]: graph-kept
+            else:
+                total_loss = total_loss + loss.detach()  # bug[cpu-total-loss]: device-mismatch
             if BUG == "tolist-every-step":
                 sample = output.argmax(dim=-1)[:8].tolist()  # bug[tolist-every-step]: leaves-device
                 assert len(sample) == 8

@@ -13,6 +13,7 @@ export const RULE_IDS = [
   "inplace-saved",
   "broadcast",
   "missing-zero-grad",
+  "graph-kept",
   "nan-inf",
 ] as const;
 export type RuleId = (typeof RULE_IDS)[number];

@@ -1,0 +1,39 @@
+"""A running loss summed with its autograd graph, the PyTorch FAQ's growing-memory loop.
+
+`total_loss += loss` adds the loss *tensor*, so `total_loss` carries the graph of every
+iteration: memory grows each step although nothing looks wrong. The evaluation loop below
+makes it worse: without `torch.no_grad()` each batch's activations stay saved in
+`val_loss`'s graph until the loop ends. `loss.item()` (or `loss.detach()`) is the fix.
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tensor_dap.testing import pick_device
+
+device = pick_device()
+torch.manual_seed(0)
+
+model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3)).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+batches = [(torch.randn(16, 10, device=device), torch.randint(0, 3, (16,), device=device))]
+batches *= 6
+
+
+def evaluate():
+    val_loss = 0.0
+    for x, y in batches:
+        val_loss += F.cross_entropy(model(x), y)  # expect: graph-kept
+    return val_loss.item() / len(batches)
+
+
+for epoch in range(2):
+    total_loss = 0.0
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss  # expect: graph-kept
+    print(f"epoch {epoch}: train {total_loss.item() / len(batches):.4f} val {evaluate():.4f}")

@@ -1,0 +1,253 @@
+"""``graph-kept``: a tensor carrying autograd history is accumulated across loop iterations.
+
+``total_loss += loss`` (the PyTorch FAQ's "my model uses more memory every iteration") makes
+``total_loss`` the sum of every iteration's loss *with its graph*: the graph of each iteration
+stays alive as long as the total does, and when no ``backward()`` ran through it (an evaluation
+loop without ``torch.no_grad()``), so do all the activations it saved. The fix is to accumulate
+a number (``loss.item()``) or a detached tensor (``loss.detach()``), or to run the loop under
+``torch.no_grad()``.
+
+What is seen is one add at one call site (``+=``, ``a + b``, ``torch.add``) of user code whose
+result is a one-element tensor with a ``grad_fn``, whose graph links to the result the same
+site made the time before (the result's node has the previous result's node as an input: a
+*chain*), and whose other operand is a *fresh* graph: made after that previous add (its node's
+sequence number is higher), which ``sum(list_of_losses)`` of losses made beforehand is not.
+A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations, when
+
+- a ``backward()`` ran since the chain started and did not go through it (a hook on each
+  node the chain grew by says when one does), and the chain grew again: the training-loop form;
+- or it stopped growing and a whole ``backward()`` ran after it without going through it: the
+  evaluation-loop form, reported at the chain's line when the next training step runs
+  backward (an evaluation whose chain is never followed by a backward is not reported).
+
+Gradient accumulation (micro-batch losses summed, then ``backward()`` through the sum every
+few steps) sends a backward through the chain: never reported. Totals of floats, detached
+totals and totals under ``no_grad`` have no ``grad_fn``: the add is left after one attribute
+read. Nothing is kept alive: a chain is named by its node's id and sequence number.
+
+``losses.append(loss)`` is no torch op; see :mod:`tensor_dap.agent.kept_roots`, which this
+rule runs at each ``backward()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from tensor_dap import catalog
+from tensor_dap.agent import frames, kept_roots, naming
+from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key
+from tensor_dap.agent.op_kinds import OpInfo
+from tensor_dap.agent.rules import Report
+from tensor_dap.agent.rules.hooks import Args, Kwargs
+from tensor_dap.tensor_text import size_text
+
+RULE = catalog.rule("graph-kept")
+
+#: iterations a chain holds before it is reported
+MIN_ITERATIONS = 3
+_ADDS = frozenset(("add", "add_", "__add__", "__radd__", "__iadd__"))
+_Tensor = torch.Tensor
+_CHAINS = "graph-kept.chains"
+_BACKWARDS = "graph-kept.backwards"
+#: nodes walked to size one iteration's graph and check it does not use the total
+_TERM_LIMIT = 5000
+
+
+@dataclass(eq=False)
+class _Chain:
+    """One call site's current chain (no tensor, no node: keys only)."""
+
+    path: str
+    line: int
+    node: NodeKey
+    #: backward() calls started before the chain started / last grew
+    started: int
+    grown: int
+    iterations: int = 1
+    consumed: bool = False
+    reported: bool = False
+    #: a term's graph used the total (a recurrence, not an accumulation): never reported
+    dependent: bool = False
+    #: saved bytes and nodes of the second iteration's graph when it was added
+    term_bytes: int = 0
+    term_nodes: int = 0
+
+    def restart(self, node: NodeKey, backwards: int) -> None:
+        """The site starts a new chain (kept as one record: most adds start one)."""
+        self.node, self.started, self.grown, self.iterations = node, backwards, backwards, 1
+        self.consumed = self.reported = self.dependent = False
+
+    def on_backward(self, *_: Any) -> None:
+        """Hook on the chain's nodes: a backward went through it (gradient accumulation)."""
+        self.consumed = True
+
+
+def applies(op: OpInfo) -> bool:
+    """``after`` runs on adds only."""
+    return op.name in _ADDS
+
+
+def applies_before(op: OpInfo) -> bool:
+    """``before`` runs on ``backward()`` / ``autograd.grad`` only."""
+    return op.backward
+
+
+def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> Any:
+    if not isinstance(out, _Tensor):
+        return None
+    node = out.grad_fn
+    if node is None or out.numel() != 1:
+        return None
+    code = caller.f_code
+    if not frames.is_user_code(code):
+        return None
+    site = id(code) + caller.f_lasti
+    chains: dict[int, _Chain] = state.rule_state.setdefault(_CHAINS, {})
+    backwards: int = state.rule_state.get(_BACKWARDS, 0)
+    chain = chains.get(site)
+    term = _term(chain, node, out, args) if chain is not None else None
+    if chain is None:
+        chains[site] = _Chain(
+            code.co_filename, caller.f_lineno, node_key(node), backwards, backwards
+        )
+        return None
+    if term is None:
+        chain.restart(node_key(node), backwards)
+        return None
+    chain.node = node_key(node)
+    chain.grown = backwards
+    chain.iterations += 1
+    _hook(node, chain)
+    if chain.iterations == 2:
+        _size_term(chain, term, node)
+    if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
+        return None
+    if chain.started == backwards:  # no backward yet: maybe gradient accumulation
+        return None
+    chain.reported = True
+    acc = args[0] if isinstance(args[0], _Tensor) and args[0] is not term else out
+    return Report(tensors=[acc, term], message=_live_message(chain, out))
+
+
+def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
+    """At each backward(): count it; report a chain a whole backward left behind, then a
+    backward root a list keeps (:mod:`kept_roots`)."""
+    backwards = state.rule_state.get(_BACKWARDS, 0)
+    state.rule_state[_BACKWARDS] = backwards + 1
+    chains: dict[int, _Chain] = state.rule_state.get(_CHAINS) or {}
+    for chain in chains.values():
+        if (
+            chain.iterations >= MIN_ITERATIONS
+            and backwards > chain.grown
+            and not (chain.reported or chain.consumed or chain.dependent)
+        ):
+            chain.reported = True
+            user = frames.user_frame(caller)
+            if user is not None:
+                return Report(
+                    tensors=[],
+                    message=_left_message(chain),
+                    frame=user,
+                    at=(chain.path, chain.line),
+                    operands=False,
+                )
+    return kept_roots.check(args, caller, state, backwards + 1)
+
+
+def _hook(node: Any, chain: _Chain) -> None:
+    try:
+        node.register_hook(chain.on_backward)
+    except Exception:  # a node type that takes no hooks: the chain is never reported
+        chain.dependent = True
+
+
+def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
+    """The operand this add accumulates into the chain, or None when it does not continue
+    the chain with a fresh graph."""
+    previous = None
+    if out is args[0]:  # in place: the total's previous node is an input of its new one
+        inputs = [input_node for input_node, _ in node.next_functions]
+    else:  # the total is an operand (cheaper: no node tuples made)
+        inputs = [a.grad_fn for a in args[:2] if isinstance(a, _Tensor)]
+    for input_node in inputs:
+        same = input_node is not None and id(input_node) == chain.node[0]
+        if same and node_key(input_node) == chain.node:
+            previous = input_node
+    if previous is None:
+        return None
+    for operand in args[:2]:
+        if isinstance(operand, _Tensor) and operand is not out:
+            grad_fn = operand.grad_fn
+            if grad_fn is previous:
+                continue
+            if grad_fn is not None and grad_fn._sequence_nr() > chain.node[1]:
+                return operand
+            return None
+    return None
+
+
+def _size_term(chain: _Chain, term: Any, node: Any) -> None:
+    """Size the second iteration's graph, and check it does not use the total (``x = x +
+    f(x)`` is a recurrence, whose graph is wanted)."""
+    grad_fn = term.grad_fn
+    previous = [n for n, _ in node.next_functions if n is not None and n is not grad_fn]
+    stop = node_key(previous[0]) if previous else None
+    walked = footprint(grad_fn, stop=stop, limit=_TERM_LIMIT)
+    chain.dependent = walked.reached
+    chain.term_bytes, chain.term_nodes = walked.saved_bytes, walked.nodes
+
+
+def _fix(acc: str, term: str) -> str:
+    return (
+        f"Accumulate a number or a detached tensor: `{acc} += {term}.item()` (or "
+        f"`{term}.detach()`), or run the loop under `torch.no_grad()` when it needs no gradient."
+    )
+
+
+def _live_message(chain: _Chain, out: Any) -> Any:
+    def build(described: list[Any], expression: str) -> str:
+        acc, term = described[0].name, described[1].name
+        walked = footprint(out.grad_fn)
+        kept = f"{walked.nodes}{'+' if walked.truncated else ''} autograd nodes"
+        if walked.saved_bytes:
+            kept += f" and {size_text(walked.saved_bytes)} of saved tensors"
+        return (
+            f"`{expression}`: {acc} accumulates {term}, which carries autograd history, "
+            f"across iterations: after {chain.iterations} iterations {acc} holds the graphs of "
+            f"all {chain.iterations} ({kept}), and grows every iteration; backward() never "
+            f"goes through it. {_fix(acc, term)}"
+        )
+
+    return build
+
+
+def _left_message(chain: _Chain) -> Any:
+    def build(described: list[Any], expression: str) -> str:
+        acc, term = _names(expression)
+        kept = f"about {size_text(chain.term_bytes * chain.iterations)} of saved activations"
+        kept += f" and {chain.term_nodes * chain.iterations} autograd nodes"
+        return (
+            f"`{expression}`: {acc} accumulated {term}, which carries autograd history, over "
+            f"{chain.iterations} iterations, and no backward() went through it: {acc} kept "
+            f"the graph of every iteration ({kept}) alive until it was dropped. "
+            f"{_fix(acc, term)}"
+        )
+
+    return build
+
+
+def _names(expression: str) -> tuple[str, str]:
+    """``("val_loss", "criterion(out, y)")`` from ``val_loss += criterion(out, y)``."""
+    text = naming.without_comments(expression).strip()
+    for sign in ("+=", "="):
+        left, found, right = text.partition(sign)
+        if found and left.strip().isidentifier():
+            right = right.strip()
+            acc = left.strip()
+            if sign == "=" and right.startswith(acc):
+                right = right[len(acc) :].lstrip(" +")
+            return acc, right or "the loss"
+    return "the total", "the loss"

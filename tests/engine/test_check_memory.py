@@ -1,0 +1,152 @@
+"""``tensor-dap check --memory``: the peak of live tensor memory per device and the user lines
+that made it, on stderr and in the JSON report (``"memory"``); views and aliases count their
+storage once, freed tensors do not count, and the books keep nothing alive."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+
+from tensor_dap.agent.engine import Watch
+from tensor_dap.testing import accelerator_device
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import torch
+    from tensor_dap.testing import accelerator_device
+
+    device = accelerator_device() if sys.argv[1] == "accel" else torch.device("cpu")
+    big = torch.zeros(1000, 1000, device=device)
+    views = [big[i] for i in range(10)]
+    alias = big.detach()
+    small = torch.ones(1000, device=device)
+    temp = torch.ones(20000, device=device)
+    del temp
+    later = torch.ones(2000, device=device)
+    print("done")
+    """
+)
+BIG, SMALL, TEMP, LATER = 4_000_000, 4000, 80_000, 8000
+
+
+@pytest.mark.parametrize("device", ["cpu", "accel"])
+def test_the_report_gives_the_peak_and_its_lines(tmp_path: Path, device: str) -> None:
+    script = tmp_path / "alloc.py"
+    script.write_text(SCRIPT)
+    report = tmp_path / "report.json"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tensor_dap",
+            "check",
+            "--memory",
+            "--report",
+            str(report),
+            "--trace",
+            str(tmp_path / "t.db"),
+            str(script),
+            device,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n"
+    memory = json.loads(report.read_text())["memory"]
+    name = "cpu" if device == "cpu" else str(accelerator_device())
+    assert list(memory) == [name]
+    assert memory[name]["peak_bytes"] == BIG + SMALL + TEMP
+    top = memory[name]["top"]
+    assert [(r["line"], r["op"], r["bytes"], r["count"]) for r in top] == [
+        (7, "zeros", BIG, 1),
+        (11, "ones", TEMP, 1),
+        (10, "ones", SMALL, 1),
+    ]
+    assert all(r["path"] == str(script) for r in top)
+    assert f"{name} peak 3.9 MiB of live tensors" in done.stderr
+    assert "alloc.py:7" in done.stderr
+
+
+def test_without_memory_the_report_has_no_memory(tmp_path: Path) -> None:
+    script = tmp_path / "plain.py"
+    script.write_text("import torch\nx = torch.ones(3)\n")
+    report = tmp_path / "report.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tensor_dap",
+            "check",
+            "--report",
+            str(report),
+            "--trace",
+            str(tmp_path / "t.db"),
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    assert "memory" not in json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("device", ["cpu", "accel"])
+def test_the_books_keep_nothing_alive(device: str) -> None:
+    dev = accelerator_device() if device == "accel" else torch.device("cpu")
+    watch = Watch(rules=[], memory=True)
+    with watch:
+        x = torch.randn(100, 100, device=dev, requires_grad=True)
+        y = (x * 2).sum()
+        refs = [weakref.ref(x), weakref.ref(y)]
+        del x, y
+        gc.collect()
+    assert [r() for r in refs] == [None, None]
+    assert watch.memory is not None
+    assert watch.memory.live_bytes() == {}
+
+
+def test_saved_tensors_count_until_backward_frees_them() -> None:
+    watch = Watch(rules=[], memory=True)
+    with watch:
+        w = torch.randn(1000, requires_grad=True)
+        loss = (w.exp() * 2).sum()  # exp saves its 4000-byte result
+        assert watch.memory is not None
+        held = watch.memory.live_bytes()["cpu"]
+        loss.backward()
+        del loss
+        freed = watch.memory.live_bytes()["cpu"]
+    assert held - freed >= 4000
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["c", "python"])
+def test_both_engine_paths_keep_the_same_books(native: bool) -> None:
+    from tensor_dap.agent import mode
+
+    mode.use_native(native)
+    try:
+        watch = Watch(rules=["graph-kept"], memory=True)
+        with watch:
+            a = torch.ones(100, 10)
+            b = a * 2  # an operator: the shadows' path
+            c = a.t()  # a view: nothing more
+            summary = watch.memory.summary() if watch.memory is not None else {}
+        del a, b, c
+    finally:
+        mode.use_native(True)
+    assert summary["cpu"]["peak_bytes"] == 8000
+    assert [(r["op"], r["bytes"]) for r in summary["cpu"]["top"]] == [("ones", 4000), ("mul", 4000)]

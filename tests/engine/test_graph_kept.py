@@ -1,0 +1,289 @@
+"""``graph-kept``: every way a loss is kept with its graph across iterations is reported at the
+accumulating line; every idiom that accumulates correctly, or keeps a graph on purpose, is not.
+
+Each program below is a function; a line ending in ``# kept`` is where the finding must be.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensor_dap
+from tensor_dap.agent import mode
+from tensor_dap.testing import accelerator_device
+
+DEVICE = torch.device("cpu")
+
+
+def _setup(device: torch.device = DEVICE) -> tuple[nn.Module, torch.optim.Optimizer, list]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = [(torch.randn(8, 6, device=device), torch.randn(8, 1, device=device))] * 6
+    return model, optimizer, batches
+
+
+def train_total_inplace(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    total_loss = 0.0
+    for x, y in batches:
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total_loss += loss  # kept
+
+
+def train_total_rebound_before_backward(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    running = torch.zeros(1, device=device)
+    for x, y in batches:
+        loss = F.mse_loss(model(x), y)
+        running = running + loss  # kept
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def eval_without_no_grad(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+
+    def evaluate() -> float:
+        val_loss = 0
+        for x, y in batches:
+            val_loss += F.mse_loss(model(x), y)  # kept
+        return val_loss.item()
+
+    for _ in range(2):
+        for x, y in batches[:3]:
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        evaluate()
+
+
+def losses_appended(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)  # kept
+    print(torch.stack(losses).mean().item())
+
+
+LEAKS = [
+    train_total_inplace,
+    train_total_rebound_before_backward,
+    eval_without_no_grad,
+    losses_appended,
+]
+
+
+def item_totals(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    total, detached, losses = 0.0, torch.zeros((), device=device), []
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+        detached += loss.detach()
+        losses.append(loss.item())
+
+
+def gradient_accumulation(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    for _ in range(3):
+        total = 0
+        for x, y in batches:
+            total = total + F.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        (total / len(batches)).backward()
+        optimizer.step()
+
+
+def gradient_accumulation_inplace(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    total = torch.zeros((), device=device)
+    for step, (x, y) in enumerate(batches * 2):
+        total += F.mse_loss(model(x), y) / 4
+        if (step + 1) % 4 == 0:
+            optimizer.zero_grad()
+            total.backward()
+            optimizer.step()
+            total = torch.zeros((), device=device)
+
+
+def eval_under_no_grad(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    for _ in range(2):
+        for x, y in batches:
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        val_loss = 0
+        with torch.no_grad():
+            for x, y in batches:
+                val_loss += F.mse_loss(model(x), y)
+
+
+def gan_fake_detach(device: torch.device) -> None:
+    torch.manual_seed(0)
+    G, D = nn.Linear(4, 6).to(device), nn.Linear(6, 1).to(device)
+    opt_g = torch.optim.SGD(G.parameters(), lr=0.01)
+    opt_d = torch.optim.SGD(D.parameters(), lr=0.01)
+    real = torch.randn(8, 6, device=device)
+    for _ in range(5):
+        fake = G(torch.randn(8, 4, device=device))
+        opt_d.zero_grad()
+        err_d = D(real).mean() - D(fake.detach()).mean()
+        err_d.backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        err_g = -D(fake).mean()
+        err_g.backward()
+        opt_g.step()
+
+
+def truncated_bptt(device: torch.device) -> None:
+    torch.manual_seed(0)
+    cell = nn.RNNCell(3, 5).to(device)
+    head = nn.Linear(5, 1).to(device)
+    optimizer = torch.optim.SGD([*cell.parameters(), *head.parameters()], lr=0.01)
+    hidden = torch.zeros(2, 5, device=device)
+    for _ in range(4):
+        hidden = hidden.detach()
+        loss = torch.zeros((), device=device)
+        for _ in range(5):
+            hidden = cell(torch.randn(2, 3, device=device), hidden)
+            loss = loss + head(hidden).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def ema_under_no_grad(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    ema = [p.detach().clone() for p in model.parameters()]
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        with torch.no_grad():
+            for e, p in zip(ema, model.parameters()):
+                e.mul_(0.9).add_(p, alpha=0.1)
+
+
+def reinforce_episode_sums(device: torch.device) -> None:
+    torch.manual_seed(0)
+    policy = nn.Linear(4, 2).to(device)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.01)
+    for _ in range(4):
+        log_probs = []
+        for _ in range(6):
+            probs = policy(torch.randn(4, device=device)).softmax(-1)
+            log_probs.append(torch.log(probs[0]))
+        optimizer.zero_grad()
+        loss = -sum(log_probs)
+        loss.backward()
+        optimizer.step()
+        del log_probs[:]
+
+
+def scalar_recurrence(device: torch.device) -> None:
+    w = torch.tensor(0.5, requires_grad=True, device=device)
+    optimizer = torch.optim.SGD([w], lr=0.01)
+    for _ in range(3):
+        x = torch.ones((), device=device)
+        for _ in range(6):
+            x = x + w * x
+        optimizer.zero_grad()
+        x.backward()
+        optimizer.step()
+
+
+CLEAN = [
+    item_totals,
+    gradient_accumulation,
+    gradient_accumulation_inplace,
+    eval_under_no_grad,
+    gan_fake_detach,
+    truncated_bptt,
+    ema_under_no_grad,
+    reinforce_episode_sums,
+    scalar_recurrence,
+]
+
+
+def _marked_lines(program: Callable[..., None]) -> set[int]:
+    lines, start = inspect.getsourcelines(program)
+    return {start + i for i, text in enumerate(lines) if text.rstrip().endswith("# kept")}
+
+
+def _run(program: Callable[..., None], device: torch.device) -> list[tuple[str, int, str]]:
+    with tensor_dap.watch(rules=["graph-kept"]) as watch:
+        program(device)
+    assert not watch.failed
+    return [(f.rule, f.line, f.message) for f in watch.findings]
+
+
+@pytest.fixture(params=["c", "python"])
+def path(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    mode.use_native(request.param == "c")
+    yield request.param
+    mode.use_native(True)
+
+
+@pytest.mark.parametrize("program", LEAKS, ids=lambda p: p.__name__)
+def test_each_leak_is_reported_at_its_accumulating_line(program, path) -> None:  # type: ignore[no-untyped-def]
+    found = _run(program, DEVICE)
+    assert {line for _, line, _ in found} == _marked_lines(program)
+    for _, _, message in found:
+        assert "autograd history" in message and ".item()" in message
+
+
+@pytest.mark.parametrize("program", CLEAN, ids=lambda p: p.__name__)
+def test_correct_idioms_are_not_reported(program, path) -> None:  # type: ignore[no-untyped-def]
+    assert _run(program, DEVICE) == []
+
+
+def test_the_message_says_how_many_iterations_and_what_is_kept() -> None:
+    (_, _, message), *_ = _run(train_total_inplace, DEVICE)
+    assert "after 3 iterations total_loss holds the graphs of all 3" in message
+    assert "autograd nodes" in message
+    ((_, _, left),) = _run(eval_without_no_grad, DEVICE)
+    assert "over 6 iterations" in left and "KiB of saved activations" in left
+    assert "torch.no_grad()" in left
+
+
+def test_on_the_standin_accelerator() -> None:
+    device = accelerator_device()
+    for program in LEAKS:
+        assert {line for _, line, _ in _run(program, device)} == _marked_lines(program)
+    for program in CLEAN:
+        assert _run(program, device) == []
+
+
+def test_nothing_is_kept_alive() -> None:
+    import gc
+    import weakref
+
+    model, _, batches = _setup()
+    with tensor_dap.watch(rules=["graph-kept"]):
+        total = 0
+        for x, y in batches:
+            total = total + F.mse_loss(model(x), y)
+        ref = weakref.ref(total)
+        del total
+        gc.collect()
+        assert ref() is None
