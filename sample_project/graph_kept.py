@@ -21,13 +21,6 @@ batches = [(torch.randn(16, 10, device=device), torch.randint(0, 3, (16,), devic
 batches *= 6
 
 
-def evaluate():
-    val_loss = 0.0
-    for x, y in batches:
-        val_loss += F.cross_entropy(model(x), y)  # expect: graph-kept
-    return val_loss.item() / len(batches)
-
-
 for epoch in range(2):
     total_loss = 0.0
     for x, y in batches:
@@ -36,4 +29,8 @@ for epoch in range(2):
         loss.backward()
         optimizer.step()
         total_loss += loss  # expect: graph-kept
-    print(f"epoch {epoch}: train {total_loss.item() / len(batches):.4f} val {evaluate():.4f}")
+    val_loss = 0.0
+    for x, y in batches:
+        val_loss += F.cross_entropy(model(x), y)  # expect: graph-kept
+    train, val = total_loss.item() / len(batches), val_loss.item() / len(batches)
+    print(f"epoch {epoch}: train {train:.4f} val {val:.4f}")

@@ -48,8 +48,15 @@ def test_stops_on_the_user_line_with_rule_and_message(script: Path, dap: DapClie
     assert info["exceptionId"] == rule
     assert info["description"].startswith("`")
     assert info["details"]["typeName"] == rule
-    dap.send("continue", {"threadId": stopped["threadId"]})
-    dap.event("terminated")
+    stops = [line]
+    while True:  # each later finding of the rule stops too, at its own line
+        dap.send("continue", {"threadId": stopped["threadId"]})
+        event = dap.next(lambda m: m.get("event") in ("stopped", "terminated"))
+        if event["event"] == "terminated":
+            break
+        stopped = event["body"]
+        stops.append(dap.top_frame(stopped["threadId"])["line"])
+    assert len(stops) == len(set(stops)), stops  # a line stops once per session
 
 
 def test_masked_scatter_stop_names_tensors(dap: DapClient) -> None:
