@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
@@ -117,3 +118,12 @@ async def eventually(
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for the server: {message()}"
         await asyncio.sleep(0.05)
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client(lsp_client: LanguageClient, script: Path):
+    """The server, started on the folder of the test module's ``script`` fixture. The count of
+    ``workspace/inlayHint/refresh`` requests it has sent is ``len(client.refreshes)``."""
+    lsp_client.refreshes = await start(lsp_client, script.parent)  # type: ignore[attr-defined]
+    yield
+    await lsp_client.shutdown_session()

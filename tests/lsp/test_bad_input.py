@@ -12,16 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from tensor_dap.findings import Finding
 from tensor_dap.tracedb import Observation, TraceWriter, text_digest
 
-from .conftest import SERVER, eventually, hints, make_workspace, open_document
+from .conftest import eventually, hints, make_workspace, open_document
 from .conftest import run_check as check_script
-from .conftest import start as start_client
 
 EXPECTED = [(15, 22, "(6,) f32 cpu"), (20, 72, "(6,) bool accel:0"), (21, 53, "(3,) f32 accel:0")]
 
@@ -55,13 +53,6 @@ def store(script: Path) -> Path:
     path = script.parent / ".tensor-dap" / "trace.db"
     path.parent.mkdir()
     return path
-
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient, script: Path):
-    await start_client(lsp_client, script.parent)
-    yield
-    await lsp_client.shutdown_session()
 
 
 async def hover(client: LanguageClient, uri: str, line: int = 15, character: int = 4):

@@ -6,13 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from .conftest import SERVER, eventually, hints, make_workspace, open_document, replace_text
+from .conftest import eventually, hints, make_workspace, open_document, replace_text
 from .conftest import run_check as check_script
-from .conftest import start as start_client
 
 
 @pytest.fixture(scope="module")
@@ -21,13 +19,6 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = check_script(path)
     assert done.returncode == 1, done.stderr  # the script fails with the device mismatch
     return path
-
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient, script: Path):
-    await start_client(lsp_client, script.parent)
-    yield
-    await lsp_client.shutdown_session()
 
 
 @pytest.mark.asyncio

@@ -7,26 +7,16 @@ import asyncio
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from .conftest import SERVER, eventually, hints, make_workspace, open_document, replace_text
+from .conftest import eventually, hints, make_workspace, open_document, replace_text
 from .conftest import run_check as check_script
-from .conftest import start as start_client
 
 
 @pytest.fixture
 def script(tmp_path: Path) -> Path:
     return make_workspace(tmp_path / "ws")
-
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient, script: Path):
-    # the test reads the count of workspace/inlayHint/refresh requests from the client
-    lsp_client.refreshes = await start_client(lsp_client, script.parent)  # type: ignore[attr-defined]
-    yield
-    await lsp_client.shutdown_session()
 
 
 def store_messages(client: LanguageClient) -> list[types.LogMessageParams]:

@@ -9,12 +9,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from .conftest import SERVER, hints, open_document, run_check
-from .conftest import start as start_client
+from .conftest import hints, open_document, run_check
 
 SCRIPT = textwrap.dedent(
     """\
@@ -54,13 +52,6 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = run_check(path)
     assert done.returncode == 0, done.stderr
     return path
-
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient, script: Path):
-    await start_client(lsp_client, script.parent)
-    yield
-    await lsp_client.shutdown_session()
 
 
 async def hover_text(client: LanguageClient, uri: str, text: str, word: str) -> str:
