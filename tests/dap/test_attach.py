@@ -10,14 +10,14 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import pytest
 
-from tensor_dap.channel_protocol import agent_folders, find_agent
+from tensor_dap.channel_protocol import agent_folders
 from tests.dap.client import DapClient
+from tests.dap.listening import agent_of, listening_run
 
 SCRIPT = """\
 import time
@@ -36,29 +36,12 @@ print("done")
 MISMATCH_LINE = 11
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def find_agent_path(pid: int) -> Optional[str]:
     for folder in agent_folders():
         candidate = os.path.join(folder, f"agent-{pid}.json")
         if os.path.exists(candidate):
             return candidate
     return None
-
-
-def _agent_of(process: subprocess.Popen, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        config = find_agent(process.pid)
-        if config is not None:
-            return config
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.1)
-    raise AssertionError("the agent never published its address")
 
 
 LAUNCHERS = {
@@ -74,20 +57,8 @@ def program(
 ) -> Iterator[tuple[subprocess.Popen, int, Path]]:
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    port = _free_port()
-    process = subprocess.Popen(
-        [*LAUNCHERS[request.param], "run", "--listen", f"127.0.0.1:{port}", "--wait"]
-        + [str(script)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
+    with listening_run(script, LAUNCHERS[request.param]) as (process, port):
         yield process, port, script
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=15)
 
 
 def _attach(dap: DapClient, port: int, filters: list[str], **attach: Any) -> None:
@@ -111,7 +82,7 @@ def _attach(dap: DapClient, port: int, filters: list[str], **attach: Any) -> Non
 )
 def test_attach_stops_on_a_tensor_breakpoint(program, how: str) -> None:
     process, port, script = program
-    config = _agent_of(process)
+    config = agent_of(process)
     path = Path(find_agent_path(process.pid))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert config["host"] == "127.0.0.1"
@@ -142,7 +113,7 @@ def test_attach_stops_on_a_tensor_breakpoint(program, how: str) -> None:
 
 def test_agent_refuses_a_wrong_token(program) -> None:
     process, _port, _script = program
-    config = _agent_of(process)
+    config = agent_of(process)
     with socket.create_connection((config["host"], config["port"]), timeout=10) as wrong:
         wrong.sendall(json.dumps({"token": "0" * len(config["token"])}).encode() + b"\n")
         assert wrong.recv(100) == b""  # closed on us

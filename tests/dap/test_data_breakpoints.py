@@ -4,15 +4,13 @@ with what changed, as a user sees it in VS Code (or any DAP client)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.dap.client import DapClient
-from tests.dap.test_attach import _agent_of, _free_port
+from tests.dap.listening import attached
 
 PROGRAMS = Path(__file__).parent / "data_programs"
 
@@ -228,20 +226,9 @@ def test_not_a_tensor_and_removal(dap: DapClient) -> None:
 
 def test_attached_to_tensor_dap_run() -> None:
     """The same over attach: the agent listens (``tensor-dap run --listen --wait``)."""
-    script, port = PROGRAMS / "writes.py", _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tensor_dap", "run", "--listen", f"127.0.0.1:{port}", "--wait"]
-        + [str(script)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    dap = DapClient()
-    try:
-        _agent_of(process)
-        dap.request("initialize", {"clientID": "pytest", "adapterID": "tensor-dap"})
-        dap.send("attach", {"connect": {"host": "127.0.0.1", "port": port}})
-        dap.event("initialized")
+    script = PROGRAMS / "writes.py"
+    initialize = {"clientID": "pytest", "adapterID": "tensor-dap"}
+    with attached(script, initialize) as dap:
         source = {"path": str(script)}
         dap.request("setBreakpoints", {"source": source, "breakpoints": [{"line": 7}]})
         dap.request("configurationDone")
@@ -254,8 +241,3 @@ def test_attached_to_tensor_dap_run() -> None:
             "w written by in-place add_: 4 of 4 elements changed, max |change| 1",
         )
         _finish(dap, thread)
-    finally:
-        dap.close()
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=15)

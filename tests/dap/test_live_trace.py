@@ -5,8 +5,6 @@ program starts (``subProcess``) each write it; a stopped session leaves its run 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -15,7 +13,7 @@ import pytest
 
 from tensor_dap.tracedb import TRACE_ENV, TraceReader
 from tests.dap.client import DapClient
-from tests.dap.test_attach import _agent_of, _free_port
+from tests.dap.listening import attached
 from tests.dap.test_subprocesses import INITIALIZE, _attach_child
 
 SCRIPT = """\
@@ -154,20 +152,7 @@ def test_launch_with_trace_store_off_writes_nothing(script: Path, trace_store: P
 
 
 def test_attach_to_tensor_dap_run_writes_the_store(script: Path, trace_store: Path) -> None:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tensor_dap", "run", "--listen", f"127.0.0.1:{port}", "--wait"]
-        + [str(script)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    dap = DapClient()
-    try:
-        _agent_of(process)
-        dap.request("initialize", INITIALIZE)
-        dap.send("attach", {"connect": {"host": "127.0.0.1", "port": port}})
-        dap.event("initialized")
+    with attached(script, INITIALIZE) as dap:
         dap.request(
             "setBreakpoints",
             {"source": {"path": str(script)}, "breakpoints": [{"line": BREAK_LINE}]},
@@ -178,11 +163,6 @@ def test_attach_to_tensor_dap_run_writes_the_store(script: Path, trace_store: Pa
         _eventually("rows while attached and paused", lambda: 4 in _shapes(trace_store, script))
         dap.send("continue", {"threadId": stopped["threadId"]})
         dap.event("terminated", timeout=60)
-    finally:
-        dap.close()
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)
     assert _shapes(trace_store, script)[6] == ("w", (8,))
     run = _latest_run(trace_store)
     assert run.command == "run" and run.ended is not None
