@@ -19,6 +19,19 @@ export interface FakeState {
   treeProviders?: Map<string, any>;
 }
 
+/** A state with nothing registered yet (`settings` as given). */
+export function newFakeState(settings: Record<string, unknown> = {}): FakeState {
+  return {
+    settings,
+    commands: new Map(),
+    configProviders: [],
+    adapterFactories: new Map(),
+    trackerFactories: new Map(),
+    inlineValueProviders: [],
+    errors: [],
+  };
+}
+
 class Disposable {
   constructor(private readonly callback: () => void = () => undefined) {}
   dispose(): void {

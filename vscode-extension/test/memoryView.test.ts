@@ -14,7 +14,7 @@ import {
   parseSnapshot,
   sizeText,
 } from "../src/views/memoryData";
-import { FakeState, installFakeVscode } from "./fakeVscode";
+import { installFakeVscode, newFakeState } from "./fakeVscode";
 
 const SNAPSHOT: MemorySnapshot = {
   devices: [
@@ -73,15 +73,7 @@ describe("Tensor Memory rows", () => {
 });
 
 describe("Tensor Memory view (stand-in vscode)", () => {
-  const state: FakeState = {
-    settings: {},
-    commands: new Map(),
-    configProviders: [],
-    adapterFactories: new Map(),
-    trackerFactories: new Map(),
-    inlineValueProviders: [],
-    errors: [],
-  };
+  const state = newFakeState();
   let view: typeof import("../src/views/memoryView");
 
   before(async () => {
