@@ -690,12 +690,17 @@ async function attempt(number, titles) {
       await wb.expandPane("Tensor Memory");
       const memoryRows = wb.pane("Tensor Memory").locator(".monaco-list-row");
       const lineRow = new RegExp(`${SCRIPT.replace(/\./g, "\\.")}:(\\d+) `);
+      // each row as "label — description" ("train.py:20 randn — 2.3 KiB · 8 tensors")
+      const memoryTexts = () =>
+        memoryRows.evaluateAll((els) =>
+          els.map((e) => `${e.querySelector(".label-name")?.textContent ?? ""} — ${e.querySelector(".label-description")?.textContent ?? ""}`.trim()),
+        );
       results.tensorMemory = await waitFor("the Tensor Memory view's rows", async () => {
-        const texts = (await memoryRows.allInnerTexts()).map((t) => t.replace(/\s+/g, " ").trim());
+        const texts = await memoryTexts();
         return texts.some((t) => lineRow.test(t)) ? texts : null;
       });
       log(`Tensor Memory: ${JSON.stringify(results.tensorMemory.slice(0, 6))}`);
-      if (!/^(cpu|accel:\d+|cuda:\d+) .*tensor/.test(results.tensorMemory[0])) {
+      if (!/^(cpu|accel:\d+|cuda:\d+) — .*tensor/.test(results.tensorMemory[0])) {
         throw new Error(`the Tensor Memory view does not start with a device row: ${JSON.stringify(results.tensorMemory)}`);
       }
       const index = results.tensorMemory.findIndex((t) => lineRow.test(t));
