@@ -12,7 +12,6 @@ when the view is asked for, and returns tensors to the caller, which drops them.
 
 from __future__ import annotations
 
-import gc
 import types
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
@@ -118,14 +117,15 @@ class _Namer:
                         yield value, Holder("optimizer", f"{prefix}.state[{pname}][{key!r}]"), None
 
 
-def named_tensors(user_frames: list[types.FrameType]) -> list[Held]:
-    """Every tensor the paused frames name (outermost frame first), then the tensors of modules
-    and optimizers no frame names (named by class)."""
+def named_tensors(user_frames: list[types.FrameType], tracked: list[Any]) -> list[Held]:
+    """Every tensor the paused frames name (outermost frame first), then the tensors of the
+    modules and optimizers among ``tracked`` (the garbage collector's) no frame names (named by
+    class)."""
     namer = _Namer()
     found: list[Held] = []
     for frame in user_frames:
         found.extend(namer.frame(frame))
-    unnamed = [o for o in gc.get_objects() if issubclass(type(o), (_Module, _Optimizer))]
+    unnamed = [o for o in tracked if isinstance(o, (_Module, _Optimizer))]
     children = {id(c) for m in unnamed if isinstance(m, _Module) for c in m.children()}
     for obj in unnamed:
         if id(obj) not in children:

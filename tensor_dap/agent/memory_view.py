@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from tensor_dap.agent.engine import Watch
 
 _Tensor = torch.Tensor
+#: what holds tensors by name besides frames
+_HOLDING = (torch.nn.Module, torch.optim.Optimizer)
 Site = tuple[str, int, str]
 NO_SITE: Site = ("", 0, "")
 
@@ -85,8 +87,14 @@ def as_json() -> str:
 def snapshot() -> dict[str, Any]:
     """``{"devices": [{device, bytes, count, lines: [{path, line, op, bytes, count,
     holders: [{kind, name, bytes}]}]}]}``, devices by name, lines and holders largest first."""
-    with torch._C.DisableTorchFunction():
-        storages = _storages(paused_user_frames())
+    collecting = gc.isenabled()
+    gc.disable()  # a collection while holding every object in a list would walk them all
+    try:
+        with torch._C.DisableTorchFunction():
+            storages = _storages(paused_user_frames())
+    finally:
+        if collecting:
+            gc.enable()
     return _grouped(storages)
 
 
@@ -106,11 +114,20 @@ def paused_user_frames() -> list[FrameType]:
 
 
 def _storages(user_frames: list[FrameType]) -> dict[int, _Storage]:
+    # one pass over the garbage collector's objects (type(), not isinstance: a lazy module's
+    # __class__ may warn or import)
+    everything: list[Any] = []
+    others: list[Any] = []
+    for obj in gc.get_objects():
+        kind = type(obj)
+        if issubclass(kind, _Tensor):
+            everything.append(obj)
+        elif issubclass(kind, _HOLDING):
+            others.append(obj)
     held: list[tuple[Any, Optional[Holder], Optional[FrameType]]] = []
-    held.extend(named_tensors(user_frames))
+    held.extend(named_tensors(user_frames, others))
+    del others
     roots = [(t, h.name) for t, h, _ in held if h and h.kind == "local" and t.grad_fn is not None]
-    # (type(), not isinstance: a lazy module's __class__ may warn or import)
-    everything = [o for o in gc.get_objects() if issubclass(type(o), _Tensor)]
     roots += [(t, "an unnamed tensor") for t in everything if t.grad_fn is not None]
     held.extend(graph_holders(roots))
     held.extend((t, None, None) for t in everything)
@@ -149,9 +166,9 @@ def _add(
         if holder is not None:
             record.holders.setdefault(holder.name, holder.kind)
         if first or frame is not None:
-            for rank, site in _candidates(tensor, storage, holder, frame, record.rank):
-                record.site, record.rank = site, rank
-                break
+            found = _better_site(tensor, storage, holder, frame, record.rank)
+            if found is not None:
+                record.rank, record.site = found
 
 
 def _own_address(tensor: Any) -> int:
@@ -161,37 +178,45 @@ def _own_address(tensor: Any) -> int:
         return 0
 
 
-def _candidates(
+def _better_site(
     tensor: Any, storage: Any, holder: Optional[Holder], frame: Optional[FrameType], better: int
-) -> list[tuple[int, Site]]:
-    """The sites this tensor knows for ``storage`` ranked better than ``better``, best first:
+) -> Optional[tuple[int, Site]]:
+    """The best site this tensor knows for ``storage``, if it ranks better than ``better``:
     0 the memory books, 1 the owner's provenance, 2 its graph node's, 3 a view's, 4 the line
     that assigned a frame's variable."""
-    found: list[tuple[int, Site]] = []
     watch = _watch
     owner = tensor._base is None
-    if better > 0 and watch is not None and watch.memory is not None:
-        site = watch.memory.site_of(storage)
-        if site is not None and site[1]:
-            return [(0, site)]
-    if better > 1 and watch is not None:
-        prov = watch.provenance.lookup(tensor)
-        if prov is not None:
-            found.append((1 if owner else 3, _as_site(prov)))
+    if watch is not None:
+        if better > 0 and watch.memory is not None:
+            site = watch.memory.site_of(storage)
+            if site is not None and site[1]:
+                return 0, site
+        rank = 1 if owner else 3
+        if better > rank:
+            prov = watch.provenance.lookup(tensor)
+            if prov is not None:
+                return rank, _as_site(prov)
     if better > 2 and owner and tensor.grad_fn is not None:
         metadata = getattr(tensor.grad_fn, "metadata", None)
         prov = metadata.get(NODE_PROV_KEY) if isinstance(metadata, dict) else None
         if prov is not None:
-            found.append((2, _as_site(prov)))
+            return 2, _as_site(prov)
     if better > 4 and frame is not None and holder is not None:
         prov = naming.assigned_before(frame, holder.name.split(" ", 1)[0])
         if prov is not None:
-            found.append((4, _as_site(prov)))
-    return sorted(f for f in found if f[0] < better)
+            return 4, _as_site(prov)
+    return None
+
+
+#: a Prov's file -> its absolute path (``abspath`` costs microseconds)
+_PATHS: dict[str, str] = {}
 
 
 def _as_site(prov: Any) -> Site:
-    return (os.path.abspath(prov.path), int(prov.line), str(prov.op))
+    path = _PATHS.get(prov.path)
+    if path is None:
+        path = _PATHS[prov.path] = os.path.abspath(prov.path)
+    return (path, int(prov.line), str(prov.op))
 
 
 def _grouped(table: dict[int, _Storage]) -> dict[str, Any]:
