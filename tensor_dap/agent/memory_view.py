@@ -13,7 +13,9 @@ A storage's line is, best first: the memory books' (``watch.memory``, when they 
 engine's provenance of the tensor owning the storage (or of the graph node that made it, for a
 tensor autograd saved), a view's, and for a frame's variable the line that last assigned it. The
 engine records provenance for a sample of each line's ops (the first 8, then one in 64), so a
-tensor it did not sample, held by no variable, is put under "line not recorded".
+tensor it did not sample, held by no variable, has no line; neither have tensors made unwatched
+(gradients autograd's engine writes, optimizer state made inside ``step()``), which are put
+apart by what made them.
 
 Nothing is kept: the result is plain numbers and strings, and every tensor object gathered
 here is dropped on return. Reads metadata only (storage sizes and addresses): no device sync, no
@@ -223,7 +225,8 @@ def _grouped(table: dict[int, _Storage]) -> dict[str, Any]:
     by_device: dict[str, dict[Site, list[_Storage]]] = {}
     for record in table.values():
         if record.nbytes:
-            by_device.setdefault(record.device, {}).setdefault(record.site, []).append(record)
+            site = record.site if record.site[1] else _unrecorded(record)
+            by_device.setdefault(record.device, {}).setdefault(site, []).append(record)
     devices = []
     for device in sorted(by_device):
         lines = [_line(site, records) for site, records in by_device[device].items()]
@@ -237,6 +240,18 @@ def _grouped(table: dict[int, _Storage]) -> dict[str, Any]:
             }
         )
     return {"devices": devices}
+
+
+#: what made a tensor no line is known for, by the kind of all its holders
+_MADE_BY = {"grad": "by backward()", "optimizer": "by optimizer.step()"}
+
+
+def _unrecorded(record: _Storage) -> Site:
+    """No line: the tensors the engine never watches being made go apart (gradients written by
+    autograd's engine, optimizer state made inside ``step()``, which runs unwatched)."""
+    kinds = set(record.holders.values())
+    made_by = _MADE_BY.get(kinds.pop(), "") if len(kinds) == 1 else ""
+    return ("", 0, made_by)
 
 
 def _line(site: Site, records: list[_Storage]) -> dict[str, Any]:

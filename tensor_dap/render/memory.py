@@ -18,7 +18,7 @@ from tensor_dap.tensor_text import size_text
 def where(row: dict[str, Any]) -> str:
     """``train.py:12`` (relative to the working folder when inside it), or why there is none."""
     if not row.get("line"):
-        return "(line not recorded)"
+        return "(no line recorded)"
     path = str(row["path"])
     try:
         relative = os.path.relpath(path)

@@ -139,6 +139,11 @@ def test_lines_bytes_counts_and_holders(session) -> None:
     assert everyone["model.scale"] == ("buffer", 512)
     assert everyone["optimizer.state[model.fc.weight]['exp_avg']"] == ("optimizer", 128 * KIB)
     assert everyone["optimizer.state[model.fc.weight]['exp_avg_sq']"] == ("optimizer", 128 * KIB)
+    # made unwatched: by autograd's engine, inside optimizer.step()
+    (grads,) = [r for r in lines if "model.fc.weight.grad" in holders(r)]
+    assert (grads["line"], grads["op"], grads["count"]) == (0, "by backward()", 2)
+    (state,) = [r for r in lines if "optimizer.state[model.fc.bias]['exp_avg']" in holders(r)]
+    assert (state["line"], state["op"]) == (0, "by optimizer.step()")
     loss = at(lines, script, "sigmoid", "sum")
     assert (loss["bytes"], holders(loss)) == (4, {"loss in frame train": "local"})
     assert [r["bytes"] for r in lines] == sorted((r["bytes"] for r in lines), reverse=True)

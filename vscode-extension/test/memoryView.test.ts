@@ -48,7 +48,9 @@ describe("Tensor Memory rows", () => {
     const line = lineText(SNAPSHOT.devices[0].lines[0]);
     assert.deepStrictEqual([line.label, line.description], ["train.py:12 randn", "64.0 KiB · 1 tensor"]);
     assert.match(line.tooltip, /\/work\/train\.py:12/);
-    assert.strictEqual(lineText(SNAPSHOT.devices[0].lines[1]).label, "(line not recorded)");
+    assert.strictEqual(lineText(SNAPSHOT.devices[0].lines[1]).label, "(no line recorded)");
+    const step = { ...SNAPSHOT.devices[0].lines[1], op: "by optimizer.step()" };
+    assert.strictEqual(lineText(step).label, "(no line recorded) by optimizer.step()");
     const holder = holderText(SNAPSHOT.devices[0].lines[0].holders[1]);
     assert.deepStrictEqual([holder.label, holder.description], [
       "saved by AddmmBackward0 for hidden in frame train",

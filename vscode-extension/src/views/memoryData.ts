@@ -11,7 +11,7 @@ export interface MemoryHolder {
 export interface MemoryLine {
   path: string; // "" when the line was not recorded
   line: number; // 1-based; 0 when not recorded
-  op: string;
+  op: string; // without a line: what made them, if known ("by optimizer.step()"), else ""
   bytes: number;
   count: number;
   holders: MemoryHolder[];
@@ -74,7 +74,8 @@ export function deviceText(device: MemoryDevice): RowText {
 export function lineText(row: MemoryLine): RowText {
   const total = `${sizeText(row.bytes)} · ${tensors(row.count)}`;
   if (!row.line || !row.path) {
-    return { label: "(line not recorded)", description: total, tooltip: "made by a line the engine did not sample, or before it started" };
+    const label = `(no line recorded) ${row.op}`.trim();
+    return { label, description: total, tooltip: "made unwatched (before the watch, by autograd's engine, in optimizer.step()) or by a line the engine did not sample" };
   }
   const name = row.path.split(/[\\/]/).pop() ?? row.path;
   return { label: `${name}:${row.line} ${row.op}`.trim(), description: total, tooltip: `${row.path}:${row.line} (${row.op})` };
