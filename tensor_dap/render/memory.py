@@ -28,6 +28,17 @@ def where(row: dict[str, Any]) -> str:
     return f"{path}:{row['line']}"
 
 
+#: a holder's kind as its row in VARIABLES says it (the VS Code view says the same)
+KIND_WORDS = {
+    "local": "variable",
+    "parameter": "parameter",
+    "buffer": "buffer",
+    "grad": "gradient",
+    "optimizer": "optimizer state",
+    "graph": "saved for backward",
+}
+
+
 def _total(row: dict[str, Any]) -> str:
     return f"{size_text(row['bytes'])} in {plural(row['count'], 'tensor')}"
 
@@ -48,8 +59,11 @@ class MemoryLine:
         return _total(self.row)
 
     def children(self) -> list[Entry]:
-        holders = self.row["holders"]
-        return [Entry(h["name"], Text(f"{size_text(h['bytes'])} {h['kind']}")) for h in holders]
+        entries = []
+        for holder in self.row["holders"]:
+            words = [size_text(holder["bytes"]), KIND_WORDS.get(holder["kind"], "")]
+            entries.append(Entry(holder["name"], Text(" · ".join(w for w in words if w))))
+        return entries
 
     def __repr__(self) -> str:
         row = self.row

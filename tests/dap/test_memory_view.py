@@ -169,7 +169,10 @@ def test_the_table_in_the_debug_console_expands(session) -> None:
     assert x["value"] == "64.0 KiB in 1 tensor"
     named = dap.request("variables", {"variablesReference": x["variablesReference"]})
     values = {v["name"]: v["value"] for v in named["body"]["variables"]}
-    assert values["first_rows in frame train"] == "64.0 KiB local"
+    assert values["first_rows in frame train"] == "64.0 KiB · variable"
+    assert values["saved by AddmmBackward0 for hidden in frame train"] == (
+        "64.0 KiB · saved for backward"
+    )
 
 
 def test_without_a_frame_id_the_top_frame_of_the_last_stack(session) -> None:
