@@ -30,6 +30,8 @@ except ImportError:  # imported outside a debugger (tests, tools): plain classes
 
 _REPR_CONTEXTS = ("repl", "clipboard")
 _RENDER_MODULE = "tensor_dap.render"
+#: tensor_dap.render's own types that VARIABLES shows (the memory view's rows among them)
+_RENDER_TYPES = ("Statistics", "Raw", "MemoryTable", "MemoryDevice", "MemoryLine")
 
 
 def _render() -> Any:
@@ -45,7 +47,7 @@ def _handles(type_object: Any) -> bool:
         return False  # no tensor can exist yet; pydevd caches the answer per type
     try:
         if type_object.__module__.startswith(_RENDER_MODULE):
-            return type_object.__name__ in ("Statistics", "Raw")
+            return type_object.__name__ in _RENDER_TYPES
         return _maybe_torch(type_object) and _render().renderer_for(type_object) is not None
     except Exception:
         return False

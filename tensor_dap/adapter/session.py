@@ -5,7 +5,8 @@ Each request, response or event the session cares about has one handler, named h
 the rule checkboxes and the stops on findings
 (:mod:`~tensor_dap.adapter.tensor_breakpoints`), the trace-store run of a launch
 (:mod:`~tensor_dap.adapter.session_trace`), the tensors in VARIABLES, and the data breakpoints on
-tensors (:mod:`~tensor_dap.adapter.data_breakpoints`).
+tensors (:mod:`~tensor_dap.adapter.data_breakpoints`), and the memory view
+(:mod:`~tensor_dap.adapter.memory_requests`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tensor_dap.adapter.agent_channel import AgentChannel
 from tensor_dap.adapter.attach import Attach
 from tensor_dap.adapter.data_breakpoints import DataBreakpoints
 from tensor_dap.adapter.launch import rewrite_launch
+from tensor_dap.adapter.memory_requests import MemoryRequests
 from tensor_dap.adapter.proxy import Message, Proxy
 from tensor_dap.adapter.session_trace import SessionTrace
 from tensor_dap.adapter.tensor_breakpoints import TensorBreakpoints
@@ -56,6 +58,7 @@ class ProxySession(Proxy):
             }
         )
         self._data_breakpoints()
+        self._memory_view()
 
     def _data_breakpoints(self) -> None:
         """ "Break on Value Change" on tensors: its handlers, after the ones above."""
@@ -70,6 +73,19 @@ class ProxySession(Proxy):
             "dataBreakpointInfo_request": data.info_request,
             "evaluate_response": data.evaluate_response,
             "setDataBreakpoints_request": data.set_request,
+        }.items():
+            self.handlers[name] = _chain(self.handlers.get(name), handler)
+
+    def _memory_view(self) -> None:
+        """``tensor-dap memory`` and ``tensorMemory``: their handlers, after the ones above."""
+        memory = MemoryRequests()
+        for name, handler in {
+            "stopped_event": memory.stopped,
+            "stackTrace_request": memory.stack_request,
+            "stackTrace_response": memory.stack_response,
+            "evaluate_request": memory.evaluate_request,
+            "evaluate_response": memory.evaluate_response,
+            "tensorMemory_request": memory.memory_request,
         }.items():
             self.handlers[name] = _chain(self.handlers.get(name), handler)
 

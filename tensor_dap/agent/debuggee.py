@@ -21,7 +21,7 @@ import runpy
 import sys
 from typing import Callable, Optional
 
-from tensor_dap.agent import data_watch
+from tensor_dap.agent import data_watch, memory_view
 from tensor_dap.agent.channel import ChannelClient, ChannelListener
 from tensor_dap.agent.engine import Watch
 from tensor_dap.agent.late_start import Starter
@@ -83,6 +83,7 @@ def _watch(rules: list[str]) -> tuple[Watch, Starter]:
     """The watch that suspends the debugger on findings, and its rule-change starter."""
     watch = Watch(rules=rules, on_finding=suspend_on_finding)
     _show_origins_in_variables(watch)
+    memory_view.bind(watch)  # the memory view's lines (tensor-dap memory)
     starter = Starter(watch)
     data_watch.bind(watch, starter.wake)  # the debugger's data breakpoints
     return watch, starter

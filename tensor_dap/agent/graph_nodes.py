@@ -8,7 +8,9 @@ type: ``dir()`` of a node costs tens of microseconds.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
+
+import torch
 
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 
@@ -25,3 +27,21 @@ def saved_attribute_names(node: Any) -> tuple[str, ...]:
         )
         _SAVED_ATTRS[kind] = names
     return names
+
+
+def saved_tensors(node: Any) -> Iterator[Any]:
+    """The tensors ``node`` saved for backward and still holds (none once backward freed them)."""
+    for attr in saved_attribute_names(node):
+        try:
+            value = getattr(node, attr)
+        except Exception:  # freed by backward(), or modified in place since
+            continue
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, torch.Tensor):
+                yield item
+
+
+def is_parameter(tensor: Any) -> bool:
+    """A leaf that requires grad (or a view of one): a model holds it anyway."""
+    base = tensor._base if tensor._base is not None else tensor
+    return bool(base.is_leaf and base.requires_grad)

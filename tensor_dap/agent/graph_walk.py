@@ -15,10 +15,8 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent.graph_nodes import saved_attribute_names
+from tensor_dap.agent.graph_nodes import is_parameter, saved_tensors
 from tensor_dap.agent.storage import storage_key
-
-_Tensor = torch.Tensor
 
 #: ``(id(node), node._sequence_nr())``: names a node without keeping it (nor its graph) alive
 NodeKey = tuple[int, int]
@@ -64,25 +62,15 @@ def footprint(root: Any, stop: Optional[NodeKey] = None, limit: int = 20000) -> 
 
 def _saved_bytes(node: Any, storages: set[Any]) -> int:
     total = 0
-    for attr in saved_attribute_names(node):
-        try:
-            value = getattr(node, attr)
-        except Exception:  # freed by backward(), or modified in place since
+    for item in saved_tensors(node):
+        if is_parameter(item):
             continue
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if not isinstance(item, _Tensor) or _is_parameter(item):
-                continue
-            key = storage_key(item)
-            if key is None or key in storages:
-                continue
-            storages.add(key)
-            try:
-                total += int(item.untyped_storage().nbytes())
-            except Exception:
-                total += int(item.numel() * item.element_size())
+        key = storage_key(item)
+        if key is None or key in storages:
+            continue
+        storages.add(key)
+        try:
+            total += int(item.untyped_storage().nbytes())
+        except Exception:
+            total += int(item.numel() * item.element_size())
     return total
-
-
-def _is_parameter(tensor: Any) -> bool:
-    base = tensor._base if tensor._base is not None else tensor
-    return bool(base.is_leaf and base.requires_grad)

@@ -136,6 +136,11 @@ class MemoryLedger:
         self.sweep()
         return {device: n for device, n in self._live.items() if n}
 
+    def site_of(self, storage: Any) -> Optional[Site]:
+        """The (path, line, op) that made ``storage``, if these books saw it (the memory view)."""
+        entry = self._entries.get(StorageWeakRef(storage).cdata)  # type: ignore[no-untyped-call]
+        return entry.site if entry is not None and not entry.ref.expired() else None
+
     def summary(self) -> dict[str, Any]:
         """``{device: {"peak_bytes": N, "top": [{path, line, op, bytes, count}, ...]}}``."""
         for device in list(self._pending):

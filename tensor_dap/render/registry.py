@@ -13,6 +13,7 @@ import torch
 
 from tensor_dap.render import module, optimizer, tensor
 from tensor_dap.render.base import Entry, Text
+from tensor_dap.render.memory import MemoryDevice, MemoryLine, MemoryTable
 from tensor_dap.render.stats import Statistics
 
 
@@ -78,3 +79,5 @@ register(torch.Tensor, tensor.value_line, tensor.children)
 register(torch.nn.Module, module.value_line, module.children)
 register(torch.optim.Optimizer, optimizer.value_line, optimizer.children)
 register(Statistics, Statistics.value_line, Statistics.children)
+for _kind in (MemoryTable, MemoryDevice, MemoryLine):  # tensor-dap memory
+    register(_kind, _kind.value_line, _kind.children)

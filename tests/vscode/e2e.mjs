@@ -28,7 +28,8 @@
 //      lines that ran (`.view-line span[class*="dyn-rule"]`): the session wrote the trace store;
 //   4. VARIABLES shows a tensor summary `tensor<(...`;
 //   5. right-click on a tensor in VARIABLES -> "View Tensor" opens a webview panel; its canvas,
-//      when one is reachable through the webview's iframes, has pixels drawn.
+//      when one is reachable through the webview's iframes, has pixels drawn;
+//   6. the "Tensor Memory" view lists a device and the script's lines; clicking one opens it.
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
@@ -676,6 +677,43 @@ async function attempt(number, titles) {
     await page.mouse.move(700, 3);
     await sleep(1000);
     await wb.shot("view-tensor");
+
+    // ---- begin: 6. Tensor Memory view (issue 18's memory view; self-contained) ---------------
+    // Still paused: the Run and Debug side bar's "Tensor Memory" view lists a device, then the
+    // lines that made its live tensors (`SCRIPT:LINE op`, bytes · tensors), fetched with the
+    // adapter's tensorMemory request; clicking a line moves the editor's cursor to that line.
+    {
+      await wb.command("View: Show Run and Debug");
+      await wb.collapsePane("Variables");
+      await wb.collapsePane("Breakpoints");
+      await wb.pane("Tensor Memory").waitFor({ timeout: STEP_MS });
+      await wb.expandPane("Tensor Memory");
+      const memoryRows = wb.pane("Tensor Memory").locator(".monaco-list-row");
+      const lineRow = new RegExp(`${SCRIPT.replace(/\./g, "\\.")}:(\\d+) `);
+      // each row as "label — description" ("train.py:20 randn — 2.3 KiB · 8 tensors")
+      const memoryTexts = () =>
+        memoryRows.evaluateAll((els) =>
+          els.map((e) => `${e.querySelector(".label-name")?.textContent ?? ""} — ${e.querySelector(".label-description")?.textContent ?? ""}`.trim()),
+        );
+      results.tensorMemory = await waitFor("the Tensor Memory view's rows", async () => {
+        const texts = await memoryTexts();
+        return texts.some((t) => lineRow.test(t)) ? texts : null;
+      });
+      log(`Tensor Memory: ${JSON.stringify(results.tensorMemory.slice(0, 6))}`);
+      if (!/^(cpu|accel:\d+|cuda:\d+) — .*tensor/.test(results.tensorMemory[0])) {
+        throw new Error(`the Tensor Memory view does not start with a device row: ${JSON.stringify(results.tensorMemory)}`);
+      }
+      const index = results.tensorMemory.findIndex((t) => lineRow.test(t));
+      const wanted = Number(lineRow.exec(results.tensorMemory[index])[1]);
+      await memoryRows.nth(index).click();
+      results.tensorMemoryOpened = await waitFor(`the cursor on line ${wanted} after clicking it`, async () => {
+        const status = await page.locator(".statusbar-item", { hasText: /Ln \d+, Col \d+/ }).first().innerText();
+        return status.includes(`Ln ${wanted},`) ? status.trim() : null;
+      });
+      await page.mouse.move(700, 3);
+      await wb.shot("tensor-memory");
+    }
+    // ---- end: 6. Tensor Memory view -------------------------------------------------------------
 
     await wb.command("Debug: Stop").catch(() => {});
     results.seconds = Math.round((Date.now() - started) / 1000);

@@ -1,6 +1,6 @@
 // Wiring only: the output channel, the `tensor-dap` debugger (configurations, adapter, inline
-// values), the language server, the View Tensor panel and the commands. Everything disposable
-// goes into context.subscriptions.
+// values), the language server, the View Tensor panel, the Tensor Memory view and the commands.
+// Everything disposable goes into context.subscriptions.
 
 import * as vscode from "vscode";
 import { createLog, logInfo } from "./common/log";
@@ -10,6 +10,7 @@ import { registerAdapterFactory } from "./debug/adapterFactory";
 import { registerConfigurationProvider } from "./debug/configProvider";
 import { registerInlineValues } from "./debug/inlineValues";
 import { LanguageServer } from "./lsp/client";
+import { registerMemoryView } from "./views/memoryView";
 import { registerTensorView } from "./views/tensorView";
 
 let server: LanguageServer | undefined;
@@ -23,6 +24,7 @@ export function activate(context: vscode.ExtensionContext): void {
   registerAdapterFactory(context);
   registerInlineValues(context);
   registerTensorView(context);
+  registerMemoryView(context);
 
   server = new LanguageServer();
   context.subscriptions.push(

@@ -7,17 +7,9 @@ import { spawnSync } from "child_process";
 import * as fs from "fs";
 import * as path from "path";
 import type { ExtensionContext } from "vscode";
-import { FakeState, installFakeVscode } from "./fakeVscode";
+import { FakeState, installFakeVscode, newFakeState } from "./fakeVscode";
 
-const state: FakeState = {
-  settings: { "languageServer.enabled": false },
-  commands: new Map(),
-  configProviders: [],
-  adapterFactories: new Map(),
-  trackerFactories: new Map(),
-  inlineValueProviders: [],
-  errors: [],
-};
+const state: FakeState = newFakeState({ "languageServer.enabled": false });
 const vscode = installFakeVscode(state);
 // loaded in `before`, once the stand-in is installed (an `import` would load it first)
 let extension: typeof import("../src/extension");

@@ -16,6 +16,20 @@ export interface FakeState {
   errors: string[];
   activeEditor?: { document: any };
   activeDebugSession?: any;
+  treeProviders?: Map<string, any>;
+}
+
+/** A state with nothing registered yet (`settings` as given). */
+export function newFakeState(settings: Record<string, unknown> = {}): FakeState {
+  return {
+    settings,
+    commands: new Map(),
+    configProviders: [],
+    adapterFactories: new Map(),
+    trackerFactories: new Map(),
+    inlineValueProviders: [],
+    errors: [],
+  };
 }
 
 class Disposable {
@@ -61,6 +75,28 @@ class DebugAdapterExecutable {
 }
 
 class DebugStackFrame {}
+
+class TreeItem {
+  description?: string;
+  tooltip?: string;
+  contextValue?: string;
+  command?: any;
+  constructor(readonly label: string, readonly collapsibleState?: number) {}
+}
+
+class EventEmitter<T> {
+  private listeners: ((value: T) => void)[] = [];
+  readonly event = (listener: (value: T) => void): Disposable => {
+    this.listeners.push(listener);
+    return new Disposable(() => (this.listeners = this.listeners.filter((l) => l !== listener)));
+  };
+  fire(value: T): void {
+    this.listeners.forEach((listener) => listener(value));
+  }
+  dispose(): void {
+    this.listeners = [];
+  }
+}
 class DebugThread {}
 
 function event(): (listener: any) => Disposable {
@@ -94,6 +130,9 @@ export function installFakeVscode(state: FakeState): any {
     DebugAdapterExecutable,
     DebugStackFrame,
     DebugThread,
+    TreeItem,
+    EventEmitter,
+    TreeItemCollapsibleState: { None: 0, Collapsed: 1, Expanded: 2 },
     ViewColumn: { Beside: -2, One: 1 },
     DebugConfigurationProviderTriggerKind: { Initial: 1, Dynamic: 2 },
     window: {
@@ -104,6 +143,10 @@ export function installFakeVscode(state: FakeState): any {
       },
       get activeTextEditor() {
         return state.activeEditor;
+      },
+      registerTreeDataProvider: (id: string, provider: any) => {
+        (state.treeProviders ??= new Map()).set(id, provider);
+        return new Disposable(() => state.treeProviders?.delete(id));
       },
       createWebviewPanel: () => {
         throw new Error("no webviews here");
