@@ -23,7 +23,7 @@ from .conftest import SERVER, eventually, hints, make_workspace, open_document
 from .conftest import run_check as check_script
 from .conftest import start as start_client
 
-EXPECTED = [(15, 22, "(6,) f32 cpu"), (20, 72, "(6,) bool accel:0"), (21, 53, "(3,) f32 accel:0")]
+EXPECTED = [(15, 22, "(6,) f32 cpu"), (20, 72, "(6,) bool cuda:0"), (21, 53, "(3,) f32 cuda:0")]
 
 
 @pytest.fixture(scope="module")

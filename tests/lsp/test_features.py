@@ -35,11 +35,11 @@ async def test_inlay_hints_at_statement_ends(client: LanguageClient, script: Pat
     uri = open_document(client, script)
     assert await hints(client, uri) == [
         (15, 22, "(6,) f32 cpu"),  # `    y = torch.zeros(6)`
-        (20, 72, "(6,) bool accel:0"),  # `mask = torch.tensor([...], dtype=torch.bool, ...)`
-        (21, 53, "(3,) f32 accel:0"),  # `source = torch.tensor([1.0, 2.0, 3.0], device=device)`
+        (20, 72, "(6,) bool cuda:0"),  # `mask = torch.tensor([...], dtype=torch.bool, ...)`
+        (21, 53, "(3,) f32 cuda:0"),  # `source = torch.tensor([1.0, 2.0, 3.0], device=device)`
     ]
     # only the requested range
-    assert await hints(client, uri, 16, 20) == [(20, 72, "(6,) bool accel:0")]
+    assert await hints(client, uri, 16, 20) == [(20, 72, "(6,) bool cuda:0")]
     assert await hints(client, uri, 0, 14) == []
 
 
@@ -150,8 +150,8 @@ async def test_inline_values(client: LanguageClient, script: Path) -> None:
 
     assert await values(0, 30) == [
         (15, 4, 22, "y: (6,) f32 cpu"),
-        (20, 0, 72, "mask: (6,) bool accel:0"),
-        (21, 0, 53, "source: (3,) f32 accel:0"),
+        (20, 0, 72, "mask: (6,) bool cuda:0"),
+        (21, 0, 53, "source: (3,) f32 cuda:0"),
     ]
     assert await values(14, 17) == [(15, 4, 22, "y: (6,) f32 cpu")]
     assert await values(0, 14) == []
