@@ -30,6 +30,7 @@ from tensor_dap.agent.suspend import suspend_on_finding
 from tensor_dap.agent.trace_session import TraceSession
 from tensor_dap.channel_protocol import address_from_environment
 from tensor_dap.runner import ExitInfo, run_script
+from tensor_dap.tracedb import run_command
 
 log = logging.getLogger("tensor_dap.agent")
 
@@ -192,7 +193,7 @@ def run_listening(
 
     _start_simulation(simulate)
     watch, starter = _watch(rules)
-    session = start_live_trace(watch, command="run")
+    session = start_live_trace(watch, command=run_command("run", simulate))
     # debugpy listens first: the agent's published address tells a client it may attach now
     debugpy.listen((host, port))
     listener = ChannelListener(

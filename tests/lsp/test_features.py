@@ -43,28 +43,37 @@ async def test_inlay_hints_at_statement_ends(client: LanguageClient, script: Pat
     assert await hints(client, uri, 0, 14) == []
 
 
+async def hover_at(client: LanguageClient, uri: str, line: int, character: int):
+    return await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=character),
+        )
+    )
+
+
 @pytest.mark.asyncio
 async def test_hover_on_observed_name(client: LanguageClient, script: Path) -> None:
     uri = open_document(client, script)
-    result = await client.text_document_hover_async(
-        types.HoverParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            position=types.Position(line=15, character=4),
-        )
-    )
+    result = await hover_at(client, uri, 15, 4)
     assert result is not None
     assert isinstance(result.contents, types.MarkupContent)
     assert result.contents.kind == types.MarkupKind.Markdown
     assert result.contents.value == "**y**: `(6,)` float32 on `cpu`, no grad\n\n- ran once"
     # a word with no observation on its line, and a line without observations
     for line, character in ((15, 10), (16, 4)):
-        nothing = await client.text_document_hover_async(
-            types.HoverParams(
-                text_document=types.TextDocumentIdentifier(uri=uri),
-                position=types.Position(line=line, character=character),
-            )
-        )
-        assert nothing is None
+        assert await hover_at(client, uri, line, character) is None
+
+
+@pytest.mark.asyncio
+async def test_hover_says_the_device_was_simulated(client: LanguageClient, script: Path) -> None:
+    # the run was `tensor-dap check --simulate cuda`: cuda:0 was the CPU
+    uri = open_document(client, script)
+    result = await hover_at(client, uri, 20, 1)
+    assert result is not None and isinstance(result.contents, types.MarkupContent)
+    assert result.contents.value == (
+        "**mask**: `(6,)` bool on `cuda:0` (simulated on the CPU), no grad\n\n- ran once"
+    )
 
 
 @pytest.mark.asyncio
