@@ -22,15 +22,17 @@ $(VENV)/.installed: pyproject.toml setup.py tensor_dap/agent/_fastpath.c
 	touch $@
 
 # each sample once, its findings once (the end summary: the script's own output and traceback
-# are left out); the DDP sample runs under torchrun, as the README shows
+# are left out); the samples are CUDA code, run on the CPU's simulated CUDA device (--simulate
+# cuda); the DDP sample runs under torchrun, as the README shows
 DEMO_SUMMARY := sed -n '/^tensor-dap: \(no findings\|[0-9]* finding\)/,$$p'
+DEMO_CHECK := $(VENV)/bin/tensor-dap check --simulate cuda --rules all
 demo: install
 	@for script in sample_project/*.py; do \
-		echo "== tensor-dap check $$script"; \
+		echo "== tensor-dap check --simulate cuda $$script"; \
 		case $$script in \
-		*ddp_*) $(VENV)/bin/tensor-dap check --rules all -- $(PY) -m torch.distributed.run \
+		*ddp_*) $(DEMO_CHECK) -- $(PY) -m torch.distributed.run \
 			--standalone --nproc_per_node 2 $$script 2>&1 >/dev/null | $(DEMO_SUMMARY) ;; \
-		*) $(VENV)/bin/tensor-dap check --rules all $$script 2>&1 >/dev/null | $(DEMO_SUMMARY) ;; \
+		*) $(DEMO_CHECK) $$script 2>&1 >/dev/null | $(DEMO_SUMMARY) ;; \
 		esac; \
 	done
 

@@ -1,6 +1,6 @@
 """A correct small training script: nothing here should be reported.
 
-An MLP learns a synthetic classification task on the accelerator: zero_grad / backward / step
+An MLP learns a synthetic classification task on the GPU: zero_grad / backward / step
 each batch, validation under `torch.no_grad()`, and only `loss.item()` crosses to the host. The
 printed training loss decreases.
 """
@@ -9,9 +9,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tensor_dap.testing import pick_device
-
-device = pick_device()
+use_cuda = torch.cuda.is_available()
+device = torch.device("cuda" if use_cuda else "cpu")
+torch.backends.cudnn.benchmark = use_cuda
 torch.manual_seed(0)
 
 n_features, n_classes = 20, 4
@@ -21,7 +21,7 @@ centers = torch.randn(n_classes, n_features) * 3
 def make_split(n: int) -> tuple[torch.Tensor, torch.Tensor]:
     labels = torch.randint(0, n_classes, (n,))
     points = centers[labels] + torch.randn(n, n_features)
-    return points.to(device), labels.to(device)
+    return points.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 
 
 x_train, y_train = make_split(512)

@@ -4,12 +4,12 @@ Run it with torchrun (the `gloo` backend, so it runs on CPUs):
 
     tensor-dap check -- torchrun --standalone --nproc_per_node 2 sample_project/ddp_rank_mismatch.py
 
-DDP trains on the CPU on every rank. Rank 1 alone also drives the accelerator and moves its
-batch loss there before adding it to a running metric that every rank keeps on the CPU; the
-addition raises "Expected all tensors to be on the same device", which a `try` meant to keep
+DDP trains on the CPU on every rank. Rank 1 alone also drives its GPU (`cuda:1`, or the one
+GPU) and moves its batch loss there before adding it to a metric every rank keeps on the CPU;
+the addition raises "Expected all tensors to be on the same device", which a `try` meant to keep
 metrics from ever stopping training swallows. The job succeeds; rank 1 silently takes the slow
-path at every step. tensor-dap reports the line, labelled `rank 1`. (DDP itself cannot run on
-the stand-in accelerator `accel:0`, whose tensors gloo does not know: hence CPU training.)
+path at every step. tensor-dap reports the line, labelled `rank 1`. Without GPUs, add
+`--simulate cuda` after `check`: each rank then simulates its own CUDA device.
 """
 
 import os
@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from tensor_dap.testing import pick_device
+GPU = int(os.environ.get("LOCAL_RANK", 0)) % max(torch.cuda.device_count(), 1)  # this rank's GPU
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
         sys.exit(f"run with torchrun: torchrun --standalone --nproc_per_node 2 {sys.argv[0]}")
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    device = pick_device()
+    device = torch.device("cuda", GPU) if torch.cuda.is_available() else torch.device("cpu")
     torch.manual_seed(0)
     model = DistributedDataParallel(nn.Linear(4, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -42,7 +42,7 @@ def main() -> None:
         loss.backward()
         optimizer.step()
         batch_loss = loss.detach()
-        if rank == 1:  # this rank also drives the accelerator
+        if rank == 1:  # this rank also drives its GPU
             batch_loss = batch_loss.to(device)
         try:
             running = running + batch_loss  # expect[rank 1]: device-mismatch

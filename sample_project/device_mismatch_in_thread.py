@@ -1,8 +1,8 @@
 """An evaluation thread sums accuracy into a counter that was created on the CPU.
 
-Training runs on the accelerator; a background thread scores the model on held-out batches while
+Training runs on the GPU; a background thread scores the model on held-out batches while
 the main thread goes on. `correct = torch.zeros(1)` lives on the host, the predictions on the
-accelerator: `correct + ...` mixes devices inside the thread (a TorchFunctionMode only sees the
+GPU: `correct + ...` mixes devices inside the thread (a TorchFunctionMode only sees the
 thread that pushed it — tensor-dap pushes one in each thread the program starts).
 """
 
@@ -11,9 +11,9 @@ import threading
 import torch
 import torch.nn as nn
 
-from tensor_dap.testing import pick_device
+# the usual device line: on a laptop, check it with `tensor-dap check --simulate cuda`
 
-device = pick_device()
+device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 
 model = nn.Linear(8, 3).to(device)

@@ -9,14 +9,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tensor_dap.testing import pick_device
+# written for a GPU (`.cuda()` below); without one, run it under `tensor-dap check --simulate cuda`
 
-device = pick_device()
+torch.backends.cudnn.deterministic = True
 torch.manual_seed(0)
 
-model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).to(device)
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).cuda()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-x = torch.randn(32, 4, device=device)
+x = torch.randn(32, 4).cuda()
 y = x.sum(dim=1, keepdim=True)
 
 for step in range(3):

@@ -9,9 +9,9 @@ were used.
 import torch
 from torch import nn
 
-from tensor_dap.testing import pick_device
-
-device = pick_device()
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+if device.type == "cuda":
+    torch.backends.cuda.matmul.allow_tf32 = True
 torch.manual_seed(0)
 
 

@@ -7,9 +7,9 @@ require grad and does not have a grad_fn" at the backward() line.
 
 import torch
 
-from tensor_dap.testing import pick_device
-
-device = pick_device()
+if not torch.cuda.is_available():
+    raise SystemExit("this needs a GPU (or: tensor-dap check --simulate cuda)")
+device = torch.device("cuda:0")
 
 w = torch.tensor([1.0], device=device)  # meant: requires_grad=True
 x = torch.tensor([2.0], device=device)

@@ -8,14 +8,14 @@ SigmoidBackward0, is at version 1; expected version 0 instead." The culprit is t
 
 import torch
 
-from tensor_dap.testing import pick_device
+assert torch.cuda.is_available(), "needs a GPU; without one: tensor-dap check --simulate cuda"
 
-device = pick_device()
+torch.cuda.set_device(0)
 torch.manual_seed(0)
 
-x = torch.randn(4, 3, device=device)
-w = torch.randn(3, 2, device=device, requires_grad=True)
-v = torch.randn(4, 2, device=device)
+x = torch.randn(4, 3).cuda()
+w = torch.randn(3, 2, device="cuda", requires_grad=True)
+v = torch.randn(4, 2).to("cuda")
 
 h = torch.sigmoid(x @ w)
 out = h * v

@@ -1,6 +1,6 @@
 """Collecting predictions on the host inside the training loop.
 
-`out.detach().cpu()` copies every step's output from the accelerator to the host, which on a
+`out.detach().cpu()` copies every step's output from the GPU to the host, which on a
 GPU synchronises the device each iteration and stalls the pipeline. PyTorch says nothing; it is
 only slow. Logging `loss.item()` is a one-number copy and is fine.
 """
@@ -8,9 +8,9 @@ only slow. Logging `loss.item()` is a one-number copy and is fine.
 import torch
 import torch.nn as nn
 
-from tensor_dap.testing import pick_device
-
-device = pick_device()
+# on a machine without a GPU: tensor-dap check --simulate cuda sample_project/leaves_device.py
+# (plain `python` runs it on the CPU, where no tensor leaves a device)
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.manual_seed(0)
 
 model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)

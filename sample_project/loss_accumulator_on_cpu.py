@@ -1,17 +1,17 @@
 """Summing per-batch losses into an accumulator that was created on the CPU.
 
-`loss = torch.Tensor([0.0])` lives on the host while the model and data are on the accelerator,
+`loss = torch.Tensor([0.0])` lives on the host while the model and data are on the GPU,
 so the first `loss + criterion(...)` mixes devices. PyTorch raises at once: "RuntimeError:
 Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:0!"
-(`accel:0` on the stand-in accelerator).
+(on a GPU, or under `tensor-dap check --simulate cuda` on the CPU).
 """
 
 import torch
 import torch.nn as nn
 
-from tensor_dap.testing import pick_device
+# without a GPU: tensor-dap check --simulate cuda sample_project/loss_accumulator_on_cpu.py
 
-device = pick_device()
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.manual_seed(0)
 
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)

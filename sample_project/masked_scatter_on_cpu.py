@@ -1,15 +1,15 @@
 """TorchSnooper's example: a helper allocates its output with `torch.zeros(6)` on the CPU.
 
-The mask and the source values come from the accelerator, so `masked_scatter_` gets tensors on
+The mask and the source values come from the GPU, so `masked_scatter_` gets tensors on
 two devices. PyTorch raises "RuntimeError: Expected all tensors to be on the same device ..."
-naming cpu and cuda:0 (`accel:0` on the stand-in accelerator).
+naming cpu and cuda:0 (on the CPU: `tensor-dap check --simulate cuda`).
 """
 
 import torch
 
-from tensor_dap.testing import pick_device
-
-device = pick_device()
+use_gpu = torch.cuda.is_available()
+device = torch.device("cuda:0") if use_gpu else torch.device("cpu")
+torch.backends.cudnn.benchmark = use_gpu
 
 
 def myfunc(mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

@@ -10,9 +10,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tensor_dap.testing import pick_device
-
-device = pick_device()
+# the device as most tutorials pick it; without a GPU, `tensor-dap check --simulate cuda` runs
+# this on the CPU as if one were there
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.manual_seed(0)
 
 model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3)).to(device)

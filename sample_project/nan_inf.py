@@ -9,9 +9,9 @@ opt-in, hence the rules comment on the first line.)
 import torch
 import torch.nn.functional as F
 
-from tensor_dap.testing import pick_device
+device = torch.device("cuda:0")  # for a GPU; without one: tensor-dap check --simulate cuda
 
-device = pick_device()
+torch.cuda.manual_seed(0)
 torch.manual_seed(0)
 
 logits = torch.randn(8, 5, device=device)

@@ -8,9 +8,9 @@ learnable, yet the loss stalls far above zero). `F.mse_loss` would at least warn
 import torch
 import torch.nn as nn
 
-from tensor_dap.testing import pick_device
+# a shape bug: it shows on any device, so plain `python` on a laptop shows it as a GPU would
 
-device = pick_device()
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.manual_seed(0)
 
 x = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]], device=device)

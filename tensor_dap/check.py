@@ -36,7 +36,13 @@ from tensor_dap.agent.spread import ChildConfig, Exported, child_environment
 from tensor_dap.agent.trace_session import TraceSession
 from tensor_dap.findings import Finding
 from tensor_dap.runner import ExitInfo, run_script
-from tensor_dap.tracedb import TraceStoreError, TraceWriter, default_trace_path, process_label
+from tensor_dap.tracedb import (
+    TraceStoreError,
+    TraceWriter,
+    default_trace_path,
+    process_label,
+    run_command,
+)
 
 USAGE_ERROR = 2
 RUN_DIR_PREFIX = "tensor-dap-run-"
@@ -92,7 +98,8 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
         memory=request.memory,
     )
     db_path = request.trace_db(cwd)
-    session = TraceSession(db_path, recorder, watch.line_hits, "check", [script, *args], cwd)
+    command = run_command("check", request.simulate)
+    session = TraceSession(db_path, recorder, watch.line_hits, command, [script, *args], cwd)
     session.start(watch.findings)
     run_dir = tempfile.mkdtemp(prefix=RUN_DIR_PREFIX)
     config = request.child_config(run_dir, db_path, session.run_id)
@@ -122,7 +129,7 @@ def run_check_command(command: list[str], request: CheckRequest) -> int:
     """``check -- COMMAND ARGS``: the command as a child, every Python process in it watched."""
     cwd = os.getcwd()
     db_path = request.trace_db(cwd)
-    writer, run_id, trace_error = _begin_run(db_path, command, cwd)
+    writer, run_id, trace_error = _begin_run(db_path, command, cwd, request.simulate)
     run_dir = tempfile.mkdtemp(prefix=RUN_DIR_PREFIX)
     env = child_environment(request.child_config(run_dir, db_path, run_id), os.environ, os.getpid())
     exit_info = ExitInfo("exception", 1, "did not run")
@@ -154,12 +161,12 @@ def run_check_command(command: list[str], request: CheckRequest) -> int:
 
 
 def _begin_run(
-    db_path: str, command: list[str], cwd: str
+    db_path: str, command: list[str], cwd: str, simulate: Optional[str]
 ) -> tuple[Optional[TraceWriter], Optional[int], Optional[str]]:
     """The run every process of the command joins in the trace store (one ``begin_run``)."""
     try:
         writer = TraceWriter(db_path)
-        return writer, writer.begin_run("check", command, cwd), None
+        return writer, writer.begin_run(run_command("check", simulate), command, cwd), None
     except (TraceStoreError, sqlite3.Error, OSError) as error:
         return None, None, f"{type(error).__name__}: {error}"
 

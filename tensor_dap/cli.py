@@ -101,6 +101,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--allow-remote", action="store_true", help="allow a HOST that is not loopback"
     )
+    _simulate_argument(run)
     run.add_argument("-m", dest="module", metavar="MODULE", help="run a module, not a script")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS]")
 
@@ -337,7 +338,9 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
             parser.exit(USAGE_ERROR, f"tensor-dap run: no such script: {script}\n")
     from tensor_dap.agent.debuggee import run_listening
 
-    return run_listening(host, int(port), options.wait, rules, script, options.module, args)
+    return run_listening(
+        host, int(port), options.wait, rules, script, options.module, args, options.simulate
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_project"
+#: how the samples (CUDA code) are checked without a GPU: the flag a user passes
+SIMULATE_CUDA = ("--simulate", "cuda")
 CLEAN_SCRIPTS = ROOT / "tests" / "engine" / "clean_scripts"
 
 _EXPECT = re.compile(r"#\s*expect:\s*([a-z-]+(?:\s*,\s*[a-z-]+)*)")

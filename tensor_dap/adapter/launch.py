@@ -44,7 +44,7 @@ def rewrite_launch(message: Message, breakpoints: TensorBreakpoints, trace: Sess
         raise Refusal(problem)
     target = ["--program", program] if program else ["--module", module]
     user_args = split_args(arguments.get("args"))
-    store = trace.begin(arguments, [program or f"-m {module}", *user_args])
+    store = trace.begin(arguments, [program or f"-m {module}", *user_args], simulate)
     arguments["module"] = "tensor_dap.agent.debuggee"
     simulated = ["--simulate", simulate] if simulate else []
     arguments["args"] = [

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
 from tensor_dap.runner import ExitInfo
-from tensor_dap.tracedb import TraceStoreError, TraceWriter, default_trace_path
+from tensor_dap.tracedb import TraceStoreError, TraceWriter, default_trace_path, run_command
 
 #: the launch attribute that turns the store off
 OPT_OUT = "traceStore"
@@ -43,16 +43,19 @@ class SessionTrace:
         self._stopping = False
         self._lock = threading.Lock()
 
-    def begin(self, arguments: dict[str, Any], argv: list[str]) -> list[str]:
-        """Begin the run of the launch whose (rewritten) ``arguments`` start ``argv``; the
-        debuggee's arguments that make it join (none when the store is off or unwritable)."""
+    def begin(
+        self, arguments: dict[str, Any], argv: list[str], simulate: Optional[str] = None
+    ) -> list[str]:
+        """Begin the run of the launch whose (rewritten) ``arguments`` start ``argv`` (on the
+        ``simulate``d device kind, if any); the debuggee's arguments that make it join (none
+        when the store is off or unwritable)."""
         if arguments.pop(OPT_OUT, True) is False:
             return []
         cwd = os.path.abspath(str(arguments.get("cwd") or os.getcwd()))
         path = str(default_trace_path(cwd, _environment(arguments.get("env"))))
         try:
             writer = TraceWriter(path)
-            run_id = writer.begin_run(COMMAND, argv, cwd)
+            run_id = writer.begin_run(run_command(COMMAND, simulate), argv, cwd)
         except (TraceStoreError, sqlite3.Error, OSError) as error:
             self._tell_client(f"tensor-dap: the trace store {path} cannot be written: {error}")
             return []

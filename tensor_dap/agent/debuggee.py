@@ -30,6 +30,7 @@ from tensor_dap.agent.suspend import suspend_on_finding
 from tensor_dap.agent.trace_session import TraceSession
 from tensor_dap.channel_protocol import address_from_environment
 from tensor_dap.runner import ExitInfo, run_script
+from tensor_dap.tracedb import run_command
 
 log = logging.getLogger("tensor_dap.agent")
 
@@ -118,10 +119,7 @@ def _run(
 def main(argv: Optional[list[str]] = None) -> int:
     options = _parse(sys.argv[1:] if argv is None else argv)
     rules = [r for r in options.rules.split(",") if r]
-    if options.simulate:  # before the watch: its mode must lie above the simulation's
-        from tensor_dap import simulate
-
-        simulate.start(options.simulate)
+    _start_simulation(options.simulate)
     watch, starter = _watch(rules)
     session = start_live_trace(watch, options.trace, options.trace_run) if options.trace else None
     config = address_from_environment()
@@ -140,6 +138,14 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"tensor-dap: cannot reach the debug adapter: {error}", file=sys.stderr)
     _follow_children(watch, rules, session, options.simulate)
     return _run(watch, session, options.program, options.module, options.args)
+
+
+def _start_simulation(kind: Optional[str]) -> None:
+    """``--simulate KIND``; before the watch: its mode must lie above the simulation's."""
+    if kind:
+        from tensor_dap import simulate
+
+        simulate.start(kind)
 
 
 def _flusher(session: Optional[TraceSession]) -> Optional[Callable[[], None]]:
@@ -177,16 +183,18 @@ def run_listening(
     program: Optional[str],
     module: Optional[str],
     args: list[str],
+    simulate: Optional[str] = None,
 ) -> int:
     """``tensor-dap run``: the program under debugpy listening on ``host:port``, with the agent.
 
     The agent listens on its own loopback channel (see ``ChannelListener``) for the adapter
-    that attaches; the rules it sends apply as with launch.
+    that attaches; the rules it sends apply as with launch. ``simulate``: as ``--simulate``.
     """
     import debugpy
 
+    _start_simulation(simulate)
     watch, starter = _watch(rules)
-    session = start_live_trace(watch, command="run")
+    session = start_live_trace(watch, command=run_command("run", simulate))
     # debugpy listens first: the agent's published address tells a client it may attach now
     debugpy.listen((host, port))
     listener = ChannelListener(

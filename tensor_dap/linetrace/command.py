@@ -20,7 +20,7 @@ from tensor_dap.linetrace.output import Sink
 from tensor_dap.linetrace.store import LineStore
 from tensor_dap.linetrace.tracer import Tracer
 from tensor_dap.runner import ExitInfo, run_script
-from tensor_dap.tracedb import default_trace_path, process_label
+from tensor_dap.tracedb import default_trace_path, process_label, run_command
 
 
 def run_trace(
@@ -43,7 +43,8 @@ def run_trace(
     tracer = Tracer(Sink(output, append=False), max_depth=depth, only=only, nan=nan, store=store)
     watch = Watch(rules=rules, on_finding=tracer.finding)
     db_path = str(trace_path or default_trace_path(cwd))
-    session = TraceSession(db_path, store, None, "trace", [script, *args], cwd)
+    command = run_command("trace", simulate)
+    session = TraceSession(db_path, store, None, command, [script, *args], cwd)
     session.start(watch.findings)
     backend = make_backend(tracer)
     exit_info = ExitInfo("exception", 1, "did not run")

@@ -4,7 +4,8 @@ Hovering a name on a line where the trace store has an observation of that name 
 last part of ``self.w``) shows its shape, dtype, device, grad state and ``grad_fn`` (a module
 or a container of tensors: the hint's summary and the run's detail: parameter count and dtypes,
 each item's shape), how many times the line ran, whether the shape varied across runs, and,
-when the value comes from a process other than ``main`` (a rank, a worker), which. Nothing is
+when the value comes from a process other than ``main`` (a rank, a worker), which, and when the
+run simulated the device (``--simulate cuda``: "`cuda:0` (simulated on the CPU)"). Nothing is
 shown on a line edited since the run (see :mod:`tensor_dap.lsp.alignment`).
 """
 
@@ -26,12 +27,15 @@ def matches(name: str, word: str) -> bool:
     return bool(word) and (name == word or name.endswith("." + word))
 
 
-def observation_markdown(obs: Observation) -> str:
-    """The markdown block for one observation."""
+def observation_markdown(obs: Observation, simulated: Optional[str] = None) -> str:
+    """The markdown block for one observation (``simulated``: the device kind its run
+    simulated, ``"cuda"``, or None)."""
     times = "once" if obs.hits == 1 else f"{obs.hits} times"
     if obs.summary:  # a module or a container of tensors: the hint's text, then its detail
         lines = [f"**{obs.name}**: {obs.summary}", ""]
         lines += (obs.detail or "").splitlines()
+        if simulated and f"{simulated}:" in obs.summary:
+            lines.append(f"- {simulated} devices simulated on the CPU (`--simulate {simulated}`)")
         lines.append(f"- ran {times}")
         if obs.process != "main":
             lines.append(f"- process: {obs.process}")
@@ -41,8 +45,11 @@ def observation_markdown(obs: Observation) -> str:
         if obs.grad_fn
         else ("requires grad" if obs.requires_grad else "no grad")
     )
+    device = f"`{obs.device}`"
+    if simulated and obs.device.split(":")[0] == simulated:
+        device += " (simulated on the CPU)"
     lines = [
-        f"**{obs.name}**: `{shape_text(obs.shape)}` {obs.dtype} on `{obs.device}`, {grad}",
+        f"**{obs.name}**: `{shape_text(obs.shape)}` {obs.dtype} on {device}, {grad}",
         "",
         f"- ran {times}",
     ]
@@ -62,7 +69,9 @@ def hover(
     found = [o for o in data.by_line.get(position.line + 1, []) if matches(o.name, word)]
     if not found:
         return None
-    body = "\n\n---\n\n".join(observation_markdown(o) for o in found)
+    body = "\n\n---\n\n".join(
+        observation_markdown(o, data.simulated.get(o.last_run_id or 0)) for o in found
+    )
     return types.Hover(
         contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=body),
     )

@@ -99,7 +99,8 @@ class FileData:
     """What the store holds about one source file: its observation rows (as SQLite returns them,
     turned into :class:`Observation` objects per line on demand), the findings of the latest run
     that observed the file (else of the latest run), the digest of the file's text as the
-    run saw it (None when not recorded) and that text (None when not kept)."""
+    run saw it (None when not recorded), that text (None when not kept) and which runs
+    simulated their devices (run id -> kind, ``--simulate cuda``)."""
 
     def __init__(
         self,
@@ -109,11 +110,13 @@ class FileData:
         path: str = "",
         source_text: Optional[str] = None,
         by_line: Optional[Lines] = None,
+        simulated: Optional[dict[int, str]] = None,
     ) -> None:
         self.by_line = by_line if by_line is not None else Lines(list(rows), path)
         self.findings = list(findings)
         self.digest = digest
         self.source_text = source_text
+        self.simulated = simulated or {}
         self.memo: dict[Any, Any] = {}
         """Results the features derived from this data (dropped with it when the store
         changes)."""
@@ -254,7 +257,8 @@ class TraceStore:
         findings = reader.findings_for(path, max(run_ids) if run_ids else None)
         digest = reader.source_digest(path)
         text = reader.source_text(path) if digest is not None else None
-        return FileData(rows, findings, digest, path, text)
+        simulated = reader.simulated_runs() if rows else {}
+        return FileData(rows, findings, digest, path, text, simulated=simulated)
 
     def _fail(self, problem: str) -> None:
         self._close()

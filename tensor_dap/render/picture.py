@@ -215,7 +215,9 @@ def _draw(tensor: torch.Tensor, max_values: int, bins: int) -> dict[str, Any]:
     if values.dtype not in (torch.float32, torch.float64):
         values = values.to(torch.float32)  # half types: exact in float32, and histc takes them
     finite = torch.isfinite(values)
-    inf = torch.tensor(math.inf, dtype=values.dtype, device=values.device)
+    # from the tensor itself, not ``device=values.device``: a subclass's Python ``.device`` (the
+    # simulated ``cuda:0`` of ``--simulate cuda``) need not be the device its data is on
+    inf = values.new_full((), math.inf)
     scalars = torch.stack(
         [
             torch.where(finite, values, inf).amin(),
@@ -238,7 +240,7 @@ def _draw(tensor: torch.Tensor, max_values: int, bins: int) -> dict[str, Any]:
 
     # picture pixels as H, W, C (channels last), then the histogram counts: transfer 2
     flat = pixels.permute(1, 2, 0).reshape(-1).to(torch.float32)
-    parts = [flat] if counts is None else [flat, counts.to(flat.device, torch.float32)]
+    parts = [flat] if counts is None else [flat, counts.to(flat)]  # flat's device and dtype
     host = torch.cat(parts).cpu() if len(parts) > 1 else flat.cpu()
     pixel_values = host[: flat.numel()].contiguous()
     hist = [int(c) for c in host[flat.numel() :].tolist()] if counts is not None else []

@@ -168,6 +168,21 @@ class _Generator(torch.Generator):
         return super().__new__(cls, "cpu" if is_cuda_device(device) else device)  # type: ignore[call-arg]
 
 
+def _from_dlpack(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.from_dlpack`` of a simulated CUDA tensor: its data, on the simulated device, as a
+    DLPack round trip gives on CUDA (the real one asks for the current CUDA stream). Made by no
+    op the watch sees, as on a GPU; other sources go to PyTorch."""
+
+    def from_dlpack(ext_tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(ext_tensor, simulated.SimulatedCudaTensor):
+            with torch._C.DisableTorchFunction():
+                return ext_tensor.detach()
+        return original(ext_tensor, *args, **kwargs)
+
+    from_dlpack.__doc__ = original.__doc__
+    return from_dlpack
+
+
 def _own(name: str, answer: Callable[..., Any]) -> Callable[..., Any]:
     """A function of its own for each name (torch.compile's tables refuse one object under
     two names)."""
@@ -195,3 +210,5 @@ def install() -> None:
     distributed.install()
     torch.load = _load(torch.load)
     torch.save = _save(torch.save)
+    from_dlpack = _from_dlpack(torch.utils.dlpack.from_dlpack)
+    torch.from_dlpack = torch.utils.dlpack.from_dlpack = from_dlpack  # type: ignore[attr-defined]

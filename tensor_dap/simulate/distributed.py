@@ -4,11 +4,12 @@ NCCL needs GPUs, so a process group asked for with NCCL is made with gloo. gloo 
 tensors only: the collectives called from Python hand it the CPU data of simulated tensors
 (their results land in that data, which the simulated tensors share). What calls the process
 group from C++ on simulated tensors, ``DistributedDataParallel``'s reducer first, cannot be
-simulated and stops the run with one line.
+simulated and stops the run with one line (DDP of a module that stays on the CPU runs).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable
 
 import torch
@@ -77,12 +78,21 @@ def install() -> None:
         original = getattr(distributed, name, None)
         if original is not None:
             setattr(distributed, name, _on_host(original))
+    _stop_ddp_of_simulated_modules(torch.nn.parallel.DistributedDataParallel)
+
+
+def _stop_ddp_of_simulated_modules(ddp: Any) -> None:
+    """DDP of a module on the simulated device stops; DDP of a CPU module (gloo) runs as it is."""
     stop = refuse(
         "DistributedDataParallel",
         "its reducer runs collectives from C++ on the simulated tensors",
     )
+    original = ddp.__init__
 
-    def ddp_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        stop()
+    def ddp_init(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        tensors = itertools.chain(module.parameters(), module.buffers())
+        if any(isinstance(t, AcceleratorTensor) for t in tensors):
+            stop()
+        original(self, module, *args, **kwargs)
 
-    torch.nn.parallel.DistributedDataParallel.__init__ = ddp_init  # type: ignore[method-assign]
+    ddp.__init__ = ddp_init

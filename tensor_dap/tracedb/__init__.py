@@ -13,7 +13,7 @@ from .digest import file_digest, source_text, text_digest
 from .errors import TraceStoreError
 from .location import TRACE_ENV, default_trace_path
 from .reader import TraceReader, observation_from_row
-from .records import Observation, RunInfo, process_label
+from .records import Observation, RunInfo, process_label, run_command
 from .schema import SCHEMA_VERSION
 from .writer import MAX_FINDINGS_PER_RUN, MAX_RUNS_KEPT, TraceWriter
 
@@ -31,6 +31,7 @@ __all__ = [
     "observation_from_row",
     "file_digest",
     "process_label",
+    "run_command",
     "source_text",
     "text_digest",
 ]

@@ -23,7 +23,7 @@ from tensor_dap.findings import Finding, MalformedFinding
 from . import schema
 from .connection import open_reader, retrying
 from .errors import TraceStoreError
-from .records import Observation, RunInfo, process_of_label
+from .records import SIMULATE_FLAG, Observation, RunInfo, process_of_label, simulated_kind
 
 T = TypeVar("T")
 log = logging.getLogger("tensor_dap.tracedb")
@@ -182,6 +182,14 @@ class TraceReader:
         """The most recently begun run, finished or not; None before any run."""
         rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY run_id DESC LIMIT 1", ())
         return _run(rows[0]) if rows else None
+
+    def simulated_runs(self) -> dict[int, str]:
+        """The kept runs whose devices were simulated (``--simulate``): run id -> kind."""
+        rows = self._query(
+            "SELECT run_id, command FROM runs WHERE command LIKE ?", (f"% {SIMULATE_FLAG} %",)
+        )
+        kinds = {int(run_id): simulated_kind(str(command)) for run_id, command in rows}
+        return {run_id: kind for run_id, kind in kinds.items() if kind}
 
     def source_digest(self, path: str) -> Optional[str]:
         """The digest of ``path``'s text as the latest run that recorded it saw it."""

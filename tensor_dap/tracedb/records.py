@@ -69,6 +69,29 @@ class RunInfo:
     exit_json: Optional[str] = None
     command: str = ""
 
+    @property
+    def simulated(self) -> Optional[str]:
+        """The device kind the run simulated (``--simulate cuda``), or None."""
+        return simulated_kind(self.command)
+
+
+#: in ``runs.command``, before the kind, for a run whose devices were simulated
+SIMULATE_FLAG = "--simulate"
+
+
+def run_command(command: str, simulated: Optional[str] = None) -> str:
+    """A run's ``runs.command``: ``check``, or ``check --simulate cuda`` when its devices were
+    simulated (what the user ran; the language server says so beside those devices)."""
+    return f"{command} {SIMULATE_FLAG} {simulated}" if simulated else command
+
+
+def simulated_kind(command: str) -> Optional[str]:
+    """The kind :func:`run_command` put in ``command``, or None."""
+    words = command.split()
+    if SIMULATE_FLAG in words[:-1]:
+        return words[words.index(SIMULATE_FLAG) + 1]
+    return None
+
 
 def process_label(process: Any) -> str:
     """The label of the process a finding or observation came from, as the store keeps it:

@@ -1,5 +1,6 @@
 """``"subProcess": true``: tensor breakpoints in the processes the program starts. The adapter
-launches torchrun (``module: torch.distributed.run``) running the two-rank DDP sample; debugpy
+launches torchrun (``module: torch.distributed.run``) running the two-rank DDP sample (CUDA
+code: ``"simulate": "cuda"``, each rank its own simulated device); debugpy
 follows each rank and asks the client to attach to it (``debugpyAttach``), as VS Code does,
 through a second ``tensor-dap adapter``. Only rank 1 stops, on its line, saying it is rank 1;
 rank 0 waits at its next collective meanwhile; continuing ends the whole job."""
@@ -73,6 +74,7 @@ def test_a_rank_stops_on_its_line_and_says_which_rank(clients: list[DapClient], 
             "console": "internalConsole",
             "subProcess": True,
             "tensorBreakpoints": [rule],
+            "simulate": "cuda",  # the sample is CUDA code; no GPU here
         },
     )
     parent.event("initialized")
@@ -90,6 +92,7 @@ def test_a_rank_stops_on_its_line_and_says_which_rank(clients: list[DapClient], 
     info = child.request("exceptionInfo", {"threadId": body["threadId"]})["body"]
     assert info["exceptionId"] == rule
     assert info["description"].startswith("[rank 1] `running + batch_loss`: running is on cpu")
+    assert "batch_loss is on cuda:1" in info["description"]
     other = next(c for c in children if c is not child)
     with pytest.raises(queue.Empty):
         other.event("stopped", timeout=1)  # rank 0 is not stopped by a tensor breakpoint

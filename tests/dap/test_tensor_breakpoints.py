@@ -35,10 +35,11 @@ def test_rule_checkboxes_are_advertised(dap: DapClient) -> None:
 BUG_SCRIPTS = sorted(p for p in SAMPLES.glob("*.py") if expected_findings(p))
 
 
+# The samples are CUDA code: launched as a user without a GPU launches them, "simulate": "cuda".
 @pytest.mark.parametrize("script", BUG_SCRIPTS, ids=lambda p: p.stem)
 def test_stops_on_the_user_line_with_rule_and_message(script: Path, dap: DapClient) -> None:
     (rule, line), *_ = sorted(expected_findings(script), key=lambda pair: pair[1])
-    dap.start(str(script), [rule])
+    dap.start(str(script), [rule], simulate="cuda")
     stopped = dap.event("stopped")["body"]
     assert stopped["reason"] == "exception"
     assert stopped["text"] == rule
@@ -61,10 +62,11 @@ def test_stops_on_the_user_line_with_rule_and_message(script: Path, dap: DapClie
 
 def test_masked_scatter_stop_names_tensors(dap: DapClient) -> None:
     script = SAMPLES / "masked_scatter_on_cpu.py"
-    dap.start(str(script), [], tensorBreakpoints=["device-mismatch"])
+    dap.start(str(script), [], tensorBreakpoints=["device-mismatch"], simulate="cuda")
     stopped = dap.event("stopped")["body"]
     info = dap.request("exceptionInfo", {"threadId": stopped["threadId"]})["body"]
     assert "y is on cpu (created at masked_scatter_on_cpu.py:16 by zeros)" in info["description"]
+    assert "mask is on cuda:0" in info["description"]
     # the exception widget's trace: the user's frame, not the message again under our class
     trace = info["details"]["stackTrace"]
     assert "masked_scatter_on_cpu.py" in trace and "y.masked_scatter_(mask, x)" in trace

@@ -145,17 +145,23 @@ def test_unknown_names_and_non_tensors_answer_clearly(paused: tuple[DapClient, i
 
 
 def test_view_tensor_at_a_tensor_breakpoint_fires_no_rule() -> None:
-    """Paused by leaves-device on an accelerator tensor: drawing it copies a few values to the
-    host (under no_grad, torch functions off), which must not trip the rule again."""
+    """Paused by leaves-device on a (simulated) CUDA tensor: drawing it copies a few values to
+    the host (under no_grad, torch functions off), which must not trip the rule again."""
     script = SAMPLES / "leaves_device.py"
     dap = DapClient()
     try:
-        dap.start(str(script), [], tensorBreakpoints=["leaves-device"], python=sys.executable)
+        dap.start(
+            str(script),
+            [],
+            tensorBreakpoints=["leaves-device"],
+            python=sys.executable,
+            simulate="cuda",
+        )
         stopped = dap.event("stopped", timeout=120)["body"]
         assert stopped["text"] == "leaves-device"
         frame_id = dap.top_frame(stopped["threadId"])["id"]
         out, _ = fetch(dap, frame_id, "out")
-        assert out["shape"] == [128, 4] and out["device"] != "cpu"
+        assert out["shape"] == [128, 4] and out["device"] == "cuda:0"
         assert sum(out["histogram"]["counts"]) == 128 * 4
         weight, _ = fetch(dap, frame_id, "model[0].weight")
         assert weight["shape"] == [32, 16]

@@ -7,7 +7,8 @@
 ;; with tensor-dap; `tensor-dap-python'), TENSOR_DAP_DEADLINE (seconds per wait, default 60),
 ;; TENSOR_DAP_TOTAL_DEADLINE (seconds for the whole run, default 150), TENSOR_DAP_TEMPLATE (the
 ;; template to `dap-debug', default "tensor-dap: current file"), TENSOR_DAP_PORT (the port in
-;; the attach template's :connect),
+;; the attach template's :connect), TENSOR_DAP_SIMULATE (the launch's :simulate, e.g. "cuda", as
+;; a user without a GPU adds it to the template),
 ;; TENSOR_DAP_BREAK_LINE (a line breakpoint set with `dap-breakpoint-add'; the driver steps
 ;; over it with `dap-next'), TENSOR_DAP_TICK (rule ids, comma-separated: the launch enables no
 ;; rule, these boxes are ticked in `dap-exception-breakpoints', as in dap-ui's breakpoints view).
@@ -156,6 +157,8 @@
     (when-let ((port (getenv "TENSOR_DAP_PORT")))  ; the attach template, on another port
       (setq template (plist-put template :connect
                                 (list :host "127.0.0.1" :port (string-to-number port)))))
+    (when-let ((kind (getenv "TENSOR_DAP_SIMULATE")))  ; a CUDA script on a machine without a GPU
+      (setq template (plist-put template :simulate kind)))
     (when break-line                    ; as M-x dap-breakpoint-add on that line
       (goto-char (point-min))
       (forward-line (1- (string-to-number break-line)))

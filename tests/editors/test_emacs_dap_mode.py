@@ -31,6 +31,9 @@ HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "dap-mode-driver.el"
 DEBIAN_ELPA = Path("/usr/share/emacs/site-lisp/elpa")  # where elpa-dap-mode puts dap-mode-*
 MARKER = "TENSOR_DAP_EMACS_TEST"
+# the sample is CUDA code: its launch gets :simulate "cuda", as a user without a GPU adds it to
+# the template (the attach test starts `tensor-dap run --simulate cuda` instead)
+SIMULATE = {"TENSOR_DAP_SIMULATE": "cuda"}
 EMACS_TIMEOUT = 180  # the driver gives up first (printing its logs): 60 s per wait, 150 in all
 
 pytestmark = pytest.mark.skipif(
@@ -150,7 +153,7 @@ def test_dap_mode_stops_on_the_user_line_with_rule_message_and_tensor_variables(
     script = sample_copy
     (rule, line), *_ = sorted(expected_findings(script), key=lambda pair: pair[1])
 
-    lines, output = _run_dap_mode(script, script.parent.parent / "home")
+    lines, output = _run_dap_mode(script, script.parent.parent / "home", **SIMULATE)
 
     created = _event(lines, "session-created", output)
     assert created["adapter"] == [sys.executable, "-m", "tensor_dap", "adapter"]
@@ -207,6 +210,7 @@ def test_dap_mode_breakpoint_step_and_rule_ticked_as_exception_breakpoint(
         TENSOR_DAP_BREAK_LINE=str(mask_line),
         TENSOR_DAP_TICK=rule,
         TENSOR_DAP_CONFIG=str(config),
+        **SIMULATE,
     )
 
     stops = [(s["reason"], s["line"]) for s in _events(lines, "stopped")]
@@ -255,7 +259,8 @@ def test_dap_mode_attaches_to_tensor_dap_run(sample_copy: Path) -> None:
     command = [str(console)] if console.exists() else [sys.executable, "-m", "tensor_dap"]
     with log.open("w") as out:  # the child keeps its own copy of the descriptor
         run = subprocess.Popen(
-            [*command, "run", "--listen", f"127.0.0.1:{port}", "--wait", script.name],
+            [*command, "run", "--simulate", "cuda", "--listen", f"127.0.0.1:{port}", "--wait"]
+            + [script.name],
             cwd=script.parent,
             env={**os.environ, MARKER: tag},
             stdin=subprocess.DEVNULL,

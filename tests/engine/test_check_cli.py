@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from tensor_dap.tracedb import TraceReader
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, SIMULATE_CUDA
 
 
 def write(tmp_path: Path, name: str, body: str) -> Path:
@@ -117,7 +117,7 @@ def test_rule_selection(check) -> None:
 
 def test_tracedb_records_lines_and_findings(tmp_path: Path, check) -> None:
     script = SAMPLES / "masked_scatter_on_cpu.py"
-    check(script)
+    check(script, extra=SIMULATE_CUDA)
     db = tmp_path / "trace.db"
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -126,7 +126,7 @@ def test_tracedb_records_lines_and_findings(tmp_path: Path, check) -> None:
     y = rows[(16, "y")]
     assert (y.shape, y.dtype, y.device) == ((6,), "float32", "cpu")
     mask = rows[(21, "mask")]
-    assert mask.device == "accel:0"
+    assert mask.device == "cuda:0"
     findings = reader.findings_for(str(script))
     assert [(f.rule, f.line) for f in findings] == [("device-mismatch", 17)]
 

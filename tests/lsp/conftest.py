@@ -16,7 +16,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, SIMULATE_CUDA
 
 SCRIPT = "masked_scatter_on_cpu.py"
 
@@ -34,10 +34,12 @@ def make_workspace(root: Path) -> Path:
     return script
 
 
-def run_check(script: Path) -> subprocess.CompletedProcess[str]:
-    """``tensor-dap check SCRIPT`` in the script's folder, into its ``.tensor-dap/trace.db``."""
+def run_check(script: Path, simulate: bool = True) -> subprocess.CompletedProcess[str]:
+    """``tensor-dap check SCRIPT`` in the script's folder, into its ``.tensor-dap/trace.db``;
+    with ``simulate``, ``--simulate cuda``, as a user without a GPU checks the sample (CUDA
+    code)."""
     root = script.parent
-    command = [sys.executable, "-m", "tensor_dap", "check"]
+    command = [sys.executable, "-m", "tensor_dap", "check", *(SIMULATE_CUDA if simulate else ())]
     command += ["--trace", str(root / ".tensor-dap" / "trace.db"), str(script)]
     return subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=root)
 

@@ -21,7 +21,7 @@ from tensor_dap.tracedb import Observation, TraceWriter, text_digest
 from .conftest import eventually, hints, make_workspace, open_document
 from .conftest import run_check as check_script
 
-EXPECTED = [(15, 22, "(6,) f32 cpu"), (20, 72, "(6,) bool accel:0"), (21, 53, "(3,) f32 accel:0")]
+EXPECTED = [(15, 22, "(6,) f32 cpu"), (20, 72, "(6,) bool cuda:0"), (21, 53, "(3,) f32 cuda:0")]
 
 
 @pytest.fixture(scope="module")

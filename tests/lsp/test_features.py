@@ -26,36 +26,45 @@ async def test_inlay_hints_at_statement_ends(client: LanguageClient, script: Pat
     uri = open_document(client, script)
     assert await hints(client, uri) == [
         (15, 22, "(6,) f32 cpu"),  # `    y = torch.zeros(6)`
-        (20, 72, "(6,) bool accel:0"),  # `mask = torch.tensor([...], dtype=torch.bool, ...)`
-        (21, 53, "(3,) f32 accel:0"),  # `source = torch.tensor([1.0, 2.0, 3.0], device=device)`
+        (20, 72, "(6,) bool cuda:0"),  # `mask = torch.tensor([...], dtype=torch.bool, ...)`
+        (21, 53, "(3,) f32 cuda:0"),  # `source = torch.tensor([1.0, 2.0, 3.0], device=device)`
     ]
     # only the requested range
-    assert await hints(client, uri, 16, 20) == [(20, 72, "(6,) bool accel:0")]
+    assert await hints(client, uri, 16, 20) == [(20, 72, "(6,) bool cuda:0")]
     assert await hints(client, uri, 0, 14) == []
+
+
+async def hover_at(client: LanguageClient, uri: str, line: int, character: int):
+    return await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=character),
+        )
+    )
 
 
 @pytest.mark.asyncio
 async def test_hover_on_observed_name(client: LanguageClient, script: Path) -> None:
     uri = open_document(client, script)
-    result = await client.text_document_hover_async(
-        types.HoverParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            position=types.Position(line=15, character=4),
-        )
-    )
+    result = await hover_at(client, uri, 15, 4)
     assert result is not None
     assert isinstance(result.contents, types.MarkupContent)
     assert result.contents.kind == types.MarkupKind.Markdown
     assert result.contents.value == "**y**: `(6,)` float32 on `cpu`, no grad\n\n- ran once"
     # a word with no observation on its line, and a line without observations
     for line, character in ((15, 10), (16, 4)):
-        nothing = await client.text_document_hover_async(
-            types.HoverParams(
-                text_document=types.TextDocumentIdentifier(uri=uri),
-                position=types.Position(line=line, character=character),
-            )
-        )
-        assert nothing is None
+        assert await hover_at(client, uri, line, character) is None
+
+
+@pytest.mark.asyncio
+async def test_hover_says_the_device_was_simulated(client: LanguageClient, script: Path) -> None:
+    # the run was `tensor-dap check --simulate cuda`: cuda:0 was the CPU
+    uri = open_document(client, script)
+    result = await hover_at(client, uri, 20, 1)
+    assert result is not None and isinstance(result.contents, types.MarkupContent)
+    assert result.contents.value == (
+        "**mask**: `(6,)` bool on `cuda:0` (simulated on the CPU), no grad\n\n- ran once"
+    )
 
 
 @pytest.mark.asyncio
@@ -141,8 +150,8 @@ async def test_inline_values(client: LanguageClient, script: Path) -> None:
 
     assert await values(0, 30) == [
         (15, 4, 22, "y: (6,) f32 cpu"),
-        (20, 0, 72, "mask: (6,) bool accel:0"),
-        (21, 0, 53, "source: (3,) f32 accel:0"),
+        (20, 0, 72, "mask: (6,) bool cuda:0"),
+        (21, 0, 53, "source: (3,) f32 cuda:0"),
     ]
     assert await values(14, 17) == [(15, 4, 22, "y: (6,) f32 cpu")]
     assert await values(0, 14) == []

@@ -79,7 +79,7 @@ async def test_runs_refresh_hints_and_diagnostics(client: LanguageClient, script
     await eventually(
         lambda: len(refreshes) > before and list(client.diagnostics.get(uri, [1])) == []
     )
-    assert await hints(client, uri, 16, 16) == [(16, 42, "(6,) f32 accel:0")]
+    assert await hints(client, uri, 16, 16) == [(16, 42, "(6,) f32 cuda:0")]
 
 
 @pytest.mark.asyncio

@@ -49,7 +49,7 @@ def line_of(text: str) -> int:
 def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("ws") / "values.py"
     path.write_text(SCRIPT)
-    done = run_check(path)
+    done = run_check(path, simulate=False)
     assert done.returncode == 0, done.stderr
     return path
 

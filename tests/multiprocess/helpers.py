@@ -71,14 +71,15 @@ def check(
     command: Optional[list[str]] = None,
     rules: Optional[str] = None,
     env: Optional[dict[str, str]] = None,
+    extra: tuple[str, ...] = (),
 ) -> CheckRun:
-    """``tensor-dap check [--rules] --report --trace (SCRIPT ARGS | -- COMMAND)``."""
+    """``tensor-dap check [--rules] --report --trace [EXTRA] (SCRIPT ARGS | -- COMMAND)``."""
     report = tmp_path / "report.json"
     cli = [PYTHON, "-m", "tensor_dap", "check", "--report", str(report)]
     cli += ["--trace", str(tmp_path / "trace.db")]
     if rules:
         cli += ["--rules", rules]
-    cli += ["--", *command] if command else list(args)
+    cli += [*extra, "--", *command] if command else [*extra, *args]
     done = run_group(cli, tmp_path, env=env)
     data = json.loads(report.read_text()) if report.exists() else {}
     return CheckRun(done.returncode, done.stdout, done.stderr, data)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, SIMULATE_CUDA
 from tests.multiprocess.helpers import (
     PYTHON,
     TORCHRUN,
@@ -45,12 +45,15 @@ def _assert_store_sound(db: Path) -> None:
 def test_torchrun_ddp_reports_the_rank_that_hit_it(tmp_path: Path) -> None:
     [(rule, line, where)] = process_markers(DDP)
     assert where == "rank 1"
-    run = check(tmp_path, command=[TORCHRUN, "--standalone", "--nproc_per_node", "2", str(DDP)])
+    # the sample is CUDA code: without GPUs, each rank simulates its own (rank 1: cuda:1)
+    torchrun = [TORCHRUN, "--standalone", "--nproc_per_node", "2", str(DDP)]
+    run = check(tmp_path, command=torchrun, extra=SIMULATE_CUDA)
     assert run.returncode == 1, run.stderr[-3000:]
     [finding] = run.findings
     assert (finding["rule"], finding["path"], finding["line"]) == (rule, str(DDP), line)
     assert finding["process"]["rank"] == 1 and finding["process"]["local_rank"] == 1
     assert finding["message"].startswith("`running + batch_loss`: running is on cpu")
+    assert "batch_loss is on cuda:1" in finding["message"]
     # the merged summary: one line, labelled with the rank, with how often it fired
     summary = run.stderr.split("tensor-dap: 1 finding(s)")[1]
     expected = f"ddp_rank_mismatch.py:{line} device-mismatch [rank 1]  `running + batch_loss`"
@@ -73,7 +76,7 @@ def test_torchrun_ddp_reports_the_rank_that_hit_it(tmp_path: Path) -> None:
     assert hits == {"rank 0": 4, "rank 1": 4}
     moved = _line_of(DDP, "batch_loss = batch_loss.to(device)")
     rows = store_rows(db, f"SELECT process, device FROM observations WHERE line = {moved}")
-    assert rows == [("rank 1", "accel:0")]  # what differs between ranks, for the editor
+    assert rows == [("rank 1", "cuda:1")]  # what differs between ranks, for the editor
 
 
 def test_python_m_torch_distributed_run_results_unchanged_and_rank_limits(tmp_path: Path) -> None:
@@ -90,7 +93,12 @@ def test_python_m_torch_distributed_run_results_unchanged_and_rank_limits(tmp_pa
         plain = run_group(launcher(), tmp_path)
     assert plain.returncode == 0, plain.stderr[-3000:]
     # device-mismatch limited to ranks 0 and 2: rank 1's mismatch is not looked for
-    run = check(tmp_path, command=launcher(), rules="default,device-mismatch@rank=0+2")
+    run = check(
+        tmp_path,
+        command=launcher(),
+        rules="default,device-mismatch@rank=0+2",
+        extra=SIMULATE_CUDA,
+    )
     assert run.findings == [], run.stderr[-3000:]
     assert run.returncode == 0
     assert {p["label"] for p in run.report["processes"]} >= {"rank 0", "rank 1"}

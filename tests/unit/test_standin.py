@@ -459,8 +459,10 @@ def test_function_mode_sees_only_user_ops(dev: torch.device) -> None:
 
 NO_GRAD_FN = "does not require grad and does not have a grad_fn"
 
-# What plain PyTorch does with each script on the stand-in (None: runs to completion).
-SCRIPT_OUTCOMES = {
+# What plain PyTorch does with each script (None: runs to completion). The samples are CUDA
+# code: they run as on a GPU, on the simulated one (tensor_dap.simulate); the clean scripts on
+# the stand-in (tensor_dap.testing.pick_device).
+SAMPLE_OUTCOMES = {
     "sample_project/loss_accumulator_on_cpu.py": SAME_DEVICE,
     "sample_project/masked_scatter_on_cpu.py": SAME_DEVICE,
     "sample_project/grad_lost_detach.py": NO_GRAD_FN,
@@ -471,6 +473,8 @@ SCRIPT_OUTCOMES = {
     "sample_project/leaves_device.py": None,
     "sample_project/nan_inf.py": None,
     "sample_project/clean_training.py": None,
+}
+CLEAN_OUTCOMES = {
     "tests/engine/clean_scripts/train_with_validation.py": None,
     "tests/engine/clean_scripts/grad_accumulation.py": None,
     "tests/engine/clean_scripts/dqn_target.py": None,
@@ -479,13 +483,15 @@ SCRIPT_OUTCOMES = {
 }
 
 
-def test_scripts_behave_as_their_docstrings_say() -> None:
-    # One interpreter for all scripts keeps this test to a few seconds (torch imports once).
+def _outcomes(paths: list[str], setup: str = "") -> dict[str, list]:
+    """Each script's error (or None) and output, in one interpreter for all (torch imports
+    once): a few seconds."""
     proc = _run_python(
         f"""
         import contextlib, io, json, runpy, sys
+        {setup}
         results = {{}}
-        for path in {sorted(SCRIPT_OUTCOMES)!r}:
+        for path in {sorted(paths)!r}:
             out = io.StringIO()
             try:
                 with contextlib.redirect_stdout(out):
@@ -498,15 +504,29 @@ def test_scripts_behave_as_their_docstrings_say() -> None:
         cwd=REPO_ROOT,
     )
     assert proc.returncode == 0, proc.stderr
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
-    for path, expected in SCRIPT_OUTCOMES.items():
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _assert_outcomes(results: dict[str, list], expected_outcomes: dict) -> None:
+    for path, expected in expected_outcomes.items():
         error, output = results[path]
         if expected is None:
             assert error is None, f"{path}: {error}"
         else:
             assert error is not None and expected in error, f"{path}: {error}"
+
+
+def test_samples_behave_on_a_cuda_device_as_their_docstrings_say() -> None:
+    setup = "import tensor_dap.simulate; tensor_dap.simulate.start('cuda')"
+    results = _outcomes(list(SAMPLE_OUTCOMES), setup)
+    _assert_outcomes(results, SAMPLE_OUTCOMES)
+    assert "cpu and cuda:0" in results["sample_project/masked_scatter_on_cpu.py"][0]
     assert "final loss 1.2500" in results["sample_project/silent_broadcast.py"][1]
     assert "loss: nan" in results["sample_project/nan_inf.py"][1]
+
+
+def test_clean_scripts_run_to_the_end() -> None:
+    _assert_outcomes(_outcomes(list(CLEAN_OUTCOMES)), CLEAN_OUTCOMES)
 
 
 BACKWARD_THEN_EXIT = """

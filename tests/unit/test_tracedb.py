@@ -22,6 +22,7 @@ from tensor_dap.tracedb import (
     TraceWriter,
     default_trace_path,
     process_label,
+    run_command,
     text_digest,
 )
 from tensor_dap.tracedb.schema import SCHEMA_VERSION
@@ -104,6 +105,16 @@ def test_upsert_across_runs_and_column(db: pathlib.Path, writer: TraceWriter) ->
         (row,) = reader.observations_for(SCRIPT)
         assert reader.observations_for("/elsewhere.py") == []
     assert (row.hits, row.dtype, row.col, row.last_run_id) == (2, "torch.float16", 12, second)
+
+
+def test_a_simulated_run_says_so(db: pathlib.Path, writer: TraceWriter) -> None:
+    plain = writer.begin_run(run_command("check"), [], "/project")
+    simulated = writer.begin_run(run_command("check", "cuda"), [], "/project")
+    with TraceReader(db) as reader:
+        assert reader.simulated_runs() == {simulated: "cuda"}  # not the plain run
+        latest = reader.latest_run()
+    assert latest is not None and latest.command == "check --simulate cuda"
+    assert latest.simulated == "cuda" and plain != simulated
 
 
 def test_shape_varied(db: pathlib.Path, writer: TraceWriter) -> None:

@@ -202,6 +202,7 @@ function prepare(tmp) {
         console: "internalConsole",
         justMyCode: true,
         stopOnEntry: true,
+        simulate: "cuda", // the samples are CUDA code; no GPU here
         tensorBreakpoints: [marker.rule],
       },
     ],
@@ -213,7 +214,7 @@ function prepare(tmp) {
   const tensorDap = path.join(path.dirname(PYTHON), "tensor-dap");
   const trace = path.join(tmp, "check-trace.db");
   const report = path.join(tmp, "check-report.json");
-  const check = spawnSync(tensorDap, ["check", "--trace", trace, "--report", report, script], {
+  const check = spawnSync(tensorDap, ["check", "--simulate", "cuda", "--trace", trace, "--report", report, script], {
     cwd: ws,
     encoding: "utf8",
     timeout: STEP_MS * 2,

@@ -37,6 +37,12 @@ def join_names(names: list[str]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
+#: the origin of a tensor no op the watch saw made: a subclass's constructor, ``torch.from_dlpack``,
+#: an unpickler, a C++ extension, or one made before the watch began
+OUTSIDE = "created outside the watched ops"
+
+
 def created(d: Any) -> str:
-    """`` (created at x.py:3 by zeros)`` or nothing."""
-    return f" ({d.created})" if d.created else ""
+    """`` (created at x.py:3 by zeros)``, or `` (created outside the watched ops)`` for a tensor
+    no watched op made: a reader who sees nothing there wonders where it came from."""
+    return f" ({d.created or OUTSIDE})"
