@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLEAN_SCRIPTS, SAMPLES, expected_findings, script_rules
+from tests.conftest import (
+    CLEAN_SCRIPTS,
+    SAMPLES,
+    expected_findings,
+    script_options,
+    script_rules,
+)
 
 BUG_SCRIPTS = sorted(p for p in SAMPLES.glob("*.py") if expected_findings(p))
 CLEAN = sorted(CLEAN_SCRIPTS.glob("*.py")) + [SAMPLES / "clean_training.py"]
@@ -15,7 +21,7 @@ CLEAN = sorted(CLEAN_SCRIPTS.glob("*.py")) + [SAMPLES / "clean_training.py"]
 
 @pytest.mark.parametrize("script", BUG_SCRIPTS, ids=lambda p: p.stem)
 def test_bug_script_reports_exactly_its_marked_lines(script: Path, check, engine_path) -> None:
-    run = check(script, rules=script_rules(script), env=engine_path)
+    run = check(script, rules=script_rules(script), extra=script_options(script), env=engine_path)
     assert run.pairs() == expected_findings(script), run.stderr[-3000:]
     assert run.returncode == 1
     for finding in run.findings:
