@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -68,23 +68,16 @@ def scan(provenance: Any, device: str) -> tuple[int, list[dict[str, Any]]]:
     return total, ranked_rows(sites)
 
 
-def table_text(rows: list[dict[str, Any]], cwd: Optional[str] = None) -> str:
-    """``"train.py:12 zeros 4.0 GiB (2 tensors); ..."``: the first :data:`SHOWN` rows."""
+def table_text(rows: list[dict[str, Any]]) -> str:
+    """``"train.py:12 zeros 4.0 GiB (2 tensors); ..."``: the first :data:`SHOWN` rows (files by
+    name, as the other rules' messages give where a tensor was created)."""
     parts = []
     for row in rows[:SHOWN]:
         count = row["count"]
         tensors = f"{count} tensor{'s' if count != 1 else ''}"
         if row["line"]:
-            where = f"{_shown_path(row['path'], cwd)}:{row['line']} {row['op']}"
+            where = f"{os.path.basename(row['path'])}:{row['line']} {row['op']}"
         else:
             where = "line not recorded" if not row["op"] else f"library code {row['op']}"
         parts.append(f"{where} {size_text(row['bytes'])} ({tensors})")
     return "; ".join(parts) if parts else "no tensor seen"
-
-
-def _shown_path(path: str, cwd: Optional[str]) -> str:
-    try:
-        rel = os.path.relpath(path, cwd or os.getcwd())
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
