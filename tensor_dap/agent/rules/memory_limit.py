@@ -50,15 +50,8 @@ def after(
         return None
     device = crossed[0][0]
     live, rows = live_table(state, device)
-    return Report(tensors=[], message=_message(device, live, ledger.limit or 0, rows))
-
-
-def _message(device: str, live: int, limit: int, rows: list[dict[str, Any]]) -> Any:
-    def build(described: list[Any], expression: str) -> str:
-        return (
-            f"`{expression}`: live tensor memory on {device} is {size_text(live)}, past the "
-            f"limit of {size_text(limit)}. The tensors holding it were made at: "
-            f"{table_text(rows)}."
-        )
-
-    return build
+    text = (
+        f"live tensor memory on {device} is {size_text(live)}, past the limit of "
+        f"{size_text(ledger.limit or 0)}. The tensors holding it were made at: {table_text(rows)}."
+    )
+    return Report(tensors=[], message=lambda _described, expression: f"`{expression}`: {text}")

@@ -46,7 +46,14 @@ def raised(
         return None
     device = _device(args, error, (kwargs or {}).get("device"))
     live, rows = live_table(state, device)
-    return Report(tensors=[], message=_message(error, device, live, rows))
+    said = _first_line(error)
+    name = f"{type(error).__module__}.{type(error).__name__}".replace("builtins.", "")
+    text = (
+        f"ran out of memory on {device} ({name}{': ' + said if said else ''}). Live tensors on "
+        f"{device}: {size_text(live)}, made at: {table_text(rows)}. Continuing lets the error go "
+        "on as it would have."
+    )
+    return Report(tensors=[], message=lambda _described, expression: f"`{expression}` {text}")
 
 
 def _device(args: Args, error: BaseException, device: Any) -> str:
@@ -79,17 +86,3 @@ def _first_line(error: BaseException, width: int = 200) -> Optional[str]:
         return None
     first = _ENFORCE.sub("", lines[0].strip())
     return first if len(first) <= width else first[: width - 3] + "..."
-
-
-def _message(error: BaseException, device: str, live: int, rows: list[dict[str, Any]]) -> Any:
-    said = _first_line(error)
-    name = f"{type(error).__module__}.{type(error).__name__}".replace("builtins.", "")
-
-    def build(described: list[Any], expression: str) -> str:
-        return (
-            f"`{expression}` ran out of memory on {device} ({name}"
-            f"{': ' + said if said else ''}). Live tensors on {device}: {size_text(live)}, made "
-            f"at: {table_text(rows)}. Continuing lets the error go on as it would have."
-        )
-
-    return build
