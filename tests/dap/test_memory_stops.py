@@ -6,11 +6,14 @@ without tensor-dap."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.dap.client import DapClient
+from tests.dap.test_attach import _agent_of, _attach, _free_port
 from tests.engine.test_memory_stops import GROWING, SMALL_DEVICE, _line
 
 
@@ -90,3 +93,45 @@ def test_a_bad_memory_limit_refuses_the_launch(dap: DapClient, tmp_path: Path) -
     answer = dap.request("launch", {"program": str(GROWING), "tensorMemoryLimit": "6XB"})
     assert answer["success"] is False
     assert "tensorMemoryLimit: bad memory size '6XB'" in answer["message"]
+
+
+def test_tensor_dap_run_takes_the_limit_for_an_attach(tmp_path: Path) -> None:
+    """``tensor-dap run --memory-limit 4MiB``: an attached client's ticked checkbox stops there."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tensor_dap", "run", "--listen", f"127.0.0.1:{port}", "--wait"]
+        + ["--memory-limit", "4MiB", str(GROWING)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    dap = DapClient()
+    try:
+        _agent_of(process)
+        _attach(dap, port, ["memory-limit"])
+        stopped, frame, info = _stop(dap)
+        assert stopped["text"] == "memory-limit"
+        assert frame["line"] == _line(GROWING, "append(")
+        assert "past the limit of 4.0 MiB" in info["description"]
+        dap.send("continue", {"threadId": stopped["threadId"]})
+        dap.event("terminated")
+    finally:
+        dap.close()
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=15)
+
+
+def test_a_bad_limit_for_tensor_dap_run_is_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tensor_dap", "run", "--listen", "127.0.0.1:5999"]
+        + ["--memory-limit", "lots", str(GROWING)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "tensor-dap run: --memory-limit: bad memory size 'lots': a number of bytes, or with a "
+        "unit as in 6GiB, 512MiB, 1.5GB\n"
+    )
