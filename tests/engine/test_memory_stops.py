@@ -145,3 +145,30 @@ def test_the_cpu_allocator_running_out_is_out_of_memory_on_the_device_asked(chec
     assert "ran out of memory on accel:0 (RuntimeError: DefaultCPUAllocator: can't" in message
     assert "out_of_memory.py:22 randn 1.0 MiB (1 tensor)" in message
     assert "RuntimeError: [enforce fail" in run.stderr  # the error itself, unchanged
+
+
+def test_a_device_is_reported_again_only_after_falling_under_the_limit() -> None:
+    import sys as _sys
+
+    import torch
+
+    from tensor_dap.agent.memory import MemoryLedger
+
+    ledger = MemoryLedger()
+    ledger.limit = 10_000
+    caller = _sys._getframe()
+    kept = [torch.zeros(1000)]  # 4000 bytes
+    ledger.observe(kept[0], "zeros", caller)
+    assert ledger.crossed() == []
+    kept.append(torch.zeros(2000))  # 12000: over
+    ledger.observe(kept[-1], "zeros", caller)
+    assert ledger.crossed() == [("cpu", 12_000)]
+    kept.append(torch.zeros(10))  # still over: not again
+    ledger.observe(kept[-1], "zeros", caller)
+    assert ledger.crossed() == []
+    del kept[1:]  # back under the limit...
+    more = torch.zeros(2000)  # ...and over again
+    ledger.observe(more, "zeros", caller)
+    assert ledger.crossed() == [("cpu", 12_000)]
+    live, top = ledger.live_top("cpu")
+    assert live == 12_000 and [row["bytes"] for row in top] == [8000, 4000]  # by line
