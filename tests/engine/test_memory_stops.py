@@ -148,15 +148,13 @@ def test_the_cpu_allocator_running_out_is_out_of_memory_on_the_device_asked(chec
 
 
 def test_a_device_is_reported_again_only_after_falling_under_the_limit() -> None:
-    import sys as _sys
-
     import torch
 
     from tensor_dap.agent.memory import MemoryLedger
 
     ledger = MemoryLedger()
     ledger.limit = 10_000
-    caller = _sys._getframe()
+    caller = sys._getframe()
     kept = [torch.zeros(1000)]  # 4000 bytes
     ledger.observe(kept[0], "zeros", caller)
     assert ledger.crossed() == []
