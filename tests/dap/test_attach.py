@@ -61,6 +61,19 @@ def _agent_of(process: subprocess.Popen, timeout: float = 60) -> dict[str, Any]:
     raise AssertionError("the agent never published its address")
 
 
+def run_listening(script: Path, *options: str) -> tuple[subprocess.Popen, int]:
+    """``tensor-dap run --listen 127.0.0.1:PORT --wait [options] script``, and its port."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tensor_dap", "run", "--listen", f"127.0.0.1:{port}", "--wait"]
+        + [*options, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    return process, port
+
+
 LAUNCHERS = {
     "python -m tensor_dap": [sys.executable, "-m", "tensor_dap"],
     # the console script: debugpy then appends a note to the exception's name

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.dap.client import DapClient
-from tests.dap.test_attach import _agent_of, _attach, _free_port
+from tests.dap.test_attach import _agent_of, _attach, run_listening
 from tests.engine.test_memory_stops import GROWING, SMALL_DEVICE, _line
 
 
@@ -97,14 +97,7 @@ def test_a_bad_memory_limit_refuses_the_launch(dap: DapClient, tmp_path: Path) -
 
 def test_tensor_dap_run_takes_the_limit_for_an_attach(tmp_path: Path) -> None:
     """``tensor-dap run --memory-limit 4MiB``: an attached client's ticked checkbox stops there."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tensor_dap", "run", "--listen", f"127.0.0.1:{port}", "--wait"]
-        + ["--memory-limit", "4MiB", str(GROWING)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    process, port = run_listening(GROWING, "--memory-limit", "4MiB")
     dap = DapClient()
     try:
         _agent_of(process)
