@@ -34,6 +34,9 @@ class Rule:
     #: its fix is the device of a CPU tensor the finding names: the language server offers to
     #: add ``device=`` to the torch factory call that made it, at the tensor's origin line
     fix_device_at_origin: bool = False
+    #: fires only with this option set (``memory-limit``: a limit): ``--rules all`` alone turns
+    #: it on idle, so the bug corpus, run that way, has no bug of it
+    needs_option: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +86,20 @@ RULES: tuple[Rule, ...] = (
         "Graph kept across steps",
         "A tensor carrying autograd history is accumulated across loop iterations.",
         module="graph_kept",
+    ),
+    Rule(
+        "out-of-memory",
+        "Out of memory",
+        "An operation runs out of device memory: stop at its line before the stack unwinds.",
+        module="out_of_memory",
+    ),
+    Rule(
+        "memory-limit",
+        "Memory limit",
+        "Live tensor memory on a device passes the limit set (--memory-limit, tensorMemoryLimit).",
+        default=False,
+        module="memory_limit",
+        needs_option="--memory-limit",
     ),
     Rule(
         "nan-inf",

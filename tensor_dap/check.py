@@ -120,7 +120,7 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
         times = [watch.counts.get((f.rule, f.path, f.line), 1) for f in watch.findings]
         times += collected.times
         failed = {**collected.failed, **watch.failed}
-        memory = watch.memory.summary() if watch.memory is not None else None
+        memory = watch.memory.summary() if request.memory and watch.memory else None
         _report(findings, times, collected, exit_info, request, failed, session.error, memory)
     return 1 if (findings or failed or exit_info.failed) else 0
 

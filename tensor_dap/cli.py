@@ -8,12 +8,14 @@ import dataclasses
 import os
 import sys
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, parse_rules
 from tensor_dap.catalog import SIMULATE_KINDS
 
 USAGE_ERROR = 2
+#: the rule ``--memory-limit`` turns on
+MEMORY_LIMIT = "memory-limit"
 
 
 def _check_arguments(check: argparse.ArgumentParser) -> None:
@@ -40,6 +42,7 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
         help="at the end, the peak of live tensor memory per device and the lines that made it "
         "(in the report: memory)",
     )
+    _memory_limit_argument(check)
     check.add_argument("script", metavar="SCRIPT", nargs="?")
     check.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
@@ -50,6 +53,34 @@ def _simulate_argument(parser: argparse.ArgumentParser) -> None:
         choices=SIMULATE_KINDS,
         help="run a CUDA program unmodified on the CPU as if one CUDA device (cuda:0) were there",
     )
+
+
+def _memory_limit_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        help="stop (report) at the line whose op takes live tensor memory on a device past SIZE "
+        "(6GiB, 512MiB, 1.5GB, or bytes), naming the lines that made it: turns on the rule "
+        "memory-limit",
+    )
+
+
+def _memory_limit(
+    parser: argparse.ArgumentParser, command: str, options: argparse.Namespace, rules: list[str]
+) -> dict[str, dict[str, Any]]:
+    """``--memory-limit``: the rule's option, and the rule added to ``rules``; a bad size is one
+    line and exit status 2."""
+    if options.memory_limit is None:
+        return {}
+    from tensor_dap.sizes import BadSize, parse_size
+
+    try:
+        nbytes = parse_size(options.memory_limit)
+    except BadSize as error:
+        parser.exit(USAGE_ERROR, f"tensor-dap {command}: --memory-limit: {error}\n")
+    if not any(entry.split("@", 1)[0] == MEMORY_LIMIT for entry in rules):
+        rules.append(MEMORY_LIMIT)
+    return {MEMORY_LIMIT: {"bytes": nbytes}}
 
 
 def _trace_arguments(trace: argparse.ArgumentParser) -> None:
@@ -98,6 +129,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--listen", required=True, metavar="[HOST:]PORT", help="debugpy's address")
     run.add_argument("--wait", action="store_true", help="wait for the debugger before starting")
     run.add_argument("--rules", default="", help="rules enabled before a debugger attaches")
+    _memory_limit_argument(run)
     run.add_argument(
         "--allow-remote", action="store_true", help="allow a HOST that is not loopback"
     )
@@ -251,7 +283,9 @@ def _check(
         rules = parse_rules(options.rules)
     except UnknownRuleError as error:
         parser.exit(USAGE_ERROR, f"tensor-dap check: {error}\n")
-    rule_options = {"leaves-device": {"scalars": True}} if options.scalars else {}
+    rule_options = _memory_limit(parser, "check", options, rules)
+    if options.scalars:
+        rule_options["leaves-device"] = {"scalars": True}
     _prepare_outputs(parser, "check", [(options.report, "--report"), (options.trace, "--trace")])
     if command is None:
         if options.script is None:
@@ -329,6 +363,7 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         rules = parse_rules(options.rules) if options.rules else []
     except UnknownRuleError as error:
         parser.exit(USAGE_ERROR, f"tensor-dap run: {error}\n")
+    rule_options = _memory_limit(parser, "run", options, rules)
     args, script = list(options.args), None
     if options.module is None:
         if not args:
@@ -339,7 +374,8 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     from tensor_dap.agent.debuggee import run_listening
 
     return run_listening(
-        host, int(port), options.wait, rules, script, options.module, args, options.simulate
+        host, int(port), options.wait, rules, script, options.module, args,
+        options.simulate, rule_options,
     )
 
 

@@ -21,6 +21,7 @@ CLEAN_SCRIPTS = ROOT / "tests" / "engine" / "clean_scripts"
 
 _EXPECT = re.compile(r"#\s*expect:\s*([a-z-]+(?:\s*,\s*[a-z-]+)*)")
 _RULES = re.compile(r"#\s*tensor-dap:\s*rules=([a-z,-]+)")
+_MEMORY_LIMIT = re.compile(r"#\s*tensor-dap:\s*memory-limit=(\S+)")
 
 
 def expected_findings(script: Path) -> set[tuple[str, int]]:
@@ -37,6 +38,18 @@ def expected_findings(script: Path) -> set[tuple[str, int]]:
 def script_rules(script: Path) -> Optional[str]:
     match = _RULES.search(script.read_text())
     return match.group(1) if match else None
+
+
+def script_memory_limit(script: Path) -> Optional[str]:
+    """The limit of a ``# tensor-dap: memory-limit=SIZE`` comment (the memory-limit sample)."""
+    match = _MEMORY_LIMIT.search(script.read_text())
+    return match.group(1) if match else None
+
+
+def script_options(script: Path) -> tuple[str, ...]:
+    """``check`` options a sample asks for in its comments (``--memory-limit SIZE``)."""
+    limit = script_memory_limit(script)
+    return ("--memory-limit", limit) if limit else ()
 
 
 @dataclass

@@ -4,8 +4,9 @@ The proxy rewrites the request so that debugpy starts ``-m tensor_dap.agent.debu
 program (or module), its arguments and the enabled rules, and passes the agent the channel's
 address in its environment, and the trace-store run it writes
 (:class:`~tensor_dap.adapter.session_trace.SessionTrace`); ``"simulate": "cuda"`` runs it on a
-simulated CUDA device (:mod:`tensor_dap.simulate`). An interpreter that lacks tensor-dap, no
-program, an unknown rule or ``"simulate"`` kind refuses the launch
+simulated CUDA device (:mod:`tensor_dap.simulate`); ``"tensorMemoryLimit": "6GiB"`` is the
+``memory-limit`` rule's limit. An interpreter that lacks tensor-dap, no program, an unknown
+rule, a bad size or ``"simulate"`` kind refuses the launch
 (:class:`~tensor_dap.adapter.proxy.Refusal`) before debugpy sees it.
 """
 
@@ -47,12 +48,15 @@ def rewrite_launch(message: Message, breakpoints: TensorBreakpoints, trace: Sess
     store = trace.begin(arguments, [program or f"-m {module}", *user_args], simulate)
     arguments["module"] = "tensor_dap.agent.debuggee"
     simulated = ["--simulate", simulate] if simulate else []
+    limit = breakpoints.memory_limit
+    limited = ["--memory-limit", str(limit)] if limit is not None else []
     arguments["args"] = [
         *target,
         "--rules",
         ",".join(breakpoints.rules),
         *store,
         *simulated,
+        *limited,
         "--",
         *user_args,
     ]

@@ -4,7 +4,8 @@ on their findings named after their rule.
 The rules join debugpy's own filters in ``initialize``'s ``exceptionBreakpointFilters``; the
 ticked ones are taken out of ``setExceptionBreakpoints`` (debugpy does not know them), sent to
 the agents over the channel, and put back, verified, in the response. A launch or attach may
-name them too (``tensorBreakpoints``, ``tensorRanks``). A stop on a finding reaches the proxy as
+name them too (``tensorBreakpoints``, ``tensorRanks``; ``tensorMemoryLimit`` turns on
+``memory-limit`` with its limit). A stop on a finding reaches the proxy as
 debugpy's exception stop on :class:`~tensor_dap.agent.suspend.TensorBreakpoint`, whose text
 carries the finding (:func:`tensor_dap.findings.stop_text`): the stop and its
 ``exceptionInfo`` are rewritten from the decoded finding.
@@ -33,10 +34,13 @@ from tensor_dap.adapter.proxy import Message, Refusal
 from tensor_dap.agent.ranks import BadRanksError, ranks_spec
 from tensor_dap.agent.rules import RULE_IDS, UnknownRuleError, all_rules, parse_rules
 from tensor_dap.findings import Finding, MalformedFinding, finding_in_stop, stop_description
+from tensor_dap.sizes import BadSize, parse_size
 
 log = logging.getLogger("tensor_dap.adapter")
 
 _BREAKPOINT_CLASS = "TensorBreakpoint"
+#: the rule a launch's ``tensorMemoryLimit`` turns on
+MEMORY_LIMIT = "memory-limit"
 _BREAKPOINT_MODULE = "tensor_dap.agent.suspend"
 
 
@@ -62,12 +66,23 @@ class TensorBreakpoints:
         #: a client that told the adapter the launch's rules shows them, and decides at once
         self._client_knows_tensor_filters = self._ticked is not None
         self._first_filters = True
+        #: bytes of the launch's ``tensorMemoryLimit`` (the ``memory-limit`` rule's), or None
+        self.memory_limit: Optional[int] = None
 
     # -- requests ---------------------------------------------------------------------------
     def take(self, request: Message) -> None:
         """Apply a launch's or attach's ``tensorRanks`` and ``tensorBreakpoints`` (taken out of
         its arguments); :class:`Refusal` for an unknown rule or bad ranks."""
         arguments = request["arguments"]
+        limit = arguments.pop("tensorMemoryLimit", None)
+        if limit is not None:  # a limit turns its rule on (its checkbox may turn it off)
+            try:
+                self.memory_limit = parse_size(limit)
+            except BadSize as error:
+                raise Refusal(f"tensorMemoryLimit: {error}") from error
+            if not any(_rule_id(entry) == MEMORY_LIMIT for entry in self.rules):
+                self.rules = [*self.rules, MEMORY_LIMIT]
+                self.channel.set_rules(self.rules)
         try:
             ranks = arguments.pop("tensorRanks", None)
             if ranks is not None:  # every tensor breakpoint only in these ranks of the job
@@ -78,6 +93,8 @@ class TensorBreakpoints:
                 return
             spec = ",".join(wanted) if isinstance(wanted, list) else str(wanted)
             self.rules = parse_rules(spec) if spec.strip() else []  # [] means none, not default
+            if limit is not None and MEMORY_LIMIT not in map(_rule_id, self.rules):
+                self.rules.append(MEMORY_LIMIT)
         except (UnknownRuleError, BadRanksError) as error:
             raise Refusal(str(error)) from error
         self.channel.set_rules(self.rules)

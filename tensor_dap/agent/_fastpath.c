@@ -37,7 +37,7 @@
 static PyObject *PASS_MARKER, *MODE_ENABLED, *POP_MODE, *PUSH_MODE, *PLAIN_TYPES, *TENSOR_TYPE,
     *RANKS_DIFFER, *DISPATCH_CODE;
 static PyObject *s_ndim, *s_watch, *s_mode, *s_plans, *s_plan, *s_site_hits, *s_sample, *s_after,
-    *s_emit, *s_rule_failed;
+    *s_emit, *s_rule_failed, *s_raise_hooks, *s_raised;
 
 /* func(*args, **kwargs): args a tuple; kwargs None, a dict (empty: no keywords) or any other
  * mapping (merged into a dict, as `**` would) */
@@ -224,6 +224,25 @@ done:
     return status;
 }
 
+/* The op raised (the error is set): when a rule with a `raised` hook is on (out-of-memory),
+ * watch._raised sees the error before the stack unwinds, as mode.handle_op calls it; the error
+ * then goes on unchanged (what _raised itself might raise is dropped). */
+static void note_raised(PyObject *watch, PyObject *watch_dict, PyObject *plan, PyObject *args,
+                        PyObject *kwargs, PyObject *caller) {
+    if (!PyErr_ExceptionMatches(PyExc_RuntimeError)) return;
+    PyObject *error = take_exception();
+    PyObject *hooks = own_attr(watch_dict, watch, s_raise_hooks);
+    if (hooks != NULL && error != NULL && PyObject_IsTrue(hooks) == 1) {
+        PyObject *raised_args[6] = {NULL, PyTuple_GET_ITEM(plan, 0), args,
+                                    kwargs != NULL ? kwargs : Py_None, error, caller};
+        PyObject *done = call_method(watch, s_raised, raised_args, 5);
+        Py_XDECREF(done);
+    }
+    Py_XDECREF(hooks);
+    PyErr_Clear();
+    restore_exception(error);
+}
+
 /* mode.handle_op in C (see there for what each step is for) */
 static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *args,
                         PyObject *kwargs, PyObject *caller) {
@@ -265,7 +284,11 @@ static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *
                    caller) < 0)
         goto done;
     out = call_op(func, args, kwargs);
-    if (out == NULL || out == Py_NotImplemented) goto done; /* no op ran: nothing to record */
+    if (out == NULL) { /* (out of memory: seen before the stack unwinds) */
+        note_raised(watch, watch_dict, plan, args, kwargs, caller);
+        goto done;
+    }
+    if (out == Py_NotImplemented) goto done; /* no op ran: nothing to record */
     if (run_after(watch, watch_dict, plan, args, kwargs, out, caller) < 0) Py_CLEAR(out);
 done:
     Py_DECREF(watch);
@@ -591,8 +614,10 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     s_after = PyUnicode_InternFromString("_after");
     s_emit = PyUnicode_InternFromString("_emit");
     s_rule_failed = PyUnicode_InternFromString("_rule_failed");
+    s_raise_hooks = PyUnicode_InternFromString("_raise_hooks");
+    s_raised = PyUnicode_InternFromString("_raised");
     if (!s_ndim || !s_watch || !s_mode || !s_plans || !s_plan || !s_site_hits || !s_sample ||
-        !s_after || !s_emit || !s_rule_failed)
+        !s_after || !s_emit || !s_rule_failed || !s_raise_hooks || !s_raised)
         return NULL;
     if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0) return NULL;
     PyObject *module = PyModule_Create(&fastpath_module);

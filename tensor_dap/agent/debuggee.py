@@ -19,7 +19,7 @@ import argparse
 import logging
 import runpy
 import sys
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from tensor_dap.agent import data_watch, memory_view
 from tensor_dap.agent.channel import ChannelClient, ChannelListener
@@ -33,6 +33,15 @@ from tensor_dap.runner import ExitInfo, run_script
 from tensor_dap.tracedb import run_command
 
 log = logging.getLogger("tensor_dap.agent")
+
+#: per-rule options, as :class:`~tensor_dap.agent.engine.Watch` takes them
+RuleOptions = dict[str, dict[str, Any]]
+
+
+def limit_options(nbytes: Optional[int]) -> RuleOptions:
+    """The ``memory-limit`` rule's options for a limit of ``nbytes`` (None: no limit)."""
+    return {"memory-limit": {"bytes": nbytes}} if nbytes else {}
+
 
 #: seconds ``tensor-dap run --wait`` waits for an attaching adapter's rules (plain debugpy
 #: clients send none)
@@ -48,6 +57,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--trace", help="the trace store to write (agent.live_trace)")
     parser.add_argument("--trace-run", type=int, help="the store's run, begun by the adapter")
     parser.add_argument("--simulate", help="a device kind to simulate (tensor_dap.simulate)")
+    parser.add_argument(
+        "--memory-limit", type=int, help="bytes: the memory-limit rule's limit (tensorMemoryLimit)"
+    )
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     if options.args and options.args[0] == "--":
@@ -80,9 +92,9 @@ def _show_origins_in_variables(watch: Watch) -> None:
     tensor_dap.render.provenance_hook = created_at
 
 
-def _watch(rules: list[str]) -> tuple[Watch, Starter]:
+def _watch(rules: list[str], options: Optional[RuleOptions] = None) -> tuple[Watch, Starter]:
     """The watch that suspends the debugger on findings, and its rule-change starter."""
-    watch = Watch(rules=rules, on_finding=suspend_on_finding)
+    watch = Watch(rules=rules, on_finding=suspend_on_finding, options=options)
     _show_origins_in_variables(watch)
     memory_view.bind(watch)  # the memory view's lines (tensor-dap memory)
     starter = Starter(watch)
@@ -120,7 +132,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     options = _parse(sys.argv[1:] if argv is None else argv)
     rules = [r for r in options.rules.split(",") if r]
     _start_simulation(options.simulate)
-    watch, starter = _watch(rules)
+    rule_options = limit_options(options.memory_limit)
+    watch, starter = _watch(rules, rule_options)
     session = start_live_trace(watch, options.trace, options.trace_run) if options.trace else None
     config = address_from_environment()
     if config is not None:
@@ -136,7 +149,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 watch.set_enabled(rules)
         except OSError as error:
             print(f"tensor-dap: cannot reach the debug adapter: {error}", file=sys.stderr)
-    _follow_children(watch, rules, session, options.simulate)
+    _follow_children(watch, rules, session, options.simulate, rule_options)
     return _run(watch, session, options.program, options.module, options.args)
 
 
@@ -158,6 +171,7 @@ def _follow_children(
     rules: list[str],
     session: Optional[TraceSession],
     simulate: Optional[str] = None,
+    options: Optional[RuleOptions] = None,
 ) -> None:
     """Tensor breakpoints in the program's child processes too (``"subProcess": true``):
     Python children get the agent through the bootstrap and reach the adapter's channel
@@ -166,7 +180,9 @@ def _follow_children(
     from tensor_dap.agent.child import ProcessAgent, follow_forks
     from tensor_dap.agent.spread import ChildConfig, Exported
 
-    config = ChildConfig(rules=list(rules), suspend=True, simulate=simulate)
+    config = ChildConfig(
+        rules=list(rules), options=dict(options or {}), suspend=True, simulate=simulate
+    )
     if session is not None and session.run_id is not None:
         config.trace, config.run_id = session.db_path, session.run_id
     agent = ProcessAgent(config, watch, own_process=True)
@@ -184,6 +200,7 @@ def run_listening(
     module: Optional[str],
     args: list[str],
     simulate: Optional[str] = None,
+    options: Optional[RuleOptions] = None,
 ) -> int:
     """``tensor-dap run``: the program under debugpy listening on ``host:port``, with the agent.
 
@@ -193,7 +210,7 @@ def run_listening(
     import debugpy
 
     _start_simulation(simulate)
-    watch, starter = _watch(rules)
+    watch, starter = _watch(rules, options)
     session = start_live_trace(watch, command=run_command("run", simulate))
     # debugpy listens first: the agent's published address tells a client it may attach now
     debugpy.listen((host, port))

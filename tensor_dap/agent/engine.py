@@ -42,7 +42,7 @@ from tensor_dap.agent.mode import WatchMode
 from tensor_dap.agent.process import current_rank, process_info
 from tensor_dap.agent.provenance import ProvenanceRegistry
 from tensor_dap.agent.ranks import rules_for_rank
-from tensor_dap.agent.rules import parse_rules, rule_modules
+from tensor_dap.agent.rules import memory_limit, parse_rules, rule_modules
 from tensor_dap.agent.threads import NewThreads
 from tensor_dap.findings import Finding
 
@@ -97,9 +97,16 @@ class Watch:
         #: shared scratch space of rules (e.g. tensors zeroed since the last optimizer step)
         self.rule_state: dict[str, Any] = {}
         self._modules: dict[str, Any] = {m.RULE.id: m for m in rule_modules()}
-        self.memory = memory_ledger.MemoryLedger() if memory else None
+        #: ``check --memory``: the books planned on every op (a memory limit's rule keeps
+        #: them itself while it is on)
+        self._keep_books = memory
+        limit = memory_limit.limit_of(self.options)
+        self.memory = memory_ledger.MemoryLedger() if memory or limit else None
         if self.memory is not None:
+            self.memory.limit = limit
             self._modules[memory_ledger.PLAN_ID] = memory_ledger.PLAN_HOOKS
+        #: (rule id, hook) of the rules on with a ``raised`` hook (see :meth:`_raised`)
+        self._raise_hooks: tuple[tuple[str, Any], ...] = ()
         #: id(code) + instruction offset -> how often that call site ran
         self._site_hits: dict[int, int] = {}
         #: id(code) -> (code, {site key, ...}): keeps code objects alive (ids stay unique)
@@ -131,9 +138,7 @@ class Watch:
 
     def start(self) -> None:
         """Install the hooks in the calling thread (no-op when nothing is enabled)."""
-        watching = (
-            self.enabled or self.recorder is not None or self.hooks or self.memory is not None
-        )
+        watching = self.enabled or self.recorder is not None or self.hooks or self._keep_books
         if self._mode is not None or not watching:
             return
         # every rule's hooks, enabled or not: they check ``enabled`` when they fire, so a rule
@@ -214,9 +219,15 @@ class Watch:
     def _replan(self) -> None:
         """Take the plans for the rules on now (see :mod:`tensor_dap.agent.plans`)."""
         active = (self.enabled | self.hooks.keys()) - self.failed.keys()
-        if self.memory is not None and memory_ledger.PLAN_ID not in self.failed:
+        books = self._keep_books and memory_limit.RULE.id not in active
+        if books and memory_ledger.PLAN_ID not in self.failed:
             active = active | {memory_ledger.PLAN_ID}
         modules = {**self._modules, **self.hooks} if self.hooks else self._modules
+        self._raise_hooks = tuple(
+            (rule_id, modules[rule_id].raised)
+            for rule_id in sorted(active)
+            if hasattr(modules[rule_id], "raised")
+        )
         self._plans = plans.shared_plans(active, self.accelerator_seen, modules)
 
     def _saw_accelerator(self) -> None:
@@ -232,6 +243,8 @@ class Watch:
     _sample = sampling.sample
     _after = mode.run_after
     _emit = reporting.emit
+    #: an op raised (``error``), before the stack unwinds: the ``raised`` hooks (out-of-memory)
+    _raised = reporting.raised
     _rule_failed = reporting.rule_failed
     #: how often a line of a code object ran an op called from it (for the trace store)
     line_hits = sampling.line_hits

@@ -65,6 +65,12 @@ class MemoryLedger:
         #: storages made between sweeps: doubled after a sweep that found nothing freed (a
         #: program building its model frees nothing), back to 1 when one finds something
         self._interval = 1
+        #: bytes live on one device past which it is reported (the ``memory-limit`` rule)
+        self.limit: Optional[int] = None
+        #: devices over the limit and reported: again once a sweep finds them under it
+        self._over: set[str] = set()
+        #: (device, live bytes) of devices that went over the limit since the last ``crossed()``
+        self._crossed: list[tuple[str, int]] = []
 
     def observe(self, out: Any, op: str, caller: FrameType) -> None:
         if isinstance(out, _Tensor):
@@ -99,6 +105,22 @@ class MemoryLedger:
         if live > peak:
             self._peak[device] = live
             self._pending.add(device)
+        if self.limit is not None and live > self.limit and device not in self._over:
+            self._check_limit(device)
+
+    def _check_limit(self, device: str) -> None:
+        """The device's unswept total passed the limit: sweep for the true one."""
+        self.sweep()
+        live = self._live[device]
+        if self.limit is not None and live > self.limit:
+            self._over.add(device)
+            self._crossed.append((device, live))
+
+    def crossed(self) -> list[tuple[str, int]]:
+        """(device, live bytes) of each device whose live tensors passed :attr:`limit` since
+        the last call; reported once until its memory falls under the limit again."""
+        found, self._crossed = self._crossed, []
+        return found
 
     def _sweep_due(self) -> bool:
         cap = max(1, len(self._entries) // 4)
@@ -113,6 +135,8 @@ class MemoryLedger:
             self._snapshot(device)
         for key, entry in expired:
             self._drop(key, entry)
+        if self._over and self.limit is not None:
+            self._over = {d for d in self._over if self._live.get(d, 0) > self.limit}
 
     def _drop(self, key: int, entry: _Entry) -> None:
         del self._entries[key]
@@ -122,11 +146,15 @@ class MemoryLedger:
         if not sites[entry.site]:
             del sites[entry.site]
 
-    def _snapshot(self, device: str) -> None:
+    def _counts(self, device: str) -> dict[Site, int]:
         counts: dict[Site, int] = {}
         for entry in self._entries.values():
             if entry.device == device:
                 counts[entry.site] = counts.get(entry.site, 0) + 1
+        return counts
+
+    def _snapshot(self, device: str) -> None:
+        counts = self._counts(device)
         sites = self._by_site.get(device, {})
         self._peak_sites[device] = {s: (b, counts.get(s, 0)) for s, b in sites.items()}
         self._pending.discard(device)
@@ -141,21 +169,33 @@ class MemoryLedger:
         entry = self._entries.get(StorageWeakRef(storage).cdata)  # type: ignore[no-untyped-call]
         return entry.site if entry is not None and not entry.ref.expired() else None
 
+    def live_top(self, device: str) -> tuple[int, list[dict[str, Any]]]:
+        """The live tensor bytes on ``device`` now and its top lines (as in :meth:`summary`)."""
+        self.sweep()
+        counts = self._counts(device)
+        sites = self._by_site.get(device, {})
+        top = ranked_rows({s: (b, counts.get(s, 0)) for s, b in sites.items()})
+        return self._live.get(device, 0), top
+
     def summary(self) -> dict[str, Any]:
         """``{device: {"peak_bytes": N, "top": [{path, line, op, bytes, count}, ...]}}``."""
         for device in list(self._pending):
             self._snapshot(device)
         result: dict[str, Any] = {}
         for device, peak in sorted(self._peak.items()):
-            sites = self._peak_sites.get(device, {})
-            ranked = sorted(sites.items(), key=lambda item: (-item[1][0], item[0]))
-            top = [
-                {"path": p, "line": line, "op": op, "bytes": nbytes, "count": count}
-                for (p, line, op), (nbytes, count) in ranked[:TOP]
-                if nbytes
-            ]
+            top = ranked_rows(self._peak_sites.get(device, {}))
             result[device] = {"peak_bytes": peak, "top": top}
         return result
+
+
+def ranked_rows(sites: dict[Site, tuple[int, int]]) -> list[dict[str, Any]]:
+    """``[{path, line, op, bytes, count}]`` of the :data:`TOP` sites holding most bytes."""
+    ranked = sorted(sites.items(), key=lambda item: (-item[1][0], item[0]))
+    return [
+        {"path": p, "line": line, "op": op, "bytes": nbytes, "count": count}
+        for (p, line, op), (nbytes, count) in ranked[:TOP]
+        if nbytes
+    ]
 
 
 #: code object's file -> its absolute path (``abspath`` costs microseconds per op)

@@ -62,7 +62,12 @@ def handle_op(
             continue
         if report is not None:
             watch._emit(rule_id, report, info, caller)
-    out = func(*args, **kwargs) if kwargs else func(*args)
+    try:
+        out = func(*args, **kwargs) if kwargs else func(*args)
+    except RuntimeError as error:  # (out of memory: seen before the stack unwinds)
+        if watch._raise_hooks:
+            watch._raised(info, args, kwargs, error, caller)
+        raise
     if out is NotImplemented:  # no op ran (``t @ 2``): Python tries the operand's side next
         return out
     # per call site: the first 8 hits in full, then one in 64 (provenance, trace). A site is

@@ -36,8 +36,8 @@ enabled: bool = fastpath is not None
 #: must stay plain instance attributes; the methods are called as ``watch.<name>(...)``.
 #: The plan tuples it reads by position are described in :mod:`tensor_dap.agent.plans`.
 MODE_ATTRIBUTES = ("watch",)  # on the mode (tensor_dap.agent.mode.WatchMode)
-WATCH_INSTANCE_ATTRIBUTES = ("_mode", "_plans", "_site_hits")  # on the Watch
-WATCH_METHODS = ("_plan", "_sample", "_after", "_emit", "_rule_failed")  # of the Watch
+WATCH_INSTANCE_ATTRIBUTES = ("_mode", "_plans", "_site_hits", "_raise_hooks")  # on the Watch
+WATCH_METHODS = ("_plan", "_sample", "_after", "_emit", "_rule_failed", "_raised")  # of the Watch
 TENSOR_ATTRIBUTES = ("ndim",)  # of torch.Tensor (the broadcast rule's screen)
 WATCH_ATTRIBUTES = WATCH_INSTANCE_ATTRIBUTES + WATCH_METHODS
 

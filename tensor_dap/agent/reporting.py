@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 from types import FrameType
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
@@ -93,6 +93,29 @@ def _build_finding(
     )
     watch.findings.append(finding)
     return finding, user
+
+
+def raised(
+    watch: Watch,
+    info: OpInfo,
+    args: tuple[Any, ...],
+    kwargs: Any,
+    error: BaseException,
+    caller: FrameType,
+) -> None:
+    """An op raised ``error`` into the user's frame ``caller``: the rules' ``raised`` hooks see
+    it before the stack unwinds (``Watch._raised``; the error then goes on unchanged)."""
+    if watch._emitting or watch._mode is None:
+        return
+    for rule_id, hook in watch._raise_hooks:
+        try:
+            with torch._C.DisableTorchFunction():
+                report = hook(info, args, kwargs, error, caller, watch)
+        except Exception as failure:
+            watch._rule_failed(rule_id, failure)
+            continue
+        if report is not None:
+            watch._emit(rule_id, report, info, caller)
 
 
 def rule_failed(watch: Watch, rule_id: str, error: Optional[BaseException] = None) -> None:

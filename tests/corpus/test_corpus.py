@@ -27,7 +27,9 @@ def test_corpus_size() -> None:
     rules = {rule for case in variants for rule, _ in case.expected}
     assert len(programs) >= 20
     assert len(variants) >= 40
-    assert rules == set(catalog.RULE_IDS), rules  # every rule has a bug in the corpus
+    # every rule has a bug in the corpus, but one needing an option (--memory-limit) that the
+    # corpus' `--rules all` runs do not give
+    assert rules == {r.id for r in catalog.RULES if not r.needs_option}, rules
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 from tensor_dap.channel_protocol import find_agent
 from tests.dap.client import DapClient
@@ -23,13 +23,14 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def listening_run(
-    script: Path, launcher: Optional[list[str]] = None
+    script: Path, launcher: Optional[list[str]] = None, options: Sequence[str] = ()
 ) -> Iterator[tuple[subprocess.Popen, int]]:
-    """The program and its port; killed at the end if it is still running."""
+    """The program (``tensor-dap run`` with ``options``) and its port; killed at the end if it
+    is still running."""
     port = free_port()
     process = subprocess.Popen(
         [*(launcher or [sys.executable, "-m", "tensor_dap"]), "run"]
-        + ["--listen", f"127.0.0.1:{port}", "--wait", str(script)],
+        + ["--listen", f"127.0.0.1:{port}", "--wait", *options, str(script)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,

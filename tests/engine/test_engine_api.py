@@ -135,7 +135,8 @@ def test_provenance_registry_is_bounded_and_weak() -> None:
 
 def test_parse_rules() -> None:
     defaults = parse_rules("default")
-    assert "nan-inf" not in defaults and len(defaults) == len(RULE_IDS) - 1
+    assert "nan-inf" not in defaults and "memory-limit" not in defaults
+    assert len(defaults) == len(RULE_IDS) - 2 and "out-of-memory" in defaults
     assert parse_rules("all") == list(RULE_IDS)
     assert parse_rules("broadcast, grad-lost") == ["broadcast", "grad-lost"]
     with pytest.raises(UnknownRuleError, match="unknown rule 'nope'"):

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLEAN_SCRIPTS, SAMPLES, SIMULATE_CUDA, expected_findings, script_rules
+from tests.conftest import (
+    CLEAN_SCRIPTS,
+    SAMPLES,
+    SIMULATE_CUDA,
+    expected_findings,
+    script_options,
+    script_rules,
+)
 
 BUG_SCRIPTS = sorted(p for p in SAMPLES.glob("*.py") if expected_findings(p))
 CLEAN = sorted(CLEAN_SCRIPTS.glob("*.py")) + [SAMPLES / "clean_training.py"]
@@ -27,10 +34,9 @@ def check_sample(check):
 
 
 @pytest.mark.parametrize("script", BUG_SCRIPTS, ids=lambda p: p.stem)
-def test_bug_script_reports_exactly_its_marked_lines(
-    script: Path, check_sample, engine_path
-) -> None:
-    run = check_sample(script, rules=script_rules(script), env=engine_path)
+def test_bug_script_reports_exactly_its_marked_lines(script: Path, check, engine_path) -> None:
+    extra = SIMULATE_CUDA + script_options(script)
+    run = check(script, rules=script_rules(script), extra=extra, env=engine_path)
     assert run.pairs() == expected_findings(script), run.stderr[-3000:]
     assert run.returncode == 1
     assert run.report["simulated"] == "cuda"

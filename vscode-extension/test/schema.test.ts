@@ -42,9 +42,14 @@ describe("package.json", () => {
     assert.deepStrictEqual(ids, [...RULE_IDS]);
   });
 
-  it("has snippets for the current file, a module and attach", () => {
+  it("has snippets for the current file (also with a memory limit), a module and attach", () => {
     const labels = debuggerContribution.configurationSnippets.map((s: { label: string }) => s.label);
-    assert.deepStrictEqual(labels, ["tensor-dap: current file", "tensor-dap: module", "tensor-dap: attach"]);
+    assert.deepStrictEqual(labels, [
+      "tensor-dap: current file",
+      "tensor-dap: current file with a memory limit",
+      "tensor-dap: module",
+      "tensor-dap: attach",
+    ]);
     for (const snippet of debuggerContribution.configurationSnippets) {
       assert.strictEqual(snippet.body.type, "tensor-dap");
     }

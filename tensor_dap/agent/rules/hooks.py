@@ -77,6 +77,20 @@ class Observe(Protocol):
     ) -> None: ...
 
 
+class Raised(Protocol):
+    def __call__(
+        self,
+        op: OpInfo,
+        args: Args,
+        kwargs: Kwargs,
+        error: BaseException,
+        caller: FrameType,
+        state: RuleState,
+    ) -> Optional[Report]:
+        """The op raised ``error``: called before the stack unwinds (the error goes on)."""
+        ...
+
+
 class Install(Protocol):
     def __call__(self, state: RuleState) -> list[Any]:
         """Hooks outside the op stream; each returned handle has ``remove()``."""
@@ -91,6 +105,7 @@ HOOKS: dict[str, type] = {
     "after": After,
     "observe": Observe,
     "install": Install,
+    "raised": Raised,
 }
 
 

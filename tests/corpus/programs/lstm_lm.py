@@ -11,6 +11,8 @@ Bug variants (first argument):
   sample printout.
 - ``total-loss-graph``: the running loss adds ``loss``, not ``loss.detach()``: it keeps every
   step's graph.
+- ``hashed-vocab``: token ids are hashes of the words, never mapped to 0..N-1, and the
+  vocabulary size is taken as the largest id + 1: the embedding table cannot be allocated.
 """
 
 import math
@@ -29,7 +31,7 @@ class RNNModel(nn.Module):
     def __init__(self, ntoken: int, ninp: int, nhid: int, nlayers: int) -> None:
         super().__init__()
         self.drop = nn.Dropout(0.2)
-        self.encoder = nn.Embedding(ntoken, ninp)
+        self.encoder = nn.Embedding(ntoken, ninp)  # bug[hashed-vocab]: out-of-memory
         self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=0.2)
         self.decoder = nn.Linear(nhid, ntoken)
         self.nhid, self.nlayers = nhid, nlayers
@@ -70,8 +72,12 @@ def main() -> None:
     torch.manual_seed(0)
     device = pick_device()
     corpus = (torch.arange(400) * 7 + torch.randint(0, 3, (400,))) % NTOKENS
+    ntoken = NTOKENS
+    if BUG == "hashed-vocab":  # ids hashed from the words, the vocabulary sized by the largest
+        corpus = corpus * 1_000_003_000_000 + 97
+        ntoken = int(corpus.max()) + 1
     train_data = batchify(corpus, 4, device)
-    model = RNNModel(NTOKENS, 16, 32, 2).to(device)
+    model = RNNModel(ntoken, 16, 32, 2).to(device)
     criterion = nn.NLLLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=2.0)
 

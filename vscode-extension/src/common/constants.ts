@@ -14,6 +14,8 @@ export const RULE_IDS = [
   "broadcast",
   "missing-zero-grad",
   "graph-kept",
+  "out-of-memory",
+  "memory-limit",
   "nan-inf",
 ] as const;
 export type RuleId = (typeof RULE_IDS)[number];

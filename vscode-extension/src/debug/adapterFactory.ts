@@ -12,7 +12,8 @@ import { resolveInterpreter } from "../common/python";
 
 export const ADAPTER_ARGS = ["-m", "tensor_dap", "adapter"];
 
-/** The adapter's arguments for a configuration: `--rules` with its tensor breakpoints, if any.
+/** The adapter's arguments for a configuration: `--rules` with its tensor breakpoints, if any
+ * (and `memory-limit` when the launch sets `tensorMemoryLimit`, which turns it on).
  * Not for a subprocess's session (debugpy's `subProcessId`): its agent takes the rules of the
  * session that launched the program, and its configuration is not one the user wrote. */
 export function adapterArgs(configuration: { [key: string]: unknown }): string[] {
@@ -20,7 +21,11 @@ export function adapterArgs(configuration: { [key: string]: unknown }): string[]
   if (!Array.isArray(rules) || configuration.subProcessId !== undefined) {
     return ADAPTER_ARGS;
   }
-  return [...ADAPTER_ARGS, "--rules", rules.map(String).join(",")];
+  const ticked = rules.map(String);
+  if (configuration.tensorMemoryLimit !== undefined && !ticked.includes("memory-limit")) {
+    ticked.push("memory-limit");
+  }
+  return [...ADAPTER_ARGS, "--rules", ticked.join(",")];
 }
 
 export class TensorDapAdapterFactory implements vscode.DebugAdapterDescriptorFactory {

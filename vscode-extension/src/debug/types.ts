@@ -35,6 +35,8 @@ export interface LaunchAttributes extends CommonAttributes {
   subProcess?: boolean;
   /** Run on the CPU as if this device were present (`cuda:0`): device bugs without a GPU. */
   simulate?: "cuda";
+  /** Stop where live tensor memory on a device passes this size (`6GiB`): turns on `memory-limit`. */
+  tensorMemoryLimit?: string;
 }
 
 export interface AttachAttributes extends CommonAttributes {
@@ -60,6 +62,7 @@ export const LAUNCH_ATTRIBUTES = [
   "tensorBreakpoints",
   "tensorRanks",
   "simulate",
+  "tensorMemoryLimit",
 ] as const satisfies readonly (keyof LaunchAttributes)[];
 
 /** Every attach attribute the schema declares. */
