@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import tensor_dap
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, SIMULATE_CUDA
 
 PROGRAMS = Path(__file__).resolve().parent / "memory_programs"
 GROWING = PROGRAMS / "growing_list.py"
@@ -137,12 +137,12 @@ def test_other_runtime_errors_are_not_out_of_memory(check) -> None:
 
 
 def test_the_cpu_allocator_running_out_is_out_of_memory_on_the_device_asked(check) -> None:
-    script = SAMPLES / "out_of_memory.py"
-    run = check(script)
+    script = SAMPLES / "out_of_memory.py"  # device=torch.device("cuda"): the current device
+    run = check(script, extra=SIMULATE_CUDA)
     line = _line(script, "items = nn.Embedding(")
     assert run.pairs() == {("out-of-memory", line)}
     message = run.finding("out-of-memory")["message"]
-    assert "ran out of memory on accel:0 (RuntimeError: DefaultCPUAllocator: can't" in message
+    assert "ran out of memory on cuda:0 (RuntimeError: DefaultCPUAllocator: can't" in message
     assert "out_of_memory.py:22 randn 1.0 MiB (1 tensor)" in message
     assert "RuntimeError: [enforce fail" in run.stderr  # the error itself, unchanged
 
