@@ -145,6 +145,26 @@ def test_a_parameter_from_variables(dap: DapClient) -> None:
     _finish(dap, thread)
 
 
+def test_a_layer_of_a_sequential_from_variables(dap: DapClient) -> None:
+    """VARIABLES: model > 0 > weight of an ``nn.Sequential`` (children named "0", "1", ...):
+    VS Code offers "Break on Value Change" only when dataBreakpointInfo gives a data id."""
+    script = PROGRAMS / "sequential.py"
+    thread, frame = _pause_at(dap, script, 11)
+    model = _locals(dap, frame)["model"]
+    children = dap.request("variables", {"variablesReference": model["variablesReference"]})
+    layer = next(v for v in children["body"]["variables"] if v["name"] == "0")
+    assert layer["evaluateName"] == "model[0]"
+    expanded = dap.request("variables", {"variablesReference": layer["variablesReference"]})
+    assert "weight" in {v["name"] for v in expanded["body"]["variables"]}
+    info = _info(dap, variablesReference=layer["variablesReference"], name="weight")
+    assert info["description"] == "model[0].weight tensor<(2, 4) float32 cpu grad>"
+    _arm(dap, {"dataId": info["dataId"]})
+    stopped, line = _continue_to_write(dap, thread)
+    assert line == 13
+    assert stopped["description"].startswith("model[0].weight written by SGD.step(): 8 of 8")
+    _finish(dap, thread)
+
+
 def test_a_condition_stops_only_when_it_holds(dap: DapClient) -> None:
     script = PROGRAMS / "conditions.py"
     thread, frame = _pause_at(dap, script, 7)
