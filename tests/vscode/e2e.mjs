@@ -11,7 +11,8 @@
 //   E2E_ARTIFACTS  where screenshots and logs go (default: tests/vscode/artifacts)
 //   E2E_ATTEMPTS   whole-run attempts (default 2: one retry)
 //   E2E_KEEP_TMP=1 keep the temp folder (workspace, profiles, logs)
-//   E2E_SCREENSHOTS_TO  on a pass, copy the README's screenshots there (docs/screenshots)
+//   E2E_SCREENSHOTS_TO  on a pass, copy the README's screenshots there (docs/screenshots:
+//                  vscode-inlay-hints, vscode-paused-on-rule, vscode-view-tensor)
 //   CHROMIUM       browser binary (default /usr/bin/chromium)
 //
 // What one attempt checks, each step bounded (STEP_MS):
@@ -26,9 +27,17 @@
 //      rule's message in the exception widget (the rule id and the names of the tensors that
 //      `tensor-dap check --report` gives for the marker's finding), and inlay hints appear on the
 //      lines that ran (`.view-line span[class*="dyn-rule"]`): the session wrote the trace store;
+//   2b. when the script has an `optimizer.step()` before the marker (the default's first epoch):
+//      a line breakpoint on the line before it (Debug: Toggle Breakpoint), Continue, then in
+//      VARIABLES model > 0 > weight (a layer of an nn.Sequential) -> right-click -> "Break on
+//      Value Change" (VS Code offers it only when dataBreakpointInfo answers a data id): the
+//      data breakpoint shows in BREAKPOINTS; Continue -> paused on that `optimizer.step()` line,
+//      CALL STACK saying what changed (`model[0].weight written by SGD.step(): 128 of 128
+//      elements changed, max |change| ...`); then Remove All Breakpoints;
 //   4. VARIABLES shows a tensor summary `tensor<(...`;
 //   5. right-click on a tensor in VARIABLES -> "View Tensor" opens a webview panel; its canvas,
-//      when one is reachable through the webview's iframes, has pixels drawn.
+//      when one is reachable through the webview's iframes, has pixels drawn;
+//   6. after Debug: Stop, the inlay hints stay on the lines that ran (the README's picture).
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
@@ -822,6 +831,28 @@ async function attempt(number, titles) {
     await wb.shot("view-tensor");
 
     await wb.command("Debug: Stop").catch(() => {});
+
+    // 6. after the session, the hints stay (the store it wrote), without the debugger's inline
+    // values and exception widget: the README's picture of them, beside the Explorer
+    await waitFor("the session to end", async () => !(await page.locator(".debug-toolbar").first().isVisible()), 20_000);
+    const panelTab = page.locator(".tabs-container .tab", { hasText: results.webviewTab }).first();
+    await panelTab.click();
+    await wb.command("View: Close Editor");
+    await waitFor("the View Tensor panel closed", async () => (await panelTab.count()) === 0, 10_000);
+    await wb.command("View: Show Explorer");
+    await editor.click({ position: { x: 200, y: 50 } });
+    await page.keyboard.press("Control+G");
+    await page.keyboard.type(`${marker.line}`);
+    await page.keyboard.press("Enter");
+    results.inlayHintsAfterSession = await waitFor("inlay hints after the session", async () => {
+      const texts = await hintTexts();
+      return texts.length ? texts : null;
+    });
+    log(`inlay hints after the session: ${JSON.stringify(results.inlayHintsAfterSession.slice(0, 6))}`);
+    await page.mouse.move(700, 3);
+    await sleep(500);
+    await wb.shot("inlay-hints-after-session");
+
     results.seconds = Math.round((Date.now() - started) / 1000);
     fs.writeFileSync(path.join(shots, "results.json"), JSON.stringify(results, null, 2));
     if (process.env.E2E_SCREENSHOTS_TO) {
@@ -829,10 +860,9 @@ async function attempt(number, titles) {
       fs.mkdirSync(docs, { recursive: true });
       const taken = fs.readdirSync(shots);
       for (const [from, to] of [
-        ["inlay-hint", "vscode-inlay-hints"],
+        ["inlay-hints-after-session", "vscode-inlay-hints"],
         ["paused-on-rule", "vscode-paused-on-rule"],
         ["view-tensor", "vscode-view-tensor"],
-        ["data-breakpoint", "vscode-data-breakpoint"],
       ]) {
         const shot = taken.find((name) => name.endsWith(`-${from}.png`));
         if (shot) fs.copyFileSync(path.join(shots, shot), path.join(docs, `${to}.png`));
