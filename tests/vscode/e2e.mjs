@@ -762,26 +762,8 @@ async function attempt(number, titles) {
     await wb.shot("variables");
 
     // 5. View Tensor from the context menu of that row
-    // (a click on the menu item was once lost with the menu left open: tried again, by keyboard
-    // on the item when the menu is still open, until STEP_MS)
     const webview = page.locator("iframe.webview, .webview.ready, iframe[class*=webview]").first();
-    const item = page.locator(".context-view .monaco-menu .action-item", { hasText: /^View Tensor$/ }).first();
-    results.viewTensorTries = 0;
-    await waitFor("the View Tensor panel to open", async () => {
-      if (await webview.count()) return true;
-      results.viewTensorTries++;
-      if (!(await item.isVisible())) {
-        await rows.nth(tensorRow.index).click({ button: "right", timeout: 10_000 });
-        await item.waitFor({ timeout: 10_000 });
-        await sleep(300); // the menu positions itself and takes focus
-        await item.click({ timeout: 10_000 });
-      } else {
-        await item.hover({ timeout: 10_000 });
-        await item.locator(".action-menu-item, a").first().focus({ timeout: 10_000 });
-        await page.keyboard.press("Enter");
-      }
-      return waitFor("a webview", async () => (await webview.count()) > 0, 8000).catch(() => false);
-    }, STEP_MS, 100);
+    results.viewTensorTries = await contextMenuItem(page, rows.nth(tensorRow.index), "View Tensor", async () => (await webview.count()) > 0);
     results.webviewTab = await waitFor("the View Tensor panel's tab", async () => {
       const tabs = await page.locator(".tabs-container .tab").allInnerTexts();
       return tabs.find((t) => !t.includes(".py"))?.trim();
