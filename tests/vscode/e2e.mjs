@@ -475,10 +475,15 @@ class Workbench {
     await sleep(300);
   }
 
-  // The pause's reason as CALL STACK shows it (the stop's description), as text, not upper-cased.
+  // The pause's reason as CALL STACK shows it (the stop's description: in the view's header for
+  // one thread, on the thread's row for several), as text, not upper-cased; hidden ones left out.
   async stopReason() {
-    const labels = await this.page.locator(".debug-call-stack .state.label, .call-stack-state-message .label").allTextContents();
-    return labels.map((t) => t.trim()).filter(Boolean);
+    const labels = this.page.locator(".debug-call-stack .state.label, .call-stack-state-message .label");
+    const shown = [];
+    for (let i = 0; i < (await labels.count()); i++) {
+      if (await labels.nth(i).isVisible()) shown.push(((await labels.nth(i).textContent()) || "").trim());
+    }
+    return shown.filter(Boolean);
   }
 
   async paused() {
@@ -582,8 +587,9 @@ async function breakOnValueChange(page, wb, editor, plan, results) {
   results.dataBreakpointStop = await waitFor("the stop's description in CALL STACK", async () => {
     const reasons = await wb.stopReason();
     return reasons.find((t) => said.test(t));
-  }, 10_000).catch(async () => {
-    throw new Error(`CALL STACK does not say what changed (${said}): ${JSON.stringify(await wb.stopReason())}`);
+  }, 15_000).catch(async () => {
+    const pane = await wb.pane("Call Stack").innerText().catch((e) => e.message);
+    throw new Error(`CALL STACK does not say what changed (${said}): ${JSON.stringify(await wb.stopReason())}; the pane reads ${JSON.stringify(pane)}`);
   });
   results.dataBreakpointLine = await wb.topFrameLine();
   log(`data breakpoint stop at line ${results.dataBreakpointLine}: ${results.dataBreakpointStop}`);
