@@ -411,21 +411,22 @@ class Workbench {
     const input = page.locator(".quick-input-widget .quick-input-box input");
     // a quick input still closing (Go to Line) takes no text: F1 once it is gone
     await waitFor("no quick input open", async () => !(await input.isVisible()), 5000).catch(() => {});
-    await waitFor("the command palette", async () => {
-      if (!(await input.isVisible())) await page.keyboard.press("F1");
-      return input.isVisible();
-    }, STEP_MS, 500);
-    await input.fill(`>${label}`);
+    // (a palette that closes again before it takes the text, when focus moves: opened again)
     const row = await waitFor(`command "${label}" in the palette`, async () => {
+      if (!(await input.isVisible())) {
+        await page.keyboard.press("F1");
+        await sleep(300);
+      }
+      if ((await input.inputValue({ timeout: 2000 })) !== `>${label}`) await input.fill(`>${label}`, { timeout: 2000 });
       const rows = page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
       const n = await rows.count();
       for (let i = 0; i < n; i++) {
         const r = rows.nth(i);
-        const text = (await r.locator(".label-name").first().textContent())?.trim();
+        const text = (await r.locator(".label-name").first().textContent({ timeout: 2000 }))?.trim();
         if (text === label) return r;
       }
       return null;
-    });
+    }, STEP_MS, 500);
     await row.click();
     await waitFor("the palette to close", async () => !(await input.isVisible()), 10_000).catch(() => {});
   }
@@ -824,8 +825,7 @@ async function attempt(number, titles) {
     // values and exception widget: the README's picture of them, beside the Explorer
     await waitFor("the session to end", async () => !(await page.locator(".debug-toolbar").first().isVisible()), 20_000);
     const panelTab = page.locator(".tabs-container .tab", { hasText: results.webviewTab }).first();
-    await panelTab.click();
-    await wb.command("View: Close Editor");
+    await panelTab.click({ button: "middle" }); // closes a tab (no focus moved into the webview)
     await waitFor("the View Tensor panel closed", async () => (await panelTab.count()) === 0, 10_000);
     await wb.command("View: Show Explorer");
     await editor.click({ position: { x: 200, y: 50 } });
