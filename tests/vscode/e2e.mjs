@@ -23,10 +23,6 @@
 //      for the test (type tensor-dap, stopOnEntry, tensorBreakpoints: [RULE]); paused on entry, the
 //      rule's checkbox in BREAKPOINTS reads aria-checked=true without being clicked (the launch's
 //      rules are ticked from the start), the other rules' read false;
-//   3. after Continue the editor pauses on the marker's line (top frame of CALL STACK) with the
-//      rule's message in the exception widget (the rule id and the names of the tensors that
-//      `tensor-dap check --report` gives for the marker's finding), and inlay hints appear on the
-//      lines that ran (`.view-line span[class*="dyn-rule"]`): the session wrote the trace store;
 //   2b. when the script has an `optimizer.step()` before the marker (the default's first epoch):
 //      a line breakpoint on the line before it (Debug: Toggle Breakpoint), Continue, then in
 //      VARIABLES model > 0 > weight (a layer of an nn.Sequential) -> right-click -> "Break on
@@ -34,6 +30,10 @@
 //      data breakpoint shows in BREAKPOINTS; Continue -> paused on that `optimizer.step()` line,
 //      CALL STACK saying what changed (`model[0].weight written by SGD.step(): 128 of 128
 //      elements changed, max |change| ...`); then Remove All Breakpoints;
+//   3. after Continue the editor pauses on the marker's line (top frame of CALL STACK) with the
+//      rule's message in the exception widget (the rule id and the names of the tensors that
+//      `tensor-dap check --report` gives for the marker's finding), and inlay hints appear on the
+//      lines that ran (`.view-line span[class*="dyn-rule"]`): the session wrote the trace store;
 //   4. VARIABLES shows a tensor summary `tensor<(...`;
 //   5. right-click on a tensor in VARIABLES -> "View Tensor" opens a webview panel; its canvas,
 //      when one is reachable through the webview's iframes, has pixels drawn;
