@@ -19,7 +19,12 @@ criterion = nn.MSELoss()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
 batches = [(torch.randn(16, 8, device=device), torch.randn(16, 1, device=device)) for _ in range(4)]
 
-optimizer.zero_grad()
+for x, y in batches:  # a first epoch, one step per batch
+    optimizer.zero_grad()
+    criterion(model(x), y).backward()
+    optimizer.step()
+
+optimizer.zero_grad()  # then one step on the loss summed over every batch
 loss = torch.Tensor([0.0]).float()
 for x, y in batches:
     loss = loss + criterion(model(x), y)  # expect: device-mismatch

@@ -68,12 +68,34 @@ def children(module: Any) -> list[Entry]:
     ]
     none: list[tuple[str, Any]] = []
     for name, child in safe(lambda: list(module.named_children()), none):
-        entries.append(Entry(name, child, f".{name}" if name.isidentifier() else None))
+        entries.append(Entry(name, child, _suffix(module, name, "_modules")))
     own = [
         *safe(lambda: list(module.named_parameters(recurse=False)), none),
         *safe(lambda: list(module.named_buffers(recurse=False)), none),
     ]
     for name, tensor in own:
-        entries.append(Entry(name, tensor, f".{name}" if name.isidentifier() else None))
+        table = "_parameters" if name in safe(lambda: module._parameters, {}) else "_buffers"
+        entries.append(Entry(name, tensor, _suffix(module, name, table)))
     entries.append(Entry("(raw)", Raw(module)))
     return entries
+
+
+def _suffix(module: Any, name: str, table: str) -> str:
+    """What reads child ``name`` from the module's expression: ``.fc``; a layer of an
+    ``nn.Sequential`` / ``nn.ModuleList`` as users index it, ``[0]``; any other name through
+    the module's own table, ``._modules['a-b']``. A child without one has no ``evaluateName``,
+    nor do its children: VS Code offers no "Break on Value Change" on ``model[0].weight``."""
+    if name.isidentifier():
+        return f".{name}"
+    if table == "_modules" and name.isdigit() and safe(lambda: _by_position(module, name), False):
+        return f"[{name}]"
+    return f".{table}[{name!r}]"
+
+
+def _by_position(module: Any, name: str) -> bool:
+    """Whether ``module[int(name)]`` is the child named ``name``."""
+    from torch import nn
+
+    if not isinstance(module, (nn.Sequential, nn.ModuleList)):
+        return False
+    return bool(module[int(name)] is module._modules[name])

@@ -125,21 +125,35 @@ def test_a_module_tensor_from_watch(dap: DapClient, expression: str, line: int, 
     _finish(dap, thread)
 
 
-def test_a_parameter_from_variables(dap: DapClient) -> None:
-    """VARIABLES: model > fc > weight, as a user expands it; the stop at the optimizer step."""
-    script = PROGRAMS / "training.py"
-    thread, frame = _pause_at(dap, script, 23)
+@pytest.mark.parametrize(
+    ("script", "pause", "write", "layer", "expression", "optimizer"),
+    [
+        ("training.py", 23, 26, "fc", "model.fc", "Adam"),
+        # a layer of an nn.Sequential is a child named "0": VS Code offers "Break on Value
+        # Change" only when dataBreakpointInfo gives a data id, so it needs an evaluateName
+        ("sequential.py", 11, 13, "0", "model[0]", "SGD"),
+    ],
+    ids=["attribute", "sequential-layer"],
+)
+def test_a_parameter_from_variables(
+    dap: DapClient, script: str, pause: int, write: int, layer: str, expression: str, optimizer: str
+) -> None:
+    """VARIABLES: model > layer > weight, as a user expands it; the stop at the optimizer step."""
+    thread, frame = _pause_at(dap, PROGRAMS / script, pause)
     model = _locals(dap, frame)["model"]
     children = dap.request("variables", {"variablesReference": model["variablesReference"]})
-    fc = next(v for v in children["body"]["variables"] if v["name"] == "fc")
-    expanded = dap.request("variables", {"variablesReference": fc["variablesReference"]})
+    child = next(v for v in children["body"]["variables"] if v["name"] == layer)
+    assert child["evaluateName"] == expression
+    expanded = dap.request("variables", {"variablesReference": child["variablesReference"]})
     assert "weight" in {v["name"] for v in expanded["body"]["variables"]}
-    info = _info(dap, variablesReference=fc["variablesReference"], name="weight")
-    assert info["description"] == "model.fc.weight tensor<(2, 4) float32 cpu grad>"
+    info = _info(dap, variablesReference=child["variablesReference"], name="weight")
+    assert info["description"] == f"{expression}.weight tensor<(2, 4) float32 cpu grad>"
     _arm(dap, {"dataId": info["dataId"]})
     stopped, line = _continue_to_write(dap, thread)
-    assert line == 26
-    assert stopped["description"].startswith("model.fc.weight written by Adam.step(): 8 of 8")
+    assert line == write
+    assert stopped["description"].startswith(
+        f"{expression}.weight written by {optimizer}.step(): 8 of 8"
+    )
     _finish(dap, thread)
 
 

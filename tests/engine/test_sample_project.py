@@ -70,7 +70,7 @@ def test_masked_scatter_message_names_operands_and_origin(check_sample) -> None:
 def test_loss_accumulator_names_the_cpu_accumulator(check_sample) -> None:
     run = check_sample(SAMPLES / "loss_accumulator_on_cpu.py")
     message = run.finding("device-mismatch")["message"]
-    assert "loss is on cpu (created at loss_accumulator_on_cpu.py:23" in message
+    assert "loss is on cpu (created at loss_accumulator_on_cpu.py:28" in message
     assert "is on cuda:0" in message
     # the script's own error still reaches the user unchanged
     assert "Expected all tensors to be on the same device" in run.stderr

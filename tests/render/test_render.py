@@ -254,6 +254,22 @@ def test_module_and_optimizer() -> None:
     assert entries["state"] == "0 params with state"
 
 
+def test_module_children_evaluate_from_the_parent() -> None:
+    """Each submodule, parameter and buffer says how to read it from its module's expression
+    (a debugger's ``evaluateName``; without it no data breakpoint on ``model[0].weight``)."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    model.add_module("odd-name", torch.nn.Identity())
+    model.register_buffer("scale", torch.ones(1))
+    suffixes = {entry.name: entry.evaluate for entry in render.children(model)}
+    assert suffixes["0"] == "[0]" and suffixes["1"] == "[1]"
+    assert suffixes["odd-name"] == "._modules['odd-name']" and suffixes["scale"] == ".scale"
+    values = {entry.name: entry.value for entry in render.children(model)}
+    for name in ("0", "odd-name", "scale"):
+        assert eval("model" + suffixes[name]) is values[name]
+    layers = torch.nn.ModuleDict({"7": torch.nn.ReLU()})
+    assert {e.name: e.evaluate for e in render.children(layers)}["7"] == "._modules['7']"
+
+
 def test_unrelated_objects_are_left_alone() -> None:
     assert render.value_line([1, 2]) is None
     assert render.children("text") == []

@@ -11,7 +11,8 @@
 //   E2E_ARTIFACTS  where screenshots and logs go (default: tests/vscode/artifacts)
 //   E2E_ATTEMPTS   whole-run attempts (default 2: one retry)
 //   E2E_KEEP_TMP=1 keep the temp folder (workspace, profiles, logs)
-//   E2E_SCREENSHOTS_TO  on a pass, copy the README's screenshots there (docs/screenshots)
+//   E2E_SCREENSHOTS_TO  on a pass, copy the README's screenshots there (docs/screenshots:
+//                  vscode-inlay-hints, vscode-paused-on-rule, vscode-view-tensor)
 //   CHROMIUM       browser binary (default /usr/bin/chromium)
 //
 // What one attempt checks, each step bounded (STEP_MS):
@@ -22,6 +23,13 @@
 //      for the test (type tensor-dap, stopOnEntry, tensorBreakpoints: [RULE]); paused on entry, the
 //      rule's checkbox in BREAKPOINTS reads aria-checked=true without being clicked (the launch's
 //      rules are ticked from the start), the other rules' read false;
+//   2b. when the script has an `optimizer.step()` before the marker (the default's first epoch):
+//      a line breakpoint on the line before it (Debug: Toggle Breakpoint), Continue, then in
+//      VARIABLES model > 0 > weight (a layer of an nn.Sequential) -> right-click -> "Break on
+//      Value Change" (VS Code offers it only when dataBreakpointInfo answers a data id): the
+//      data breakpoint shows in BREAKPOINTS; Continue -> paused on that `optimizer.step()` line,
+//      CALL STACK saying what changed (`model[0].weight written by SGD.step(): 128 of 128
+//      elements changed, max |change| ...`); then Remove All Breakpoints;
 //   3. after Continue the editor pauses on the marker's line (top frame of CALL STACK) with the
 //      rule's message in the exception widget (the rule id and the names of the tensors that
 //      `tensor-dap check --report` gives for the marker's finding), and inlay hints appear on the
@@ -29,7 +37,8 @@
 //   4. VARIABLES shows a tensor summary `tensor<(...`;
 //   5. right-click on a tensor in VARIABLES -> "View Tensor" opens a webview panel; its canvas,
 //      when one is reachable through the webview's iframes, has pixels drawn;
-//   6. the "Tensor Memory" view lists a device and the script's lines; clicking one opens it.
+//   6. the "Tensor Memory" view lists a device and the script's lines; clicking one opens it;
+//   7. after Debug: Stop, the inlay hints stay on the lines that ran (the README's picture).
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
@@ -180,6 +189,16 @@ function expectMarker(file) {
   throw new Error(`no '# expect: RULE' marker on a code line of ${file}`);
 }
 
+// "Break on Value Change" in the script: a line breakpoint on the line before its first
+// `optimizer.step()` above the marker (a first epoch's backward), then the data breakpoint on
+// model > 0 > weight (a layer of an nn.Sequential), written by that step. None: step skipped.
+function dataBreakpointPlan(file, marker) {
+  const lines = fs.readFileSync(file, "utf8").split("\n");
+  const step = lines.findIndex((l, i) => i + 1 < marker.line && /^\s+optimizer\.step\(\)\s*(#.*)?$/.test(l));
+  if (step < 1 || !/^\s*model = nn\.Sequential\(/m.test(lines.join("\n"))) return null;
+  return { pauseLine: step, writeLine: step + 1, path: ["model", "0", "weight"], label: "model[0].weight" };
+}
+
 function prepare(tmp) {
   const ws = path.join(tmp, "ws");
   fs.cpSync(path.join(REPO, "sample_project"), ws, {
@@ -267,7 +286,7 @@ function prepare(tmp) {
       2,
     ),
   );
-  return { ws, script, marker };
+  return { ws, script, marker, dataPlan: dataBreakpointPlan(script, marker) };
 }
 
 // -- processes ---------------------------------------------------------------------------------
@@ -392,21 +411,24 @@ class Workbench {
     const page = this.page;
     await page.keyboard.press("Escape");
     const input = page.locator(".quick-input-widget .quick-input-box input");
-    await waitFor("the command palette", async () => {
-      if (!(await input.isVisible())) await page.keyboard.press("F1");
-      return input.isVisible();
-    }, STEP_MS, 500);
-    await input.fill(`>${label}`);
+    // a quick input still closing (Go to Line) takes no text: F1 once it is gone
+    await waitFor("no quick input open", async () => !(await input.isVisible()), 5000).catch(() => {});
+    // (a palette that closes again before it takes the text, when focus moves: opened again)
     const row = await waitFor(`command "${label}" in the palette`, async () => {
+      if (!(await input.isVisible())) {
+        await page.keyboard.press("F1");
+        await sleep(300);
+      }
+      if ((await input.inputValue({ timeout: 2000 })) !== `>${label}`) await input.fill(`>${label}`, { timeout: 2000 });
       const rows = page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
       const n = await rows.count();
       for (let i = 0; i < n; i++) {
         const r = rows.nth(i);
-        const text = (await r.locator(".label-name").first().textContent())?.trim();
+        const text = (await r.locator(".label-name").first().textContent({ timeout: 2000 }))?.trim();
         if (text === label) return r;
       }
       return null;
-    });
+    }, STEP_MS, 500);
     await row.click();
     await waitFor("the palette to close", async () => !(await input.isVisible()), 10_000).catch(() => {});
   }
@@ -427,6 +449,44 @@ class Workbench {
   async collapsePane(title) {
     const header = this.pane(title).locator(".pane-header").first();
     if ((await header.count()) && (await header.getAttribute("aria-expanded")) === "true") await header.click();
+  }
+
+  // Arrow keys down a view's tree from its focused row to the first row whose text matches
+  // `pattern` at depth `level` (rows past the pane's height are not in the DOM until focused).
+  async focusRow(title, pattern, level) {
+    const focused = this.pane(title).locator(".monaco-list-row.focused").first();
+    const seen = [];
+    for (let i = 0; i < 60; i++) {
+      const text = ((await focused.innerText({ timeout: 2000 }).catch(() => "")) || "").replace(/\s+/g, " ").trim();
+      const depth = Number(await focused.getAttribute("aria-level", { timeout: 2000 }).catch(() => 0));
+      if (pattern.test(text) && depth === level) return focused;
+      seen.push(`${depth}:${text.slice(0, 40)}`);
+      await this.page.keyboard.press("ArrowDown");
+      await sleep(120);
+    }
+    throw new Error(`no row ${pattern} at depth ${level} in ${title}: ${JSON.stringify(seen)}`);
+  }
+
+  // Scroll a view's list by `dy` pixels with the mouse wheel (its rows past the pane's height
+  // are not in the DOM until scrolled to).
+  async scrollPane(title, dy) {
+    const list = this.pane(title).locator(".pane-body .monaco-list").first();
+    const box = await list.boundingBox();
+    if (!box) return;
+    await this.page.mouse.move(box.x + box.width / 2, box.y + Math.min(box.height / 2, 40));
+    await this.page.mouse.wheel(0, dy);
+    await sleep(300);
+  }
+
+  // The pause's reason as CALL STACK shows it (the stop's description: in the view's header for
+  // one thread, on the thread's row for several), as text, not upper-cased; hidden ones left out.
+  async stopReason() {
+    const labels = this.page.locator(".debug-call-stack .state.label, .call-stack-state-message .label");
+    const shown = [];
+    for (let i = 0; i < (await labels.count()); i++) {
+      if (await labels.nth(i).isVisible()) shown.push(((await labels.nth(i).textContent()) || "").trim());
+    }
+    return shown.filter(Boolean);
   }
 
   async paused() {
@@ -457,6 +517,100 @@ async function outputChannelText(page) {
   }
 }
 
+// Right-click `row` until the context menu's item `label` is there, then pick it (a click on a
+// menu item was once lost with the menu left open: then by keyboard), until `done()`.
+async function contextMenuItem(page, row, label, done) {
+  const item = page.locator(".context-view .monaco-menu .action-item", { hasText: new RegExp(`^${label}$`) }).first();
+  let tries = 0;
+  await waitFor(`"${label}" from the context menu`, async () => {
+    if (await done()) return true;
+    tries++;
+    if (!(await item.isVisible())) {
+      await row.click({ button: "right", timeout: 10_000 });
+      await item.waitFor({ timeout: 10_000 });
+      await sleep(300); // the menu positions itself and takes focus
+      await item.click({ timeout: 10_000 });
+    } else {
+      await item.hover({ timeout: 10_000 });
+      await item.locator(".action-menu-item, a").first().focus({ timeout: 10_000 });
+      await page.keyboard.press("Enter");
+    }
+    return waitFor(label, done, 8000).catch(() => false);
+  }, STEP_MS, 100);
+  return tries;
+}
+
+// Step 2b: "Break on Value Change" on a parameter in VARIABLES, then Continue to its write.
+async function breakOnValueChange(page, wb, editor, plan, results) {
+  // a line breakpoint on plan.pauseLine (Go to Line, then Debug: Toggle Breakpoint), Continue
+  await editor.click({ position: { x: 200, y: 50 } });
+  await page.keyboard.press("Control+G");
+  await page.keyboard.type(`${plan.pauseLine}`);
+  await page.keyboard.press("Enter");
+  await wb.command("Debug: Toggle Breakpoint");
+  await page.locator(".debug-toolbar .codicon-debug-continue").first().click();
+  await waitFor(`the pause on the line breakpoint (line ${plan.pauseLine})`, async () => (await wb.paused()) && (await wb.topFrameLine()) === plan.pauseLine);
+  log(`paused on the line breakpoint at line ${plan.pauseLine}`);
+
+  // VARIABLES: model > 0 > weight, by keyboard from the first row (Right expands a row)
+  await wb.collapsePane("Watch");
+  await wb.expandPane("Variables");
+  const rows = wb.pane("Variables").locator(".monaco-list-row");
+  await waitFor("VARIABLES' rows", async () => (await rows.count()) > 1);
+  await rows.first().click();
+  let row;
+  for (const [depth, name] of plan.path.entries()) {
+    row = await wb.focusRow("Variables", new RegExp(`^${name} = `), depth + 2);
+    if (depth < plan.path.length - 1) {
+      await page.keyboard.press("ArrowRight");
+      await waitFor(`the children of ${name}`, async () => (await row.getAttribute("aria-expanded")) === "true", 10_000);
+      await sleep(500); // its variables request answered
+    }
+  }
+  results.dataBreakpointVariable = (await row.innerText()).replace(/\s+/g, " ").trim();
+  log(`VARIABLES: ${results.dataBreakpointVariable}`);
+  if (!/= tensor<\(/.test(results.dataBreakpointVariable)) throw new Error(`not a tensor: ${results.dataBreakpointVariable}`);
+
+  // the context menu offers "Break on Value Change" (VS Code asks dataBreakpointInfo first);
+  // the data breakpoint shows in BREAKPOINTS under the tensor's name
+  await wb.expandPane("Breakpoints");
+  const armed = wb.pane("Breakpoints").locator(".monaco-list-row", { hasText: plan.label }).first();
+  const listed = async () => {
+    await wb.scrollPane("Breakpoints", 2000); // the data breakpoints come after the rules
+    return (await armed.count()) > 0;
+  };
+  results.breakOnValueChangeTries = await contextMenuItem(page, row, "Break on Value Change", listed);
+  results.dataBreakpointRow = (await armed.innerText()).replace(/\s+/g, " ").trim();
+  log(`BREAKPOINTS: ${results.dataBreakpointRow}`);
+
+  // Continue: paused on the line that writes it, CALL STACK says by what and what changed
+  await page.locator(".debug-toolbar .codicon-debug-continue").first().click();
+  await waitFor(`the data breakpoint's pause on line ${plan.writeLine}`, async () => (await wb.paused()) && (await wb.topFrameLine()) === plan.writeLine);
+  const said = new RegExp(`^${plan.label.replace(/[.[\]]/g, "\\$&")} written by \\w+\\.step\\(\\): \\d+ of \\d+ elements changed, max \\|change\\| `);
+  results.dataBreakpointStop = await waitFor("the stop's description in CALL STACK", async () => {
+    const reasons = await wb.stopReason();
+    return reasons.find((t) => said.test(t));
+  }, 15_000).catch(async () => {
+    const pane = await wb.pane("Call Stack").innerText().catch((e) => e.message);
+    throw new Error(`CALL STACK does not say what changed (${said}): ${JSON.stringify(await wb.stopReason())}; the pane reads ${JSON.stringify(pane)}`);
+  });
+  results.dataBreakpointLine = await wb.topFrameLine();
+  log(`data breakpoint stop at line ${results.dataBreakpointLine}: ${results.dataBreakpointStop}`);
+  await page.mouse.move(700, 3);
+  await sleep(500);
+  await wb.shot("data-breakpoint");
+
+  // model collapsed again (VARIABLES keeps it open across stops), both breakpoints off (the
+  // loop would stop on them again), on to the rule's stop
+  await wb.pane("Variables").locator(".pane-body .monaco-list").first().focus();
+  await page.keyboard.press("Home");
+  await wb.focusRow("Variables", new RegExp(`^${plan.path[0]} = `), 2);
+  await page.keyboard.press("ArrowLeft");
+  await wb.command("Remove All Breakpoints");
+  await waitFor("the data breakpoint removed", async () => (await armed.count()) === 0, 10_000);
+  await wb.scrollPane("Breakpoints", -2000);
+}
+
 // -- one attempt -------------------------------------------------------------------------------
 async function attempt(number, titles) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tensor-dap-e2e-"));
@@ -470,7 +624,7 @@ async function attempt(number, titles) {
   const results = {};
   const started = Date.now();
   try {
-    const { ws, marker } = prepare(tmp);
+    const { ws, marker, dataPlan } = prepare(tmp);
     const title = titles[marker.rule];
     if (!title) throw new Error(`unknown rule ${marker.rule} in ${SCRIPT}`);
     log(`${SCRIPT}: expect ${marker.rule} ("${title}") at line ${marker.line}: ${marker.text}; tensors ${JSON.stringify(marker.tensors)}`);
@@ -547,6 +701,12 @@ async function attempt(number, titles) {
     const tickedOthers = Object.entries(results.ruleCheckboxes).filter(([id, checked]) => id !== marker.rule && checked === "true");
     if (tickedOthers.length) throw new Error(`rules the launch does not turn on are ticked: ${JSON.stringify(tickedOthers)}`);
 
+    // 2b. Break on Value Change: a line breakpoint in the first epoch, model > 0 > weight from
+    // VARIABLES, Continue -> paused on the user's optimizer.step() line that wrote it, the stop
+    // saying what changed
+    if (dataPlan) await breakOnValueChange(page, wb, editor, dataPlan, results);
+    else log(`${SCRIPT}: no optimizer.step() before the marker: no data breakpoint step`);
+
     // 3. continue to the tensor stop: the marker's line, the rule's message
     await page.locator(".debug-toolbar .codicon-debug-continue").first().click();
     await waitFor(`the pause on line ${marker.line}`, async () => (await wb.paused()) && (await wb.topFrameLine()) === marker.line);
@@ -611,26 +771,8 @@ async function attempt(number, titles) {
     await wb.shot("variables");
 
     // 5. View Tensor from the context menu of that row
-    // (a click on the menu item was once lost with the menu left open: tried again, by keyboard
-    // on the item when the menu is still open, until STEP_MS)
     const webview = page.locator("iframe.webview, .webview.ready, iframe[class*=webview]").first();
-    const item = page.locator(".context-view .monaco-menu .action-item", { hasText: /^View Tensor$/ }).first();
-    results.viewTensorTries = 0;
-    await waitFor("the View Tensor panel to open", async () => {
-      if (await webview.count()) return true;
-      results.viewTensorTries++;
-      if (!(await item.isVisible())) {
-        await rows.nth(tensorRow.index).click({ button: "right", timeout: 10_000 });
-        await item.waitFor({ timeout: 10_000 });
-        await sleep(300); // the menu positions itself and takes focus
-        await item.click({ timeout: 10_000 });
-      } else {
-        await item.hover({ timeout: 10_000 });
-        await item.locator(".action-menu-item, a").first().focus({ timeout: 10_000 });
-        await page.keyboard.press("Enter");
-      }
-      return waitFor("a webview", async () => (await webview.count()) > 0, 8000).catch(() => false);
-    }, STEP_MS, 100);
+    results.viewTensorTries = await contextMenuItem(page, rows.nth(tensorRow.index), "View Tensor", async () => (await webview.count()) > 0);
     results.webviewTab = await waitFor("the View Tensor panel's tab", async () => {
       const tabs = await page.locator(".tabs-container .tab").allInnerTexts();
       return tabs.find((t) => !t.includes(".py"))?.trim();
@@ -717,17 +859,40 @@ async function attempt(number, titles) {
     // ---- end: 6. Tensor Memory view -------------------------------------------------------------
 
     await wb.command("Debug: Stop").catch(() => {});
+
+    // 6. after the session, the hints stay (the store it wrote), without the debugger's inline
+    // values and exception widget: the README's picture of them, beside the Explorer
+    await waitFor("the session to end", async () => !(await page.locator(".debug-toolbar").first().isVisible()), 20_000);
+    const panelTab = page.locator(".tabs-container .tab", { hasText: results.webviewTab }).first();
+    await panelTab.click({ button: "middle" }); // closes a tab (no focus moved into the webview)
+    await waitFor("the View Tensor panel closed", async () => (await panelTab.count()) === 0, 10_000);
+    await wb.command("View: Show Explorer");
+    await editor.click({ position: { x: 200, y: 50 } });
+    await page.keyboard.press("Control+G");
+    await page.keyboard.type(`${marker.line}`);
+    await page.keyboard.press("Enter");
+    results.inlayHintsAfterSession = await waitFor("inlay hints after the session", async () => {
+      const texts = await hintTexts();
+      return texts.length ? texts : null;
+    });
+    log(`inlay hints after the session: ${JSON.stringify(results.inlayHintsAfterSession.slice(0, 6))}`);
+    await page.mouse.move(700, 3);
+    await sleep(500);
+    await wb.shot("inlay-hints-after-session");
+
     results.seconds = Math.round((Date.now() - started) / 1000);
     fs.writeFileSync(path.join(shots, "results.json"), JSON.stringify(results, null, 2));
     if (process.env.E2E_SCREENSHOTS_TO) {
       const docs = path.resolve(process.env.E2E_SCREENSHOTS_TO);
       fs.mkdirSync(docs, { recursive: true });
+      const taken = fs.readdirSync(shots);
       for (const [from, to] of [
-        ["02-inlay-hint", "vscode-inlay-hints"],
-        ["03-paused-on-rule", "vscode-paused-on-rule"],
-        ["05-view-tensor", "vscode-view-tensor"],
+        ["inlay-hints-after-session", "vscode-inlay-hints"],
+        ["paused-on-rule", "vscode-paused-on-rule"],
+        ["view-tensor", "vscode-view-tensor"],
       ]) {
-        fs.copyFileSync(path.join(shots, `${from}.png`), path.join(docs, `${to}.png`));
+        const shot = taken.find((name) => name.endsWith(`-${from}.png`));
+        if (shot) fs.copyFileSync(path.join(shots, shot), path.join(docs, `${to}.png`));
       }
       log(`screenshots copied to ${docs}`);
     }
