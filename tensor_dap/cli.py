@@ -374,8 +374,15 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     from tensor_dap.agent.debuggee import run_listening
 
     return run_listening(
-        host, int(port), options.wait, rules, script, options.module, args,
-        options.simulate, rule_options,
+        host,
+        int(port),
+        options.wait,
+        rules,
+        script,
+        options.module,
+        args,
+        options.simulate,
+        rule_options,
     )
 
 
