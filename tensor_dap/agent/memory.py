@@ -83,14 +83,17 @@ class MemoryLedger:
     def _add(self, tensor: Any, op: str, caller: FrameType) -> None:
         device: Optional[str] = None
         for storage in real_storages(tensor):
-            ref = StorageWeakRef(storage)  # type: ignore[no-untyped-call]
-            entry = self._entries.get(ref.cdata)
+            # the storage's address names it (as its weak reference would): a storage seen
+            # before (a view, an in-place result) costs one lookup and makes no weak reference
+            key = storage._cdata
+            entry = self._entries.get(key)
             if entry is not None and not entry.ref.expired():
                 continue
             if device is None:
                 device = str(tensor.device)
             if entry is not None:
-                self._drop(ref.cdata, entry)
+                self._drop(key, entry)
+            ref = StorageWeakRef(storage)  # type: ignore[no-untyped-call]
             self._insert(ref, device, int(storage.nbytes()), _site(op, caller))
 
     def _insert(self, ref: Any, device: str, nbytes: int, site: Site) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from tensor_dap.simulate.autocast import autocast_arguments
 from tensor_dap.simulate.tensor import COUNT
 from tensor_dap.testing.standin import accelerator_device
 
@@ -70,7 +71,7 @@ class SimulationMode(TorchFunctionMode):
                 device = f"cuda:{device}"
             kwargs.pop("memory_format", None)
             return _TO(args[0], to_standin(device or "cuda"), **kwargs)
-        return func(*args, **kwargs)
+        return func(*autocast_arguments(func, args, kwargs), **kwargs)
 
 
 def install() -> None:

@@ -32,7 +32,7 @@ def _found(run) -> list[tuple[str, int]]:
     return [(f["rule"], f["line"]) for f in run.report["findings"]]
 
 
-@pytest.mark.parametrize("name", ["api", "checkpoint", "amp", "factories"])
+@pytest.mark.parametrize("name", ["api", "checkpoint", "amp", "amp_dtypes", "factories"])
 def test_clean_cuda_scripts_run_to_the_end_with_no_finding(check, name: str) -> None:
     run = check(SCRIPTS / f"{name}.py", extra=SIMULATE)
     assert run.returncode == 0, run.stderr
@@ -40,6 +40,18 @@ def test_clean_cuda_scripts_run_to_the_end_with_no_finding(check, name: str) -> 
     assert run.report["findings"] == []
     assert run.report["simulated"] == "cuda"
     assert "no findings (simulated cuda on the CPU)" in run.stderr
+
+
+def test_autocast_lowers_precision_as_on_a_gpu(check) -> None:
+    """An AMP dtype bug PyTorch raises on a GPU is raised under the simulation, at its line."""
+    script = SCRIPTS / "amp_index_put.py"
+    run = check(script, extra=SIMULATE)
+    assert run.returncode == 1
+    assert f'amp_index_put.py", line {_marked(script)}' in run.stderr
+    error = "Index put requires the source and destination dtypes match, got Float for the "
+    assert error + "destination and Half for the source" in run.stderr
+    plain = check(script)  # on the CPU autocast is off: the script runs
+    assert plain.returncode == 0 and plain.stdout.strip().endswith("OK")
 
 
 # moves, pinned: copies from cuda:0 to the host, as a GPU run reports them; errors: PyTorch's
