@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from tensor_dap.agent.threads import NewThreads
 from tensor_dap.simulate.autocast import autocast_arguments
 from tensor_dap.simulate.tensor import COUNT
 from tensor_dap.testing.standin import accelerator_device
@@ -75,5 +76,18 @@ class SimulationMode(TorchFunctionMode):
 
 
 def install() -> None:
-    """Push the mode in the calling thread for the rest of the process."""
+    """Push the mode in the calling thread, and in each thread the program starts, for the
+    rest of the process."""
     SimulationMode().__enter__()  # type: ignore[no-untyped-call]
+    NewThreads(_enter_thread)
+
+
+def _enter_thread() -> None:
+    """A thread the program started: the mode goes *under* any mode already pushed there (the
+    watch's, which follows new threads too and may have come first), as in the main thread."""
+    above = []
+    while torch._C._len_torch_function_stack() > 0:
+        above.append(torch._C._pop_torch_function_stack())
+    SimulationMode().__enter__()  # type: ignore[no-untyped-call]
+    for pushed in reversed(above):
+        torch._C._push_on_torch_function_stack(pushed)

@@ -56,8 +56,8 @@ def test_autocast_lowers_precision_as_on_a_gpu(check) -> None:
 
 # moves, pinned: copies from cuda:0 to the host, as a GPU run reports them; errors: PyTorch's
 # own error at the CPU operand (the script catches it), and the finding; workers: DataLoader
-# workers and the pin-memory thread
-@pytest.mark.parametrize("name", ["moves", "pinned", "errors", "workers"])
+# workers and the pin-memory thread; threads: a thread the program starts simulates too
+@pytest.mark.parametrize("name", ["moves", "pinned", "errors", "workers", "threads"])
 def test_cuda_idioms_behave_as_on_a_gpu(check, name: str) -> None:
     script = SCRIPTS / f"{name}.py"
     run = check(script, extra=SIMULATE)
