@@ -99,6 +99,8 @@ class DistributedDataParallel(_DDP):
         ids = options["device_ids"]
         self.device_ids = [_get_device_index(i, True) for i in ids] if ids else None
         output = options["output_device"]
+        if output is None and self.device_ids:
+            output = self.device_ids[0]
         self.output_device = _get_device_index(output, True) if output is not None else None
         self.dim = options["dim"]
         buffers = options["forward_sync_buffers"]
@@ -138,7 +140,7 @@ class DistributedDataParallel(_DDP):
             moved, moved_kwargs = _to_kwargs(inputs, kwargs, device, False)
             inputs, kwargs = moved[0], moved_kwargs[0]
         sync = torch.is_grad_enabled() and self.require_backward_grad_sync
-        self._sync_pending = self._sync_pending or sync
+        self._sync_pending = sync  # (as DDP's reducer, each forward decides for its backward)
         output = self.module(*inputs, **kwargs)
         self.require_forward_param_sync = sync
         return output
