@@ -11,11 +11,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 class Net(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.fc = nn.Linear(4, 4)
+        self.embed = nn.Linear(4, 8)
+        self.head = nn.Linear(8, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        noise = torch.randn(x.shape[0], 4)
-        return self.fc(x) + noise  # BUG
+        hidden = torch.relu(self.embed(x))
+        scale = torch.linspace(0.5, 1.5, hidden.shape[1])  # per-feature weights, on the CPU
+        return self.head(hidden * scale)  # BUG
 
 
 local_rank = int(os.environ["LOCAL_RANK"])
