@@ -16,6 +16,7 @@ tensor subclass whose ops run on the CPU data):
 - :mod:`~tensor_dap.simulate.cuda_api`: ``torch.cuda``'s functions answered by the simulation,
   ``torch.load``/``torch.save`` across it, and a clear stop for what cannot be simulated;
 - :mod:`~tensor_dap.simulate.distributed`: torchrun ranks, NCCL answered by gloo;
+- :mod:`~tensor_dap.simulate.ddp`: ``DistributedDataParallel`` of a simulated module;
 - :mod:`~tensor_dap.simulate.stop`: the one-line stop for what cannot be simulated.
 
 Child processes of a run start it too (``ChildConfig.simulate``, :mod:`tensor_dap.agent.child`).

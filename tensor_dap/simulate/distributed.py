@@ -2,19 +2,17 @@
 
 NCCL needs GPUs, so a process group asked for with NCCL is made with gloo. gloo takes CPU
 tensors only: the collectives called from Python hand it the CPU data of simulated tensors
-(their results land in that data, which the simulated tensors share). What calls the process
-group from C++ on simulated tensors, ``DistributedDataParallel``'s reducer first, cannot be
-simulated and stops the run with one line (DDP of a module that stays on the CPU runs).
+(their results land in that data, which the simulated tensors share).
+``DistributedDataParallel``, whose reducer calls the process group from C++, is replaced for
+simulated modules by :mod:`tensor_dap.simulate.ddp`.
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Callable
 
 import torch
 
-from tensor_dap.simulate.stop import refuse
 from tensor_dap.testing.standin import AcceleratorTensor
 
 __all__ = ["install"]
@@ -78,21 +76,6 @@ def install() -> None:
         original = getattr(distributed, name, None)
         if original is not None:
             setattr(distributed, name, _on_host(original))
-    _stop_ddp_of_simulated_modules(torch.nn.parallel.DistributedDataParallel)
+    from tensor_dap.simulate import ddp
 
-
-def _stop_ddp_of_simulated_modules(ddp: Any) -> None:
-    """DDP of a module on the simulated device stops; DDP of a CPU module (gloo) runs as it is."""
-    stop = refuse(
-        "DistributedDataParallel",
-        "its reducer runs collectives from C++ on the simulated tensors",
-    )
-    original = ddp.__init__
-
-    def ddp_init(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
-        tensors = itertools.chain(module.parameters(), module.buffers())
-        if any(isinstance(t, AcceleratorTensor) for t in tensors):
-            stop()
-        original(self, module, *args, **kwargs)
-
-    ddp.__init__ = ddp_init
+    ddp.install()

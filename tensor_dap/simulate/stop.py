@@ -1,6 +1,6 @@
 """The one-line stop for what ``--simulate cuda`` cannot simulate.
 
-A call with no CPU meaning (a CUDA stream, a CUDA-only kernel, DDP's reducer) would fail later
+A call with no CPU meaning (a CUDA stream, a CUDA-only kernel, a DDP comm hook) would fail later
 and obscurely; it stops the run at once instead, naming the call and the user's line, with exit
 status 1 and no traceback (a :class:`SystemExit`, which ``except Exception`` does not swallow).
 """

@@ -135,23 +135,6 @@ def test_torchrun_ranks_each_simulate_their_own_device(tmp_path: Path) -> None:
     assert report["simulated"] == "cuda"
 
 
-def test_ddp_cannot_be_simulated_and_says_so(tmp_path: Path) -> None:
-    script = tmp_path / "ddp.py"
-    script.write_text(
-        "import os, torch, torch.distributed as dist\n"
-        "dist.init_process_group('nccl')\n"
-        "model = torch.nn.Linear(3, 1).cuda()\n"
-        "ddp = torch.nn.parallel.DistributedDataParallel(model)\n"
-    )
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    done, report = _check_command(tmp_path, *torchrun, "--nproc_per_node", "1", str(script))
-    assert (
-        f"tensor-dap --simulate cuda: DistributedDataParallel (at {script}:4) cannot be simulated"
-        in done.stderr
-    )
-    assert report["exit"]["status"] != "ok"
-
-
 def test_the_python_per_op_path_simulates_too(check) -> None:
     script = SCRIPTS / "seed_forward.py"
     run = check(script, extra=SIMULATE, env={"TENSOR_DAP_PURE_PYTHON": "1"})
