@@ -225,5 +225,13 @@ def _after(op: Any, args: Any, kwargs: Any, out: Any, caller: FrameType, state: 
     state.memory.observe(out, op.name, caller)
 
 
+def _applies(op: Any) -> bool:
+    """Not planned on in-place ops (their result is a storage already counted: ``optimizer.step()``
+    runs dozens) nor on ``backward()`` (it returns nothing)."""
+    return not (op.inplace or op.backward)
+
+
 #: what the engine's planner reads of a rule module (:mod:`tensor_dap.agent.plans`)
-PLAN_HOOKS = SimpleNamespace(RULE=SimpleNamespace(needs_accelerator=False), after=_after)
+PLAN_HOOKS = SimpleNamespace(
+    RULE=SimpleNamespace(needs_accelerator=False), after=_after, applies=_applies
+)
