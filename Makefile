@@ -28,11 +28,12 @@ DEMO_SUMMARY := sed -n '/^tensor-dap: \(no findings\|[0-9]* finding\)/,$$p'
 DEMO_CHECK := $(VENV)/bin/tensor-dap check --simulate cuda --rules all
 demo: install
 	@for script in sample_project/*.py; do \
-		echo "== tensor-dap check --simulate cuda $$script"; \
+		case $$script in *memory_limit*) limit="--memory-limit 8MiB " ;; *) limit="" ;; esac; \
+		echo "== tensor-dap check --simulate cuda $$limit$$script"; \
 		case $$script in \
 		*ddp_*) $(DEMO_CHECK) -- $(PY) -m torch.distributed.run \
 			--standalone --nproc_per_node 2 $$script 2>&1 >/dev/null | $(DEMO_SUMMARY) ;; \
-		*) $(DEMO_CHECK) $$script 2>&1 >/dev/null | $(DEMO_SUMMARY) ;; \
+		*) $(DEMO_CHECK) $$limit$$script 2>&1 >/dev/null | $(DEMO_SUMMARY) ;; \
 		esac; \
 	done
 
