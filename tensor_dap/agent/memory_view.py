@@ -86,14 +86,15 @@ def as_json() -> str:
     return json.dumps(snapshot())
 
 
-def snapshot() -> dict[str, Any]:
+def snapshot(watch: Optional[Watch] = None) -> dict[str, Any]:
     """``{"devices": [{device, bytes, count, lines: [{path, line, op, bytes, count,
-    holders: [{kind, name, bytes}]}]}]}``, devices by name, lines and holders largest first."""
+    holders: [{kind, name, bytes}]}]}]}``, devices by name, lines and holders largest first;
+    lines named by ``watch`` (default: the one :func:`bind` gave)."""
     collecting = gc.isenabled()
     gc.disable()  # a collection while holding every object in a list would walk them all
     try:
         with torch._C.DisableTorchFunction():
-            storages = _storages(paused_user_frames())
+            storages = _storages(paused_user_frames(), watch or _watch)
     finally:
         if collecting:
             gc.enable()
@@ -115,7 +116,7 @@ def paused_user_frames() -> list[FrameType]:
     return found
 
 
-def _storages(user_frames: list[FrameType]) -> dict[int, _Storage]:
+def _storages(user_frames: list[FrameType], watch: Optional[Watch]) -> dict[int, _Storage]:
     # one pass over the garbage collector's objects (type(), not isinstance: a lazy module's
     # __class__ may warn or import)
     everything: list[Any] = []
@@ -142,7 +143,7 @@ def _storages(user_frames: list[FrameType]) -> dict[int, _Storage]:
         base = tensor._base
         if base is not None and id(base) not in seen:
             held.append((base, None, None))
-        _add(table, tensor, holder, frame, first=id(tensor) not in seen)
+        _add(table, tensor, holder, frame, watch, first=id(tensor) not in seen)
         seen.add(id(tensor))
     return table
 
@@ -152,6 +153,7 @@ def _add(
     tensor: Any,
     holder: Optional[Holder],
     frame: Optional[FrameType],
+    watch: Optional[Watch],
     first: bool,
 ) -> None:
     storages = real_storages(tensor)
@@ -168,7 +170,7 @@ def _add(
         if holder is not None:
             record.holders.setdefault(holder.name, holder.kind)
         if first or frame is not None:
-            found = _better_site(tensor, storage, holder, frame, record.rank)
+            found = _better_site(watch, tensor, storage, holder, frame, record.rank)
             if found is not None:
                 record.rank, record.site = found
 
@@ -181,12 +183,16 @@ def _own_address(tensor: Any) -> int:
 
 
 def _better_site(
-    tensor: Any, storage: Any, holder: Optional[Holder], frame: Optional[FrameType], better: int
+    watch: Optional[Watch],
+    tensor: Any,
+    storage: Any,
+    holder: Optional[Holder],
+    frame: Optional[FrameType],
+    better: int,
 ) -> Optional[tuple[int, Site]]:
     """The best site this tensor knows for ``storage``, if it ranks better than ``better``:
     0 the memory books, 1 the owner's provenance, 2 its graph node's, 3 a view's, 4 the line
     that assigned a frame's variable."""
-    watch = _watch
     owner = tensor._base is None
     if watch is not None:
         if better > 0 and watch.memory is not None:
