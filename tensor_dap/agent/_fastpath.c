@@ -36,7 +36,7 @@
 
 static PyObject *PASS_MARKER, *MODE_ENABLED, *POP_MODE, *PUSH_MODE, *PLAIN_TYPES, *TENSOR_TYPE,
     *RANKS_DIFFER, *DISPATCH_CODE;
-static PyObject *s_ndim, *s_watch, *s_mode, *s_plans, *s_plan, *s_site_hits, *s_sample, *s_after,
+static PyObject *s_ndim, *s_watch, *s_mode, *s_plans, *s_plan, *s_site_hits, *s_sample,
     *s_emit, *s_rule_failed, *s_raise_hooks, *s_raised;
 
 /* func(*args, **kwargs): args a tuple; kwargs None, a dict (empty: no keywords) or any other
@@ -131,15 +131,40 @@ static int screen_passes(PyObject *screen, PyObject *args) {
     return 0;
 }
 
-/* The `before` rules of a plan: each is called, a report becomes a finding (watch._emit), a
- * rule raising an Exception is switched off (watch._rule_failed). -1 on an error to raise. */
+/* What a rule's check returned (NULL: it raised): a report becomes a finding (watch._emit), a
+ * rule raising an Exception is switched off (watch._rule_failed). Steals `report`. -1 on an
+ * error to raise (Ctrl-C goes through). */
+static int take_report(PyObject *watch, PyObject *rule_id, PyObject *report, PyObject *info,
+                       PyObject *caller) {
+    if (report == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+        PyObject *error = take_exception();
+        PyObject *failed_args[3] = {NULL, rule_id, error};
+        PyObject *done = call_method(watch, s_rule_failed, failed_args, 2);
+        Py_XDECREF(error);
+        if (done == NULL) return -1;
+        Py_DECREF(done);
+        return 0;
+    }
+    if (report != Py_None) {
+        PyObject *emit_args[5] = {NULL, rule_id, report, info, caller};
+        PyObject *done = call_method(watch, s_emit, emit_args, 4);
+        Py_DECREF(report);
+        if (done == NULL) return -1;
+        Py_DECREF(done);
+    } else {
+        Py_DECREF(report);
+    }
+    return 0;
+}
+
+/* The `before` rules of a plan, each called unless its screen says it would return None. -1 on
+ * an error to raise. */
 static int run_before(PyObject *watch, PyObject *before, PyObject *info, PyObject *args,
                       PyObject *kwargs, PyObject *caller) {
     Py_ssize_t count = PyTuple_GET_SIZE(before);
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *pair = PyTuple_GET_ITEM(before, i);
-        PyObject *rule_id = PyTuple_GET_ITEM(pair, 0);
-        PyObject *check = PyTuple_GET_ITEM(pair, 1);
         int screened = screen_passes(PyTuple_GET_ITEM(pair, 2), args);
         if (screened < 0) { /* reading a rank failed: let the rule itself look */
             if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
@@ -148,26 +173,21 @@ static int run_before(PyObject *watch, PyObject *before, PyObject *info, PyObjec
             continue;
         }
         PyObject *check_args[5] = {info, args, kwargs, caller, watch};
-        PyObject *report = PyObject_Vectorcall(check, check_args, 5, NULL);
-        if (report == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1; /* Ctrl-C goes through */
-            PyObject *error = take_exception();
-            PyObject *failed_args[3] = {NULL, rule_id, error};
-            PyObject *done = call_method(watch, s_rule_failed, failed_args, 2);
-            Py_XDECREF(error);
-            if (done == NULL) return -1;
-            Py_DECREF(done);
-            continue;
-        }
-        if (report != Py_None) {
-            PyObject *emit_args[5] = {NULL, rule_id, report, info, caller};
-            PyObject *done = call_method(watch, s_emit, emit_args, 4);
-            Py_DECREF(report);
-            if (done == NULL) return -1;
-            Py_DECREF(done);
-        } else {
-            Py_DECREF(report);
-        }
+        PyObject *report = PyObject_Vectorcall(PyTuple_GET_ITEM(pair, 1), check_args, 5, NULL);
+        if (take_report(watch, PyTuple_GET_ITEM(pair, 0), report, info, caller) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The `after` rules of a plan (mode.run_after): each called with the op's result. */
+static int run_after_rules(PyObject *watch, PyObject *after, PyObject *info, PyObject *args,
+                           PyObject *kwargs, PyObject *out, PyObject *caller) {
+    Py_ssize_t count = PyTuple_GET_SIZE(after);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(after, i);
+        PyObject *check_args[6] = {info, args, kwargs, out, caller, watch};
+        PyObject *report = PyObject_Vectorcall(PyTuple_GET_ITEM(pair, 1), check_args, 6, NULL);
+        if (take_report(watch, PyTuple_GET_ITEM(pair, 0), report, info, caller) < 0) return -1;
     }
     return 0;
 }
@@ -210,12 +230,7 @@ static int run_after(PyObject *watch, PyObject *watch_dict, PyObject *plan, PyOb
         if (done == NULL) goto done;
         Py_DECREF(done);
     }
-    if (PyTuple_GET_SIZE(after)) {
-        PyObject *after_args[7] = {NULL, after, info, args, kwargs, out, caller};
-        PyObject *done = call_method(watch, s_after, after_args, 6);
-        if (done == NULL) goto done;
-        Py_DECREF(done);
-    }
+    if (run_after_rules(watch, after, info, args, kwargs, out, caller) < 0) goto done;
     status = 0;
 done:
     Py_XDECREF(site);
@@ -569,6 +584,365 @@ static PyTypeObject TorchFunctionType = {
     .tp_new = torch_function_new,
 };
 
+/* -- books_after: the memory books' per-op step (tensor_dap.agent.memory) ------------------ */
+
+/* Given by configure_books: frames._KIND (id(code) -> kind), memory._PATHS (co_filename ->
+ * absolute path), memory._DEVICE_NAMES (torch.device -> str), frames.USER / LIBRARY, and
+ * torch.UntypedStorage._expired / _free_weak_ref */
+static PyObject *BOOKS_KINDS, *BOOKS_PATHS, *BOOKS_DEVICES, *BOOKS_EXPIRED, *BOOKS_FREE_WEAK_REF;
+static long KIND_USER = -1, KIND_LIBRARY = -1;
+static PyObject *s_memory, *s_name, *s_untyped_storage, *s_cdata, *s_data_ptr, *s_weak_ref,
+    *s_nbytes, *s_device, *s_entries, *s_live, *s_peak, *s_by_site, *s_since_sweep, *s_limit,
+    *s_add, *s_insert, *s_pending, *s_over, *s_interval;
+
+/* storage.<name>() as a Python int (a new reference), NULL on an error */
+static PyObject *call_noargs(PyObject *obj, PyObject *name) {
+    PyObject *call_args[1] = {obj};
+    return PyObject_VectorcallMethod(name, call_args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* (absolute path, line) of the user's frame for the op (frames.user_frame), a new reference;
+ * Py_None (a new reference) when a code object or file on the way is not classified yet: the
+ * caller then takes the Python path, which classifies it */
+static PyObject *user_site(PyObject *caller, PyObject *op_name) {
+    PyFrameObject *frame = (PyFrameObject *)Py_NewRef(caller);
+    PyFrameObject *fallback = NULL;
+    PyFrameObject *found = NULL;
+    while (frame != NULL) {
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        PyObject *key = PyLong_FromVoidPtr(code);
+        Py_DECREF(code);
+        if (key == NULL) goto fail;
+        PyObject *kind_value = PyDict_GetItemWithError(BOOKS_KINDS, key); /* borrowed */
+        Py_DECREF(key);
+        if (kind_value == NULL) {
+            if (PyErr_Occurred()) goto fail;
+            goto unknown;
+        }
+        long kind = PyLong_AsLong(kind_value);
+        if (kind == KIND_USER) {
+            found = frame;
+            break;
+        }
+        if (kind == KIND_LIBRARY && fallback == NULL) fallback = (PyFrameObject *)Py_NewRef(frame);
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    if (found == NULL) found = fallback, fallback = NULL;
+    Py_XDECREF(fallback);
+    if (found == NULL) return Py_BuildValue("(siO)", "", 0, op_name);
+    PyCodeObject *code = PyFrame_GetCode(found);
+    PyObject *path = PyDict_GetItemWithError(BOOKS_PATHS, code->co_filename); /* borrowed */
+    Py_DECREF(code);
+    if (path == NULL) {
+        Py_DECREF(found);
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *site = Py_BuildValue("(OiO)", path, PyFrame_GetLineNumber(found), op_name);
+    Py_DECREF(found);
+    return site;
+unknown:
+    Py_DECREF(frame);
+    Py_XDECREF(fallback);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(frame);
+    Py_XDECREF(fallback);
+    return NULL;
+}
+
+/* ledger._entries, ._live... read from the ledger's instance dict (borrowed), NULL with an
+ * error set when missing */
+static PyObject *ledger_item(PyObject *ledger_dict, PyObject *name) {
+    PyObject *value = PyDict_GetItemWithError(ledger_dict, name);
+    if (value == NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_AttributeError, "tensor-dap: the memory books have no %U", name);
+    return value;
+}
+
+/* dict[key] += amount for an int-valued dict (a missing key counts as 0) */
+static int add_to(PyObject *dict, PyObject *key, long long amount) {
+    PyObject *old = PyDict_GetItemWithError(dict, key);
+    long long value = amount;
+    if (old != NULL) {
+        long long before = PyLong_AsLongLong(old);
+        if (before == -1 && PyErr_Occurred()) return -1;
+        value += before;
+    } else if (PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *sum = PyLong_FromLongLong(value);
+    if (sum == NULL) return -1;
+    int status = PyDict_SetItem(dict, key, sum);
+    Py_DECREF(sum);
+    return status;
+}
+
+/* an int of the ledger's instance dict (borrowed item) as a C value; -1 with an error set */
+static long long ledger_int(PyObject *ledger_dict, PyObject *name) {
+    PyObject *value = ledger_item(ledger_dict, name);
+    return value == NULL ? -1 : PyLong_AsLongLong(value);
+}
+
+static int set_ledger_int(PyObject *ledger_dict, PyObject *name, long long value) {
+    PyObject *number = PyLong_FromLongLong(value);
+    if (number == NULL) return -1;
+    int status = PyDict_SetItem(ledger_dict, name, number);
+    Py_DECREF(number);
+    return status;
+}
+
+/* MemoryLedger.sweep in C, for when no device's peak waits for its lines to be copied and no
+ * device is over the limit (the Python method does those): drop the storages freed since the
+ * last sweep. -1 on an error. */
+static int books_sweep(PyObject *ledger_dict, PyObject *entries, PyObject *live,
+                       PyObject *by_site) {
+    if (set_ledger_int(ledger_dict, s_since_sweep, 0) < 0) return -1;
+    PyObject *expired = PyList_New(0);
+    if (expired == NULL) return -1;
+    int status = -1;
+    Py_ssize_t position = 0;
+    PyObject *key, *entry;
+    while (PyDict_Next(entries, &position, &key, &entry)) {
+        PyObject *gone = PyObject_CallOneArg(BOOKS_EXPIRED, key);
+        if (gone == NULL) goto done;
+        int truth = PyObject_IsTrue(gone);
+        Py_DECREF(gone);
+        if (truth < 0 || (truth && PyList_Append(expired, key) < 0)) goto done;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(expired);
+    long long interval = ledger_int(ledger_dict, s_interval);
+    if (interval == -1 && PyErr_Occurred()) goto done;
+    interval = count ? 1 : (interval < (1LL << 40) ? interval * 2 : interval);
+    if (set_ledger_int(ledger_dict, s_interval, interval) < 0) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        key = PyList_GET_ITEM(expired, i);
+        entry = PyDict_GetItemWithError(entries, key);
+        if (entry == NULL) goto done;
+        Py_INCREF(entry);
+        int dropped = PyDict_DelItem(entries, key);
+        PyObject *freed = dropped < 0 ? NULL : PyObject_CallOneArg(BOOKS_FREE_WEAK_REF, key);
+        if (freed == NULL) {
+            Py_DECREF(entry);
+            goto done;
+        }
+        Py_DECREF(freed);
+        PyObject *device = PyTuple_GET_ITEM(entry, 0), *site = PyTuple_GET_ITEM(entry, 2);
+        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, 1));
+        PyObject *sites = PyDict_GetItemWithError(by_site, device);
+        int failed = (size == -1 && PyErr_Occurred()) || sites == NULL ||
+                     add_to(live, device, -size) < 0 || add_to(sites, site, -size) < 0;
+        if (!failed) { /* a line holding nothing now leaves the table */
+            PyObject *left = PyDict_GetItemWithError(sites, site);
+            failed = left == NULL || (!PyObject_IsTrue(left) && PyDict_DelItem(sites, site) < 0);
+        }
+        Py_DECREF(entry);
+        if (failed) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "tensor-dap: the memory books disagree");
+            goto done;
+        }
+    }
+    status = 0;
+done:
+    Py_DECREF(expired);
+    return status;
+}
+
+/* MemoryLedger._insert in C (`key`: the storage's weak reference, which the books own from
+ * here): where the device is known, no peak waits for its lines and the device stays under the
+ * limit; the Python method otherwise. -1 on an error. */
+static int books_insert(PyObject *ledger, PyObject *ledger_dict, PyObject *key,
+                        PyObject *device, PyObject *nbytes, long long size, PyObject *site) {
+    PyObject *entries = ledger_item(ledger_dict, s_entries);
+    PyObject *live = ledger_item(ledger_dict, s_live), *peak = ledger_item(ledger_dict, s_peak);
+    PyObject *by_site = ledger_item(ledger_dict, s_by_site);
+    PyObject *limit = ledger_item(ledger_dict, s_limit);
+    PyObject *pending = ledger_item(ledger_dict, s_pending);
+    PyObject *over = ledger_item(ledger_dict, s_over);
+    if (!entries || !live || !peak || !by_site || !limit || !pending || !over) return -1;
+    PyObject *live_now = PyDict_GetItemWithError(live, device);
+    PyObject *peak_now = PyDict_GetItemWithError(peak, device);
+    PyObject *sites = PyDict_GetItemWithError(by_site, device);
+    if (PyErr_Occurred()) return -1;
+    if (live_now == NULL || peak_now == NULL || sites == NULL || PySet_GET_SIZE(pending) ||
+        PySet_GET_SIZE(over))
+        goto in_python;
+    long long total = PyLong_AsLongLong(live_now) + size, top = PyLong_AsLongLong(peak_now);
+    long long since = ledger_int(ledger_dict, s_since_sweep) + 1;
+    long long interval = ledger_int(ledger_dict, s_interval);
+    long long most = limit == Py_None ? -1 : PyLong_AsLongLong(limit);
+    if (PyErr_Occurred()) return -1;
+    if (most >= 0 && total > most) goto in_python; /* the limit: the Python method sweeps */
+    if (set_ledger_int(ledger_dict, s_since_sweep, since) < 0) return -1;
+    if (total > top) {
+        long long cap = PyDict_GET_SIZE(entries) / 4;
+        if (since >= (interval < (cap > 1 ? cap : 1) ? interval : (cap > 1 ? cap : 1))) {
+            if (books_sweep(ledger_dict, entries, live, by_site) < 0) return -1;
+            live_now = PyDict_GetItemWithError(live, device);
+            if (live_now == NULL) {
+                if (PyErr_Occurred()) return -1;
+                goto in_python;
+            }
+            total = PyLong_AsLongLong(live_now) + size;
+            if (total == -1 && PyErr_Occurred()) return -1;
+        }
+    }
+    PyObject *entry = PyTuple_Pack(3, device, nbytes, site);
+    if (entry == NULL) return -1;
+    int stored = PyDict_SetItem(entries, key, entry);
+    Py_DECREF(entry);
+    if (stored < 0 || set_ledger_int(live, device, total) < 0 || add_to(sites, site, size) < 0)
+        return -1;
+    if (total > top) { /* a new peak: its lines are copied at the next sweep that frees some */
+        if (set_ledger_int(peak, device, total) < 0 || PySet_Add(pending, device) < 0) return -1;
+    }
+    return 0;
+in_python:;
+    PyObject *insert_args[5] = {NULL, key, device, nbytes, site};
+    PyObject *inserted = call_method(ledger, s_insert, insert_args, 4);
+    if (inserted == NULL) return -1;
+    Py_DECREF(inserted);
+    return 0;
+}
+
+/* One tensor of an op's result: MemoryLedger._add in C for a plain storage; a wrapper subclass,
+ * a layout without one storage, a device or a file not seen before go to the Python method,
+ * which does the same and more. 0, or -1 on an error. */
+static int books_add(PyObject *ledger, PyObject *ledger_dict, PyObject *tensor, PyObject *info,
+                     PyObject *caller) {
+    int status = -1;
+    PyObject *storage = NULL, *cdata = NULL, *pointer = NULL, *key = NULL, *nbytes = NULL,
+             *device = NULL, *op_name = NULL, *site = NULL;
+    PyObject *entries = ledger_item(ledger_dict, s_entries);
+    if (entries == NULL) return -1;
+    storage = call_noargs(tensor, s_untyped_storage);
+    if (storage == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+        PyErr_Clear(); /* sparse, nested...: the Python path knows them */
+        goto slow;
+    }
+    cdata = PyObject_GetAttr(storage, s_cdata);
+    if (cdata == NULL) goto done;
+    /* an address the books hold a weak reference to is this storage, alive (the tensor holds
+     * it): a view or an alias costs this one lookup */
+    int seen = PyDict_Contains(entries, cdata);
+    if (seen != 0) {
+        status = seen < 0 ? -1 : 0;
+        goto done;
+    }
+    pointer = call_noargs(storage, s_data_ptr);
+    if (pointer == NULL) { /* a device whose storages hide their address */
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) goto done;
+        PyErr_Clear();
+        goto slow;
+    }
+    int empty = PyObject_Not(pointer);
+    if (empty) goto slow; /* a placeholder (wrapper subclass), no memory at all, or an error */
+    op_name = PyObject_GetAttr(info, s_name);
+    if (op_name == NULL) goto done;
+    site = user_site(caller, op_name);
+    if (site == NULL) goto done;
+    if (site == Py_None) goto slow;
+    device = PyObject_GetAttr(tensor, s_device);
+    if (device == NULL) goto done;
+    PyObject *device_name = PyDict_GetItemWithError(BOOKS_DEVICES, device); /* borrowed */
+    if (device_name == NULL) {
+        if (PyErr_Occurred()) goto done;
+        goto slow;
+    }
+    nbytes = call_noargs(storage, s_nbytes);
+    if (nbytes == NULL) goto done;
+    long long size = PyLong_AsLongLong(nbytes);
+    if (size == -1 && PyErr_Occurred()) goto done;
+    key = call_noargs(storage, s_weak_ref);
+    if (key == NULL) goto done;
+    status = books_insert(ledger, ledger_dict, key, device_name, nbytes, size, site);
+    goto done;
+slow:
+    if (PyErr_Occurred()) goto done;
+    Py_CLEAR(op_name);
+    op_name = PyObject_GetAttr(info, s_name);
+    if (op_name == NULL) goto done;
+    PyObject *add_args[4] = {NULL, tensor, op_name, caller};
+    PyObject *added = call_method(ledger, s_add, add_args, 3);
+    if (added == NULL) goto done;
+    Py_DECREF(added);
+    status = 0;
+done:
+    Py_XDECREF(storage);
+    Py_XDECREF(cdata);
+    Py_XDECREF(pointer);
+    Py_XDECREF(key);
+    Py_XDECREF(nbytes);
+    Py_XDECREF(device);
+    Py_XDECREF(op_name);
+    Py_XDECREF(site);
+    return status;
+}
+
+/* books_after(info, args, kwargs, out, caller, watch): memory._after (an `after` hook planned
+ * on every op making tensors) in C: the op's tensor results, one level deep, to the books */
+static PyObject *books_after(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "books_after(info, args, kwargs, out, caller, watch)");
+        return NULL;
+    }
+    if (BOOKS_KINDS == NULL || TENSOR_TYPE == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "tensor-dap: _fastpath.configure_books not called");
+        return NULL;
+    }
+    PyObject *info = args[0], *out = args[3], *caller = args[4], *watch = args[5];
+    PyObject *watch_dict = instance_dict(watch);
+    PyObject *ledger = own_attr(watch_dict, watch, s_memory);
+    Py_XDECREF(watch_dict);
+    if (ledger == NULL) return NULL;
+    PyObject *ledger_dict = instance_dict(ledger);
+    int status = 0;
+    if (ledger_dict == NULL) {
+        PyErr_SetString(PyExc_TypeError, "tensor-dap: the memory books have no __dict__");
+        status = -1;
+    } else if (PyObject_TypeCheck(out, (PyTypeObject *)TENSOR_TYPE)) {
+        status = books_add(ledger, ledger_dict, out, info, caller);
+    } else if (PyTuple_Check(out) || PyList_Check(out)) {
+        PyObject *items = PySequence_Fast(out, "");
+        Py_ssize_t count = items == NULL ? -1 : PySequence_Fast_GET_SIZE(items);
+        if (count > 64) count = 64;
+        for (Py_ssize_t i = 0; i < count && status == 0; i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(items, i);
+            if (PyObject_TypeCheck(item, (PyTypeObject *)TENSOR_TYPE))
+                status = books_add(ledger, ledger_dict, item, info, caller);
+        }
+        if (items == NULL) status = -1;
+        Py_XDECREF(items);
+    }
+    Py_XDECREF(ledger_dict);
+    Py_DECREF(ledger);
+    if (status < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *fastpath_configure_books(PyObject *module, PyObject *const *args,
+                                          Py_ssize_t nargs) {
+    if (nargs != 7 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "configure_books(kinds, paths, device_names, user_kind, "
+                                         "library_kind, expired, free_weak_ref)");
+        return NULL;
+    }
+    long user = PyLong_AsLong(args[3]), library = PyLong_AsLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    Py_XSETREF(BOOKS_KINDS, Py_NewRef(args[0]));
+    Py_XSETREF(BOOKS_PATHS, Py_NewRef(args[1]));
+    Py_XSETREF(BOOKS_DEVICES, Py_NewRef(args[2]));
+    Py_XSETREF(BOOKS_EXPIRED, Py_NewRef(args[5]));
+    Py_XSETREF(BOOKS_FREE_WEAK_REF, Py_NewRef(args[6]));
+    KIND_USER = user;
+    KIND_LIBRARY = library;
+    Py_RETURN_NONE;
+}
+
 /* -- module ------------------------------------------------------------------------------- */
 
 static PyObject *fastpath_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -593,6 +967,11 @@ static PyMethodDef fastpath_functions[] = {
     {"configure", (PyCFunction)(void (*)(void))fastpath_configure, METH_FASTCALL,
      "configure(pass_marker, mode_enabled, pop_mode, push_mode, plain_types, tensor_type, "
      "ranks_differ, dispatch_code)."},
+    {"configure_books", (PyCFunction)(void (*)(void))fastpath_configure_books, METH_FASTCALL,
+     "configure_books(kinds, paths, device_names, user_kind, library_kind, expired, "
+     "free_weak_ref)."},
+    {"books_after", (PyCFunction)(void (*)(void))books_after, METH_FASTCALL,
+     "books_after(info, args, kwargs, out, caller, watch): memory._after in C."},
     {NULL},
 };
 
@@ -611,13 +990,37 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     s_plan = PyUnicode_InternFromString("_plan");
     s_site_hits = PyUnicode_InternFromString("_site_hits");
     s_sample = PyUnicode_InternFromString("_sample");
-    s_after = PyUnicode_InternFromString("_after");
     s_emit = PyUnicode_InternFromString("_emit");
     s_rule_failed = PyUnicode_InternFromString("_rule_failed");
     s_raise_hooks = PyUnicode_InternFromString("_raise_hooks");
     s_raised = PyUnicode_InternFromString("_raised");
     if (!s_ndim || !s_watch || !s_mode || !s_plans || !s_plan || !s_site_hits || !s_sample ||
-        !s_after || !s_emit || !s_rule_failed || !s_raise_hooks || !s_raised)
+        !s_emit || !s_rule_failed || !s_raise_hooks || !s_raised)
+        return NULL;
+    /* the memory books' (native.BOOKS_* names) */
+    s_memory = PyUnicode_InternFromString("memory");
+    s_name = PyUnicode_InternFromString("name");
+    s_untyped_storage = PyUnicode_InternFromString("untyped_storage");
+    s_cdata = PyUnicode_InternFromString("_cdata");
+    s_data_ptr = PyUnicode_InternFromString("data_ptr");
+    s_weak_ref = PyUnicode_InternFromString("_weak_ref");
+    s_nbytes = PyUnicode_InternFromString("nbytes");
+    s_device = PyUnicode_InternFromString("device");
+    s_entries = PyUnicode_InternFromString("_entries");
+    s_live = PyUnicode_InternFromString("_live");
+    s_peak = PyUnicode_InternFromString("_peak");
+    s_by_site = PyUnicode_InternFromString("_by_site");
+    s_since_sweep = PyUnicode_InternFromString("_since_sweep");
+    s_limit = PyUnicode_InternFromString("limit");
+    s_add = PyUnicode_InternFromString("_add");
+    s_insert = PyUnicode_InternFromString("_insert");
+    s_pending = PyUnicode_InternFromString("_pending");
+    s_over = PyUnicode_InternFromString("_over");
+    s_interval = PyUnicode_InternFromString("_interval");
+    if (!s_memory || !s_name || !s_untyped_storage || !s_cdata || !s_data_ptr || !s_weak_ref ||
+        !s_nbytes || !s_device || !s_entries || !s_live || !s_peak || !s_by_site ||
+        !s_since_sweep || !s_limit || !s_add || !s_insert || !s_pending || !s_over ||
+        !s_interval)
         return NULL;
     if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0) return NULL;
     PyObject *module = PyModule_Create(&fastpath_module);

@@ -3,9 +3,13 @@
 Every op's tensor results (one level deep) are looked at; each *storage* is counted once, when
 first seen (a view, ``detach()`` or ``.data`` alias shares its base's storage; a wrapper
 subclass counts the storages of the tensors it wraps), on ``str(tensor.device)``, under the
-user line whose op made it. A storage is held through a ``StorageWeakRef``: a weak reference to
-the storage itself, so a tensor autograd saved for backward still counts after the Python tensor
-is gone, and nothing here keeps any memory alive.
+user line whose op made it. A storage is held through a weak reference to the storage itself
+(the ``int`` torch's ``StorageWeakRef`` wraps), so a tensor autograd saved for backward still
+counts after the Python tensor is gone, and nothing here keeps any memory alive.
+
+The step run on each op is in C where the fast path is built (``_fastpath.books_after``, the
+twin of ``_add`` and ``_insert`` for plain storages, and of ``sweep``): this is what makes the
+books cheap enough to leave on (``benchmarks/overhead.py``).
 
 Frees are not announced, so they are found by sweeping the table for expired storages. A sweep
 runs when the live total would pass the peak: the peak is then the true live total, and the top
@@ -24,14 +28,12 @@ composite op such as ``cross_entropy``).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from types import FrameType, SimpleNamespace
 from typing import Any, Optional
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
-from tensor_dap.agent import frames
+from tensor_dap.agent import frames, native
 from tensor_dap.agent.storage import real_storages
 
 #: lines kept in a device's ``top``
@@ -41,19 +43,21 @@ _Tensor = torch.Tensor
 Site = tuple[str, int, str]
 
 
-@dataclass
-class _Entry:
-    ref: Any
-    device: str
-    nbytes: int
-    site: Site
+#: a storage's weak reference, as torch's ``StorageWeakRef`` holds it (without the object): the
+#: ``int`` ``storage._weak_ref()`` gives is the storage's address, and while it is not freed
+#: the storage's record (not its memory) stays allocated, so no new storage takes the address
+_expired: Any = torch.UntypedStorage._expired
+_free_weak_ref: Any = torch.UntypedStorage._free_weak_ref
+#: ``str(device)`` of each device seen (``str`` costs a fifth of a microsecond per op)
+_DEVICE_NAMES: dict[Any, str] = {}
 
 
 class MemoryLedger:
     """What :mod:`tensor_dap.agent.memory` says: ``observe`` each op's result, ``summary``."""
 
     def __init__(self) -> None:
-        self._entries: dict[int, _Entry] = {}
+        #: storage address (a weak reference this ledger owns) -> (device, bytes, site)
+        self._entries: dict[int, tuple[str, int, Site]] = {}
         #: device -> bytes of entries not swept yet (the live total after a sweep)
         self._live: dict[str, int] = {}
         self._peak: dict[str, int] = {}
@@ -72,6 +76,11 @@ class MemoryLedger:
         #: (device, live bytes) of devices that went over the limit since the last ``crossed()``
         self._crossed: list[tuple[str, int]] = []
 
+    def __del__(self) -> None:
+        entries, self._entries = self._entries, {}
+        for key in entries:
+            _free_weak_ref(key)
+
     def observe(self, out: Any, op: str, caller: FrameType) -> None:
         if isinstance(out, _Tensor):
             self._add(out, op, caller)
@@ -81,29 +90,37 @@ class MemoryLedger:
                     self._add(item, op, caller)
 
     def _add(self, tensor: Any, op: str, caller: FrameType) -> None:
-        device: Optional[str] = None
-        for storage in real_storages(tensor):
-            # the storage's address names it (as its weak reference would): a storage seen
-            # before (a view, an in-place result) costs one lookup and makes no weak reference
-            key = storage._cdata
-            entry = self._entries.get(key)
-            if entry is not None and not entry.ref.expired():
-                continue
-            if device is None:
-                device = str(tensor.device)
-            if entry is not None:
-                self._drop(key, entry)
-            ref = StorageWeakRef(storage)  # type: ignore[no-untyped-call]
-            self._insert(ref, device, int(storage.nbytes()), _site(op, caller))
+        try:
+            storage = tensor.untyped_storage()
+            # an address this ledger holds a weak reference to is the same storage, alive
+            # (the tensor holds it): a view or an in-place result costs one lookup
+            if storage._cdata in self._entries or not storage.data_ptr():
+                return
+            storages = [storage]
+        except Exception:  # sparse, nested, wrapper subclasses: the tensors they hold
+            storages = [s for s in real_storages(tensor) if s._cdata not in self._entries]
+            if not storages:
+                return
+        device = tensor.device
+        name = _DEVICE_NAMES.get(device)
+        if name is None:
+            name = _DEVICE_NAMES[device] = str(device)
+        site = _site(op, caller)
+        for storage in storages:
+            self._insert(storage._weak_ref(), name, int(storage.nbytes()), site)
 
-    def _insert(self, ref: Any, device: str, nbytes: int, site: Site) -> None:
+    def _insert(self, key: int, device: str, nbytes: int, site: Site) -> None:
         self._since_sweep += 1
+        live = self._live.get(device, 0) + nbytes
         peak = self._peak.get(device, 0)
-        if self._live.get(device, 0) + nbytes > peak and self._sweep_due():
+        if live > peak and self._sweep_due():
             self.sweep()
-        self._entries[ref.cdata] = _Entry(ref, device, nbytes, site)
-        live = self._live[device] = self._live.get(device, 0) + nbytes
-        sites = self._by_site.setdefault(device, {})
+            live = self._live.get(device, 0) + nbytes
+        self._entries[key] = (device, nbytes, site)
+        self._live[device] = live
+        sites = self._by_site.get(device)
+        if sites is None:
+            sites = self._by_site[device] = {}
         sites[site] = sites.get(site, 0) + nbytes
         if live > peak:
             self._peak[device] = live
@@ -132,28 +149,32 @@ class MemoryLedger:
     def sweep(self) -> None:
         """Drop the storages freed since the last sweep (the peak's lines copied first)."""
         self._since_sweep = 0
-        expired = [(key, e) for key, e in self._entries.items() if e.ref.expired()]
+        expired = [key for key in self._entries if _expired(key)]
         self._interval = 1 if expired else self._interval * 2
-        for device in {e.device for _, e in expired} & self._pending:
+        if not expired:
+            return
+        entries = self._entries
+        for device in {entries[key][0] for key in expired} & self._pending:
             self._snapshot(device)
-        for key, entry in expired:
-            self._drop(key, entry)
+        live, by_site = self._live, self._by_site
+        for key in expired:
+            device, nbytes, site = entries.pop(key)
+            _free_weak_ref(key)
+            live[device] -= nbytes
+            sites = by_site[device]
+            left = sites[site] - nbytes
+            if left:
+                sites[site] = left
+            else:
+                del sites[site]
         if self._over and self.limit is not None:
             self._over = {d for d in self._over if self._live.get(d, 0) > self.limit}
 
-    def _drop(self, key: int, entry: _Entry) -> None:
-        del self._entries[key]
-        self._live[entry.device] -= entry.nbytes
-        sites = self._by_site[entry.device]
-        sites[entry.site] -= entry.nbytes
-        if not sites[entry.site]:
-            del sites[entry.site]
-
     def _counts(self, device: str) -> dict[Site, int]:
         counts: dict[Site, int] = {}
-        for entry in self._entries.values():
-            if entry.device == device:
-                counts[entry.site] = counts.get(entry.site, 0) + 1
+        for entry_device, _, site in self._entries.values():
+            if entry_device == device:
+                counts[site] = counts.get(site, 0) + 1
         return counts
 
     def _snapshot(self, device: str) -> None:
@@ -169,8 +190,8 @@ class MemoryLedger:
 
     def site_of(self, storage: Any) -> Optional[Site]:
         """The (path, line, op) that made ``storage``, if these books saw it (the memory view)."""
-        entry = self._entries.get(StorageWeakRef(storage).cdata)  # type: ignore[no-untyped-call]
-        return entry.site if entry is not None and not entry.ref.expired() else None
+        entry = self._entries.get(storage._cdata)
+        return entry[2] if entry is not None else None
 
     def live_top(self, device: str) -> tuple[int, list[dict[str, Any]]]:
         """The live tensor bytes on ``device`` now and its top lines (as in :meth:`summary`)."""
@@ -231,7 +252,22 @@ def _applies(op: Any) -> bool:
     return not (op.inplace or op.backward)
 
 
+def _native_after() -> Any:
+    """``_after`` in C (``_fastpath.books_after``: ``_add`` and ``_insert`` for a plain storage
+    under its device's peak and limit, the Python methods for the rest) where it is built."""
+    fastpath = native.fastpath
+    if fastpath is None:
+        return _after
+    fastpath.configure_books(
+        frames._KIND, _PATHS, _DEVICE_NAMES, frames.USER, frames.LIBRARY, _expired, _free_weak_ref
+    )
+    return fastpath.books_after
+
+
+#: an op's results to the watch's books (``state.memory``): ``_after``, in C where built
+observe_op = _native_after()
+
 #: what the engine's planner reads of a rule module (:mod:`tensor_dap.agent.plans`)
 PLAN_HOOKS = SimpleNamespace(
-    RULE=SimpleNamespace(needs_accelerator=False), after=_after, applies=_applies
+    RULE=SimpleNamespace(needs_accelerator=False), after=observe_op, applies=_applies
 )

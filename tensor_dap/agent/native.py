@@ -36,10 +36,31 @@ enabled: bool = fastpath is not None
 #: must stay plain instance attributes; the methods are called as ``watch.<name>(...)``.
 #: The plan tuples it reads by position are described in :mod:`tensor_dap.agent.plans`.
 MODE_ATTRIBUTES = ("watch",)  # on the mode (tensor_dap.agent.mode.WatchMode)
-WATCH_INSTANCE_ATTRIBUTES = ("_mode", "_plans", "_site_hits", "_raise_hooks")  # on the Watch
-WATCH_METHODS = ("_plan", "_sample", "_after", "_emit", "_rule_failed", "_raised")  # of the Watch
-TENSOR_ATTRIBUTES = ("ndim",)  # of torch.Tensor (the broadcast rule's screen)
+#: on the Watch (``memory``: its books, read by ``books_after``)
+WATCH_INSTANCE_ATTRIBUTES = ("_mode", "_plans", "_site_hits", "_raise_hooks", "memory")
+WATCH_METHODS = ("_plan", "_sample", "_emit", "_rule_failed", "_raised")  # of the Watch
+#: of torch.Tensor (``ndim``: the broadcast rule's screen; the others: the memory books')
+TENSOR_ATTRIBUTES = ("ndim", "untyped_storage", "device")
 WATCH_ATTRIBUTES = WATCH_INSTANCE_ATTRIBUTES + WATCH_METHODS
+#: what ``books_after`` reads of the memory books (tensor_dap.agent.memory.MemoryLedger), of a
+#: tensor's untyped storage and of the op's OpInfo
+LEDGER_INSTANCE_ATTRIBUTES = (
+    "_entries",
+    "_live",
+    "_peak",
+    "_by_site",
+    "_since_sweep",
+    "_interval",
+    "_pending",
+    "_over",
+    "limit",
+)
+LEDGER_METHODS = ("_add", "_insert")
+STORAGE_ATTRIBUTES = ("_cdata", "data_ptr", "_weak_ref", "nbytes")
+OP_INFO_ATTRIBUTES = ("name",)
+BOOKS_ATTRIBUTES = (
+    LEDGER_INSTANCE_ATTRIBUTES + LEDGER_METHODS + STORAGE_ATTRIBUTES + OP_INFO_ATTRIBUTES
+)
 
 
 def configure(pass_marker: Any, plain_types: frozenset[type], ranks_differ: str) -> None:

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -150,3 +151,43 @@ def test_both_engine_paths_keep_the_same_books(native: bool) -> None:
         mode.use_native(True)
     assert summary["cpu"]["peak_bytes"] == 8000
     assert [(r["op"], r["bytes"]) for r in summary["cpu"]["top"]] == [("ones", 4000), ("mul", 4000)]
+
+
+def _training_books() -> tuple[dict[str, Any], dict[str, int]]:
+    """A few training steps, a bigger evaluation batch, then a smaller one (memory grows, is
+    freed and reused: new peaks, sweeps): the books' summary and live bytes at the end."""
+    from torch import nn
+
+    watch = Watch(rules=[], memory=True)
+    with watch:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        for batch in (8, 8, 16, 8, 4):
+            optimizer.zero_grad()
+            loss = model(torch.randn(batch, 32)).square().mean()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            outputs = [model(torch.randn(n, 32)) for n in (64, 2)]
+        del outputs
+        assert watch.memory is not None
+        live = watch.memory.live_bytes()
+        summary = watch.memory.summary()
+    return summary, live
+
+
+def test_the_books_in_c_agree_with_the_books_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tensor_dap.agent import memory, native
+
+    if native.fastpath is None:
+        pytest.skip("the C fast path is not built here")
+    assert memory.PLAN_HOOKS.after is native.fastpath.books_after
+    in_c = _training_books()
+    monkeypatch.setattr(memory.PLAN_HOOKS, "after", memory._after)
+    in_python = _training_books()
+    assert in_c == in_python
+    summary, live = in_c
+    assert summary["cpu"]["peak_bytes"] > live["cpu"] > 0
+    lines = {row["op"] for row in summary["cpu"]["top"]}
+    assert {"linear", "randn"} <= lines

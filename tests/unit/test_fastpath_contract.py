@@ -12,6 +12,7 @@ import torch
 import tensor_dap
 from tensor_dap.agent import native
 from tensor_dap.agent.mode import WatchMode
+from tensor_dap.agent.op_kinds import OpInfo
 
 SOURCE = Path(native.__file__).with_name("_fastpath.c").read_text()
 
@@ -21,14 +22,19 @@ def _names_read_by_c() -> set[str]:
 
 
 def test_every_name_the_c_path_reads_is_listed() -> None:
-    listed = set(native.MODE_ATTRIBUTES + native.WATCH_ATTRIBUTES + native.TENSOR_ATTRIBUTES)
+    listed = set(
+        native.MODE_ATTRIBUTES
+        + native.WATCH_ATTRIBUTES
+        + native.TENSOR_ATTRIBUTES
+        + native.BOOKS_ATTRIBUTES
+    )
     read = _names_read_by_c()
     assert "_plans" in read  # (the pattern still finds them)
     assert read == listed
 
 
 def test_the_listed_names_exist_where_the_c_path_reads_them() -> None:
-    with tensor_dap.watch(rules=["broadcast", "nan-inf"]) as watch:
+    with tensor_dap.watch(rules=["broadcast", "nan-inf"], memory=True) as watch:
         mode = watch._mode
         assert isinstance(mode, WatchMode)
         for name in native.MODE_ATTRIBUTES:
@@ -39,6 +45,14 @@ def test_the_listed_names_exist_where_the_c_path_reads_them() -> None:
             assert callable(getattr(watch, name)), name
         for name in native.TENSOR_ATTRIBUTES:
             assert hasattr(torch.ones(1), name), name
+        for name in native.LEDGER_INSTANCE_ATTRIBUTES:
+            assert name in vars(watch.memory), name
+        for name in native.LEDGER_METHODS:
+            assert callable(getattr(watch.memory, name)), name
+        for name in native.STORAGE_ATTRIBUTES:
+            assert hasattr(torch.ones(1).untyped_storage(), name), name
+        for name in native.OP_INFO_ATTRIBUTES:
+            assert hasattr(OpInfo("add"), name), name
 
 
 def test_a_plan_has_the_layout_the_c_path_reads() -> None:

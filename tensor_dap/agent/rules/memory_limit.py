@@ -15,7 +15,7 @@ from types import FrameType
 from typing import Any, Optional
 
 from tensor_dap import catalog
-from tensor_dap.agent.memory import MemoryLedger
+from tensor_dap.agent.memory import MemoryLedger, observe_op
 from tensor_dap.agent.memory_table import live_table, table_text
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
@@ -44,7 +44,7 @@ def after(
             return None
         ledger = state.memory = MemoryLedger()
         ledger.limit = limit
-    ledger.observe(out, op.name, caller)
+    observe_op(op, args, kwargs, out, caller, state)
     crossed = ledger.crossed()
     if not crossed:
         return None
