@@ -74,3 +74,25 @@ def _saved_bytes(node: Any, storages: set[Any]) -> int:
         except Exception:
             total += int(item.numel() * item.element_size())
     return total
+
+
+def leaf_ids(root: Any, limit: int = 20000) -> Optional[set[int]]:
+    """``id()`` of the leaf tensors (parameters) the graph from node ``root`` accumulates
+    gradients into (its ``AccumulateGrad`` nodes' ``variable``), or None past ``limit`` nodes.
+    Ids only: the caller keeps no tensor alive."""
+    leaves: set[int] = set()
+    seen: set[int] = set()
+    queue = collections.deque([root])
+    with torch._C.DisableTorchFunction():
+        while queue:
+            node = queue.popleft()
+            if node is None or id(node) in seen:
+                continue
+            if len(seen) >= limit:
+                return None
+            seen.add(id(node))
+            variable = getattr(node, "variable", None)
+            if isinstance(variable, torch.Tensor):
+                leaves.add(id(variable))
+            queue.extend(next_node for next_node, _ in node.next_functions)
+    return leaves

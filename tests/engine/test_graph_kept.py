@@ -80,11 +80,61 @@ def losses_appended(device: torch.device) -> None:
     print(torch.stack(losses).mean().item())
 
 
+def final_eval_in_eval_mode(device: torch.device) -> None:
+    """The program's last evaluation: no backward() follows it."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+    model.eval()
+    val_loss = 0.0
+    for x, y in batches:
+        val_loss += F.mse_loss(model(x), y)  # kept
+    print(f"validation loss {val_loss.item() / len(batches):.3f}")
+
+
+def evaluate_function_in_eval_mode(device: torch.device) -> None:
+    model, _, batches = _setup(device)
+
+    def evaluate(net: nn.Module, loader: list) -> float:
+        net.eval()
+        total = torch.zeros((), device=device)
+        for x, y in loader:
+            total = total + F.mse_loss(net(x), y)  # kept
+        net.train()
+        return total.item() / len(loader)
+
+    evaluate(model, batches)
+
+
+def lightning_style_validation(device: torch.device) -> None:
+    class Regressor(nn.Module):
+        """A Lightning-style module: its own validation loop, ``self`` the model."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1))
+
+        def validate(self, batches: list) -> float:
+            self.eval()
+            self.val_sum = 0
+            for x, y in batches:
+                self.val_sum = self.val_sum + F.mse_loss(self.net(x), y)  # kept
+            return self.val_sum.item() / len(batches)
+
+    _, _, batches = _setup(device)
+    Regressor().to(device).validate(batches)
+
+
 LEAKS = [
     train_total_inplace,
     train_total_rebound_before_backward,
     eval_without_no_grad,
     losses_appended,
+    final_eval_in_eval_mode,
+    evaluate_function_in_eval_mode,
+    lightning_style_validation,
 ]
 
 
@@ -132,9 +182,29 @@ def eval_under_no_grad(device: torch.device) -> None:
             F.mse_loss(model(x), y).backward()
             optimizer.step()
         val_loss = 0
+        model.eval()
         with torch.no_grad():
             for x, y in batches:
                 val_loss += F.mse_loss(model(x), y)
+        model.train()
+
+
+def frozen_backbone_accumulation(device: torch.device) -> None:
+    """Fine-tuning: the backbone in eval mode (frozen batch-norm statistics), the head
+    training, micro-batch losses summed before backward()."""
+    torch.manual_seed(0)
+    backbone = nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.ReLU()).to(device)
+    head = nn.Linear(16, 1).to(device)
+    optimizer = torch.optim.SGD([*backbone.parameters(), *head.parameters()], lr=0.01)
+    backbone.eval()
+    _, _, batches = _setup(device)
+    for _ in range(2):
+        total = 0
+        for x, y in batches:
+            total = total + F.mse_loss(head(backbone(x)), y)
+        optimizer.zero_grad()
+        (total / len(batches)).backward()
+        optimizer.step()
 
 
 def gan_fake_detach(device: torch.device) -> None:
@@ -216,6 +286,7 @@ CLEAN = [
     item_totals,
     gradient_accumulation,
     gradient_accumulation_inplace,
+    frozen_backbone_accumulation,
     eval_under_no_grad,
     gan_fake_detach,
     truncated_bptt,
@@ -264,6 +335,9 @@ def test_the_message_says_how_many_iterations_and_what_is_kept() -> None:
     ((_, _, left),) = _run(eval_without_no_grad, DEVICE)
     assert "over 6 iterations" in left and "KiB of saved activations" in left
     assert "torch.no_grad()" in left
+    ((_, _, evaluating),) = _run(final_eval_in_eval_mode, DEVICE)
+    assert "after 3 iterations val_loss holds the graphs of all 3" in evaluating
+    assert "the model it runs is in eval mode and no backward() has gone through it" in evaluating
 
 
 def test_on_the_standin_accelerator() -> None:

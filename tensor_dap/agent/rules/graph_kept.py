@@ -18,7 +18,14 @@ A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations
   node the chain grew by says when one does), and the chain grew again: the training-loop form;
 - or it stopped growing and a whole ``backward()`` ran after it without going through it: the
   evaluation-loop form, reported at the chain's line when the next training step runs
-  backward (an evaluation whose chain is never followed by a backward is not reported).
+  backward;
+- or, before any ``backward()``, the graphs it accumulates use only parameters of modules in
+  eval mode (``model.eval()``), modules the accumulating frame names (a local or global
+  variable, or an attribute of its ``self``, or ``self``): the evaluation-loop form again, as
+  it grows, also when no backward follows (the last evaluation of a program). A model trained
+  in eval mode with losses summed over micro-batches before ``backward()`` would be reported
+  too (dropout off while training is rare; a frozen backbone in eval mode under a head in
+  training mode is not reported).
 
 Gradient accumulation (micro-batch losses summed, then ``backward()`` through the sum every
 few steps) sends a backward through the chain: never reported. Totals of floats, detached
@@ -38,7 +45,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, kept_roots, naming
-from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key
+from tensor_dap.agent.graph_walk import NodeKey, footprint, leaf_ids, node_key
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.hooks import Args, Kwargs
@@ -74,11 +81,14 @@ class _Chain:
     #: saved bytes and nodes of the second iteration's graph when it was added
     term_bytes: int = 0
     term_nodes: int = 0
+    #: that graph runs only modules in eval mode: an evaluation loop, reported before any
+    #: backward() (see the module's docstring)
+    evaluating: bool = False
 
     def restart(self, node: NodeKey, backwards: int) -> None:
         """The site starts a new chain (kept as one record: most adds start one)."""
         self.node, self.started, self.grown, self.iterations = node, backwards, backwards, 1
-        self.consumed = self.reported = self.dependent = False
+        self.consumed = self.reported = self.dependent = self.evaluating = False
 
     def on_backward(self, *_: Any) -> None:
         """Hook on the chain's nodes: a backward went through it (gradient accumulation)."""
@@ -123,9 +133,10 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     _hook(node, chain)
     if chain.iterations == 2:
         _size_term(chain, term, node)
+        chain.evaluating = not chain.dependent and _evaluating(term, caller)
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
-    if chain.started == backwards:  # no backward yet: maybe gradient accumulation
+    if chain.started == backwards and not chain.evaluating:  # maybe gradient accumulation
         return None
     chain.reported = True
     acc = args[0] if isinstance(args[0], _Tensor) and args[0] is not term else out
@@ -200,6 +211,38 @@ def _size_term(chain: _Chain, term: Any, node: Any) -> None:
     chain.term_bytes, chain.term_nodes = walked.saved_bytes, walked.nodes
 
 
+def _evaluating(term: Any, caller: Any) -> bool:
+    """Whether every parameter ``term``'s graph accumulates gradients into belongs to a module
+    in eval mode that the frame ``caller`` names (see the module's docstring)."""
+    leaves = leaf_ids(term.grad_fn, limit=_TERM_LIMIT)
+    if not leaves:
+        return False
+    training: dict[int, bool] = {}
+    for module in _named_modules(caller):
+        for sub in module.modules():
+            for param in sub.parameters(recurse=False):
+                training[id(param)] = sub.training
+    return all(training.get(leaf) is False for leaf in leaves)
+
+
+def _named_modules(frame: Any) -> list[Any]:
+    """The ``nn.Module`` objects a frame names: its local variables, ``self`` (and its
+    attributes), then its module's globals."""
+    found: dict[int, Any] = {}
+    try:
+        values = list(frame.f_locals.values())
+        owner = frame.f_locals.get("self")
+        if owner is not None and not isinstance(owner, torch.nn.Module):
+            values.extend(getattr(owner, "__dict__", {}).values())
+        values.extend(frame.f_globals.values())
+    except Exception:  # a frame or an object that will not say
+        return []
+    for value in values:
+        if isinstance(value, torch.nn.Module):
+            found.setdefault(id(value), value)
+    return list(found.values())
+
+
 def _fix(acc: str, term: str) -> str:
     return (
         f"Accumulate a number or a detached tensor: `{acc} += {term}.item()` (or "
@@ -214,11 +257,18 @@ def _live_message(chain: _Chain, out: Any) -> Any:
         kept = f"{walked.nodes}{'+' if walked.truncated else ''} autograd nodes"
         if walked.saved_bytes:
             kept += f" and {size_text(walked.saved_bytes)} of saved tensors"
+        if chain.evaluating:
+            why = (
+                "the model it runs is in eval mode and no backward() has gone through it: "
+                "an evaluation loop without `torch.no_grad()` keeps every batch's activations"
+            )
+        else:
+            why = "backward() never goes through it"
         return (
             f"`{expression}`: {acc} accumulates {term}, which carries autograd history, "
             f"across iterations: after {chain.iterations} iterations {acc} holds the graphs of "
-            f"all {chain.iterations} ({kept}), and grows every iteration; backward() never "
-            f"goes through it. {_fix(acc, term)}"
+            f"all {chain.iterations} ({kept}), and grows every iteration; {why}. "
+            f"{_fix(acc, term)}"
         )
 
     return build
