@@ -767,8 +767,7 @@ static int books_insert(PyObject *ledger, PyObject *ledger_dict, PyObject *key,
     PyObject *peak_now = PyDict_GetItemWithError(peak, device);
     PyObject *sites = PyDict_GetItemWithError(by_site, device);
     if (PyErr_Occurred()) return -1;
-    if (live_now == NULL || peak_now == NULL || sites == NULL || PySet_GET_SIZE(pending) ||
-        PySet_GET_SIZE(over))
+    if (live_now == NULL || peak_now == NULL || sites == NULL || PySet_GET_SIZE(over))
         goto in_python;
     long long total = PyLong_AsLongLong(live_now) + size, top = PyLong_AsLongLong(peak_now);
     long long since = ledger_int(ledger_dict, s_since_sweep) + 1;
@@ -776,19 +775,22 @@ static int books_insert(PyObject *ledger, PyObject *ledger_dict, PyObject *key,
     long long most = limit == Py_None ? -1 : PyLong_AsLongLong(limit);
     if (PyErr_Occurred()) return -1;
     if (most >= 0 && total > most) goto in_python; /* the limit: the Python method sweeps */
+    long long cap = PyDict_GET_SIZE(entries) / 4;
+    if (cap < 1) cap = 1;
+    int sweep = total > top && since >= (interval < cap ? interval : cap);
+    /* a peak waiting for its lines: the Python sweep copies them before it drops any */
+    if (sweep && PySet_GET_SIZE(pending)) goto in_python;
     if (set_ledger_int(ledger_dict, s_since_sweep, since) < 0) return -1;
-    if (total > top) {
-        long long cap = PyDict_GET_SIZE(entries) / 4;
-        if (since >= (interval < (cap > 1 ? cap : 1) ? interval : (cap > 1 ? cap : 1))) {
-            if (books_sweep(ledger_dict, entries, live, by_site) < 0) return -1;
-            live_now = PyDict_GetItemWithError(live, device);
-            if (live_now == NULL) {
-                if (PyErr_Occurred()) return -1;
-                goto in_python;
-            }
-            total = PyLong_AsLongLong(live_now) + size;
-            if (total == -1 && PyErr_Occurred()) return -1;
+    if (sweep) {
+        if (books_sweep(ledger_dict, entries, live, by_site) < 0) return -1;
+        live_now = PyDict_GetItemWithError(live, device);
+        if (live_now == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "tensor-dap: the memory books disagree");
+            return -1;
         }
+        total = PyLong_AsLongLong(live_now) + size;
+        if (total == -1 && PyErr_Occurred()) return -1;
     }
     PyObject *entry = PyTuple_Pack(3, device, nbytes, site);
     if (entry == NULL) return -1;
