@@ -845,7 +845,10 @@ static int books_add(PyObject *ledger, PyObject *ledger_dict, PyObject *tensor, 
     if (empty) goto slow; /* a placeholder (wrapper subclass), no memory at all, or an error */
     op_name = PyObject_GetAttr(info, s_name);
     if (op_name == NULL) goto done;
-    site = user_site(caller, op_name);
+    if (PyTuple_CheckExact(caller) && PyTuple_GET_SIZE(caller) == 2) /* (path, line) given */
+        site = PyTuple_Pack(3, PyTuple_GET_ITEM(caller, 0), PyTuple_GET_ITEM(caller, 1), op_name);
+    else
+        site = user_site(caller, op_name);
     if (site == NULL) goto done;
     if (site == Py_None) goto slow;
     device = PyObject_GetAttr(tensor, s_device);

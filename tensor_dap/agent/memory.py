@@ -33,7 +33,7 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent import frames, native
+from tensor_dap.agent import frames, native, optimizers
 from tensor_dap.agent.storage import real_storages
 
 #: lines kept in a device's ``top``
@@ -75,13 +75,15 @@ class MemoryLedger:
         self._over: set[str] = set()
         #: (device, live bytes) of devices that went over the limit since the last ``crossed()``
         self._crossed: list[tuple[str, int]] = []
+        #: (path, line) of the last ``backward()``: where the ``.grad`` tensors were made
+        self.backward_line: Optional[tuple[str, int]] = None
 
     def __del__(self) -> None:
         entries, self._entries = self._entries, {}
         for key in entries:
             _free_weak_ref(key)
 
-    def observe(self, out: Any, op: str, caller: FrameType) -> None:
+    def observe(self, out: Any, op: str, caller: Any) -> None:
         if isinstance(out, _Tensor):
             self._add(out, op, caller)
         elif isinstance(out, (tuple, list)):
@@ -89,7 +91,7 @@ class MemoryLedger:
                 if isinstance(item, _Tensor):
                     self._add(item, op, caller)
 
-    def _add(self, tensor: Any, op: str, caller: FrameType) -> None:
+    def _add(self, tensor: Any, op: str, caller: Any) -> None:
         try:
             storage = tensor.untyped_storage()
             # an address this ledger holds a weak reference to is the same storage, alive
@@ -226,15 +228,22 @@ def ranked_rows(sites: dict[Site, tuple[int, int]]) -> list[dict[str, Any]]:
 _PATHS: dict[str, str] = {}
 
 
-def _site(op: str, caller: FrameType) -> Site:
+def _site(op: str, caller: Any) -> Site:
+    """The user line of the op: from the frame ``caller``, or a ``(path, line)`` given."""
+    line = caller if isinstance(caller, tuple) else _user_line(caller)
+    return ("", 0, op) if line is None else (line[0], line[1], op)
+
+
+def _user_line(caller: FrameType) -> Optional[tuple[str, int]]:
+    """(absolute path, line) of the user's frame at or above ``caller``."""
     user = frames.user_frame(caller)
     if user is None:
-        return ("", 0, op)
+        return None
     name = user.f_code.co_filename
     path = _PATHS.get(name)
     if path is None:
         path = _PATHS[name] = os.path.abspath(name)
-    return (path, user.f_lineno, op)
+    return (path, user.f_lineno)
 
 
 #: the name the bookkeeping goes by in a watch's plans (no rule has it)
@@ -248,8 +257,62 @@ def _after(op: Any, args: Any, kwargs: Any, out: Any, caller: FrameType, state: 
 
 def _applies(op: Any) -> bool:
     """Not planned on in-place ops (their result is a storage already counted: ``optimizer.step()``
-    runs dozens) nor on ``backward()`` (it returns nothing)."""
+    runs dozens) nor on ``backward()`` (it returns nothing: see :func:`before_backward`)."""
     return not (op.inplace or op.backward)
+
+
+def applies_before(op: Any) -> bool:
+    return bool(op.backward)
+
+
+def before_backward(op: Any, args: Any, kwargs: Any, caller: FrameType, state: Any) -> None:
+    """The user line of the last ``backward()``: the ``.grad`` tensors autograd's engine makes
+    there (outside any torch function) are counted under it at the next ``optimizer.step()``."""
+    if state.memory is not None:
+        state.memory.backward_line = _user_line(caller)
+
+
+#: the op names the optimizer's tensors are counted under
+_GRAD = SimpleNamespace(name="grad")
+
+
+def install(state: Any) -> list[Any]:
+    """Books for what an optimizer holds, made where no watched op sees it: the ``.grad`` of its
+    parameters (counted under the line of the ``backward()`` that made them) and its state
+    (``exp_avg``, momentum buffers...: under the line calling ``step()``; looked at again when
+    the number of parameters with state changes: the state is updated in place)."""
+    callers: dict[int, Any] = {}
+    #: optimizer id -> (its parameters, how many had state when last looked at)
+    known: dict[int, tuple[list[Any], int]] = {}
+
+    def before_step(optimizer: Any, caller: FrameType) -> None:
+        callers[id(optimizer)] = caller
+
+    def after_step(optimizer: Any) -> None:
+        caller = callers.pop(id(optimizer), None)
+        books = state.memory
+        if books is None or caller is None:
+            return
+        params, with_state = known.get(id(optimizer)) or ([], -1)
+        if len(params) != sum(len(group["params"]) for group in optimizer.param_groups):
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+        _observe_all([p.grad for p in params], _GRAD, books.backward_line or caller, state)
+        if len(optimizer.state) != with_state:
+            held = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+            step = SimpleNamespace(name=f"{type(optimizer).__name__}.step")
+            _observe_all(held, step, caller, state)
+        known[id(optimizer)] = (params, len(optimizer.state))
+
+    return [optimizers.subscribe(optimizers.Subscriber(before_step, after_step))]
+
+
+def _observe_all(tensors: list[Any], op: Any, caller: Any, state: Any) -> None:
+    """``tensors`` (``None`` among them is passed over) to the books, as an op's results."""
+    if len(tensors) <= 64:
+        observe_op(op, (), None, tensors, caller, state)
+        return
+    for start in range(0, len(tensors), 64):  # (an op's results are looked at 64 at most)
+        observe_op(op, (), None, tensors[start : start + 64], caller, state)
 
 
 def _native_after() -> Any:
@@ -269,5 +332,10 @@ observe_op = _native_after()
 
 #: what the engine's planner reads of a rule module (:mod:`tensor_dap.agent.plans`)
 PLAN_HOOKS = SimpleNamespace(
-    RULE=SimpleNamespace(needs_accelerator=False), after=observe_op, applies=_applies
+    RULE=SimpleNamespace(needs_accelerator=False),
+    after=observe_op,
+    applies=_applies,
+    before=before_backward,
+    applies_before=applies_before,
+    install=install,
 )

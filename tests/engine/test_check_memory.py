@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from tensor_dap.agent.engine import Watch
 from tensor_dap.testing import accelerator_device
@@ -191,3 +192,38 @@ def test_the_books_in_c_agree_with_the_books_in_python(monkeypatch: pytest.Monke
     assert summary["cpu"]["peak_bytes"] > live["cpu"] > 0
     lines = {row["op"] for row in summary["cpu"]["top"]}
     assert {"linear", "randn"} <= lines
+
+
+def test_gradients_and_optimizer_state_are_counted_where_they_were_made() -> None:
+    """``.grad`` tensors (made by autograd's engine) and an optimizer's state (made inside
+    ``step()``, which runs unwatched) are in the books after ``step()``: under the line of
+    ``backward()`` and the line calling ``step()``."""
+    from torch import nn
+
+    watch = Watch(rules=[], memory=True)
+    with watch:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        x, y = torch.randn(8, 32), torch.randn(8, 4)
+        for _ in range(3):
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()  # backward line
+            optimizer.step()  # step line
+        del loss
+        assert watch.memory is not None
+        live = watch.memory.live_bytes()["cpu"]
+        rows = watch.memory.live_top("cpu")[1]
+    held = [*model.parameters(), x, y]
+    held += [p.grad for p in model.parameters()]
+    held += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+    storages = {t.untyped_storage()._cdata: t.untyped_storage().nbytes() for t in held}
+    assert live == sum(storages.values())
+    params = sum(p.numel() * 4 for p in model.parameters())
+    lines = {row["op"]: row for row in rows}
+    source = Path(__file__).read_text().splitlines()
+    assert lines["grad"]["bytes"] == params
+    assert source[lines["grad"]["line"] - 1].endswith("# backward line")
+    assert lines["Adam.step"]["bytes"] >= 2 * params  # exp_avg, exp_avg_sq (and the steps)
+    assert source[lines["Adam.step"]["line"] - 1].endswith("# step line")

@@ -15,7 +15,7 @@ from types import FrameType
 from typing import Any, Optional
 
 from tensor_dap import catalog
-from tensor_dap.agent.memory import MemoryLedger, observe_op
+from tensor_dap.agent.memory import MemoryLedger, applies_before, before_backward, observe_op
 from tensor_dap.agent.memory_table import live_table, table_text
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
@@ -32,6 +32,11 @@ def limit_of(options: dict[str, dict[str, Any]]) -> Optional[int]:
     """The limit set in a watch's ``options``, or None."""
     limit = options.get(RULE.id, {}).get(LIMIT_OPTION)
     return int(limit) if limit else None
+
+
+#: the line of each ``backward()``, for the ``.grad`` tensors it makes (as the books do)
+before = before_backward
+__all__ = ["applies_before", "before", "after", "limit_of"]
 
 
 def after(
