@@ -589,11 +589,12 @@ static PyTypeObject TorchFunctionType = {
 /* Given by configure_books: frames._KIND (id(code) -> kind), memory._PATHS (co_filename ->
  * absolute path), memory._DEVICE_NAMES (torch.device -> str), frames.USER / LIBRARY, and
  * torch.UntypedStorage._expired / _free_weak_ref */
-static PyObject *BOOKS_KINDS, *BOOKS_PATHS, *BOOKS_DEVICES, *BOOKS_EXPIRED, *BOOKS_FREE_WEAK_REF;
+static PyObject *BOOKS_KINDS, *BOOKS_PATHS, *BOOKS_DEVICES, *BOOKS_EXPIRED, *BOOKS_FREE_WEAK_REF,
+    *BOOKS_SLOW_BACKWARD;
 static long KIND_USER = -1, KIND_LIBRARY = -1;
 static PyObject *s_memory, *s_name, *s_untyped_storage, *s_cdata, *s_data_ptr, *s_weak_ref,
     *s_nbytes, *s_device, *s_entries, *s_live, *s_peak, *s_by_site, *s_since_sweep, *s_limit,
-    *s_add, *s_insert, *s_pending, *s_over, *s_interval;
+    *s_add, *s_insert, *s_pending, *s_over, *s_interval, *s_backward_line;
 
 /* storage.<name>() as a Python int (a new reference), NULL on an error */
 static PyObject *call_noargs(PyObject *obj, PyObject *name) {
@@ -929,11 +930,49 @@ static PyObject *books_after(PyObject *module, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
+/* books_before_backward(info, args, kwargs, caller, watch): memory.before_backward in C: the
+ * user line calling backward() goes to the books' backward_line (a (path, line) tuple), for the
+ * .grad tensors it makes. A file not classified yet: the Python function. */
+static PyObject *books_before_backward(PyObject *module, PyObject *const *args,
+                                       Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "books_before_backward(info, args, kwargs, caller, watch)");
+        return NULL;
+    }
+    PyObject *caller = args[3], *watch = args[4];
+    PyObject *watch_dict = instance_dict(watch);
+    PyObject *ledger = own_attr(watch_dict, watch, s_memory);
+    Py_XDECREF(watch_dict);
+    if (ledger == NULL) return NULL;
+    int status = 0;
+    if (ledger != Py_None) {
+        PyObject *site = user_site(caller, Py_None);
+        PyObject *line = NULL;
+        if (site == NULL) {
+            status = -1;
+        } else if (site == Py_None) {
+            PyObject *slow_args[6] = {NULL, args[0], args[1], args[2], caller, watch};
+            line = PyObject_Vectorcall(BOOKS_SLOW_BACKWARD, slow_args + 1, 5, NULL);
+            Py_XDECREF(line);
+            status = line == NULL ? -1 : 0;
+        } else {
+            line = PyTuple_GetSlice(site, 0, 2);
+            status = line == NULL ? -1 : PyObject_SetAttr(ledger, s_backward_line, line);
+            Py_XDECREF(line);
+        }
+        Py_XDECREF(site);
+    }
+    Py_DECREF(ledger);
+    if (status < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *fastpath_configure_books(PyObject *module, PyObject *const *args,
                                           Py_ssize_t nargs) {
-    if (nargs != 7 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2])) {
+    if (nargs != 8 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "configure_books(kinds, paths, device_names, user_kind, "
-                                         "library_kind, expired, free_weak_ref)");
+                                         "library_kind, expired, free_weak_ref, "
+                                         "before_backward)");
         return NULL;
     }
     long user = PyLong_AsLong(args[3]), library = PyLong_AsLong(args[4]);
@@ -943,6 +982,7 @@ static PyObject *fastpath_configure_books(PyObject *module, PyObject *const *arg
     Py_XSETREF(BOOKS_DEVICES, Py_NewRef(args[2]));
     Py_XSETREF(BOOKS_EXPIRED, Py_NewRef(args[5]));
     Py_XSETREF(BOOKS_FREE_WEAK_REF, Py_NewRef(args[6]));
+    Py_XSETREF(BOOKS_SLOW_BACKWARD, Py_NewRef(args[7]));
     KIND_USER = user;
     KIND_LIBRARY = library;
     Py_RETURN_NONE;
@@ -974,7 +1014,9 @@ static PyMethodDef fastpath_functions[] = {
      "ranks_differ, dispatch_code)."},
     {"configure_books", (PyCFunction)(void (*)(void))fastpath_configure_books, METH_FASTCALL,
      "configure_books(kinds, paths, device_names, user_kind, library_kind, expired, "
-     "free_weak_ref)."},
+     "free_weak_ref, before_backward)."},
+    {"books_before_backward", (PyCFunction)(void (*)(void))books_before_backward,
+     METH_FASTCALL, "books_before_backward(info, args, kwargs, caller, watch): in C."},
     {"books_after", (PyCFunction)(void (*)(void))books_after, METH_FASTCALL,
      "books_after(info, args, kwargs, out, caller, watch): memory._after in C."},
     {NULL},
@@ -1022,10 +1064,11 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     s_pending = PyUnicode_InternFromString("_pending");
     s_over = PyUnicode_InternFromString("_over");
     s_interval = PyUnicode_InternFromString("_interval");
+    s_backward_line = PyUnicode_InternFromString("backward_line");
     if (!s_memory || !s_name || !s_untyped_storage || !s_cdata || !s_data_ptr || !s_weak_ref ||
         !s_nbytes || !s_device || !s_entries || !s_live || !s_peak || !s_by_site ||
         !s_since_sweep || !s_limit || !s_add || !s_insert || !s_pending || !s_over ||
-        !s_interval)
+        !s_interval || !s_backward_line)
         return NULL;
     if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0) return NULL;
     PyObject *module = PyModule_Create(&fastpath_module);

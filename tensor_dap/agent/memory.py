@@ -315,27 +315,36 @@ def _observe_all(tensors: list[Any], op: Any, caller: Any, state: Any) -> None:
         observe_op(op, (), None, tensors[start : start + 64], caller, state)
 
 
-def _native_after() -> Any:
-    """``_after`` in C (``_fastpath.books_after``: ``_add`` and ``_insert`` for a plain storage
-    under its device's peak and limit, the Python methods for the rest) where it is built."""
+def _native_hooks() -> tuple[Any, Any]:
+    """``_after`` and ``before_backward`` in C (``_fastpath.books_after``: ``_add`` and
+    ``_insert`` for a plain storage under its device's peak and limit, the Python methods for
+    the rest; ``books_before_backward``) where it is built."""
     fastpath = native.fastpath
     if fastpath is None:
-        return _after
+        return _after, before_backward
     fastpath.configure_books(
-        frames._KIND, _PATHS, _DEVICE_NAMES, frames.USER, frames.LIBRARY, _expired, _free_weak_ref
+        frames._KIND,
+        _PATHS,
+        _DEVICE_NAMES,
+        frames.USER,
+        frames.LIBRARY,
+        _expired,
+        _free_weak_ref,
+        before_backward,
     )
-    return fastpath.books_after
+    return fastpath.books_after, fastpath.books_before_backward
 
 
-#: an op's results to the watch's books (``state.memory``): ``_after``, in C where built
-observe_op = _native_after()
+#: an op's results to the watch's books (``state.memory``): ``_after``, in C where built; the
+#: line of a ``backward()``: :func:`before_backward`, in C where built
+observe_op, note_backward = _native_hooks()
 
 #: what the engine's planner reads of a rule module (:mod:`tensor_dap.agent.plans`)
 PLAN_HOOKS = SimpleNamespace(
     RULE=SimpleNamespace(needs_accelerator=False),
     after=observe_op,
     applies=_applies,
-    before=before_backward,
+    before=note_backward,
     applies_before=applies_before,
     install=install,
 )

@@ -54,6 +54,7 @@ LEDGER_INSTANCE_ATTRIBUTES = (
     "_pending",
     "_over",
     "limit",
+    "backward_line",
 )
 LEDGER_METHODS = ("_add", "_insert")
 STORAGE_ATTRIBUTES = ("_cdata", "data_ptr", "_weak_ref", "nbytes")

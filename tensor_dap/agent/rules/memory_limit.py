@@ -15,7 +15,7 @@ from types import FrameType
 from typing import Any, Optional
 
 from tensor_dap import catalog
-from tensor_dap.agent.memory import MemoryLedger, applies_before, before_backward, observe_op
+from tensor_dap.agent.memory import MemoryLedger, applies_before, note_backward, observe_op
 from tensor_dap.agent.memory_table import live_table, table_text
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
@@ -35,7 +35,7 @@ def limit_of(options: dict[str, dict[str, Any]]) -> Optional[int]:
 
 
 #: the line of each ``backward()``, for the ``.grad`` tensors it makes (as the books do)
-before = before_backward
+before = note_backward
 __all__ = ["applies_before", "before", "after", "limit_of"]
 
 
