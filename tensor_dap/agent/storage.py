@@ -53,9 +53,9 @@ def _wrapped(tensor: Any) -> list[Any]:
 
 
 def real_storages(tensor: Any, depth: int = 3) -> list[Any]:
-    """The untyped storages holding ``tensor``'s data: its own, or for a wrapper subclass (its
-    own storage a placeholder) those of the tensors it wraps; none for a tensor without real
-    memory (meta, fake, empty)."""
+    """The untyped storages holding ``tensor``'s data: its own, those of a sparse tensor's
+    indices and values, or for a wrapper subclass (its own storage a placeholder) those of the
+    tensors it wraps; none for a tensor without real memory (meta, fake, empty)."""
     try:
         storage = tensor.untyped_storage()
         if storage.data_ptr():
@@ -64,4 +64,22 @@ def real_storages(tensor: Any, depth: int = 3) -> list[Any]:
         pass
     if depth == 0:
         return []
-    return [s for inner in _wrapped(tensor) for s in real_storages(inner, depth - 1)]
+    inner = _sparse_parts(tensor) if tensor.layout in _SPARSE_PARTS else _wrapped(tensor)
+    return [s for part in inner for s in real_storages(part, depth - 1)]
+
+
+#: layout -> the methods giving the dense tensors a sparse tensor keeps its data in
+_SPARSE_PARTS = {
+    torch.sparse_coo: ("_indices", "_values"),
+    torch.sparse_csr: ("crow_indices", "col_indices", "values"),
+    torch.sparse_bsr: ("crow_indices", "col_indices", "values"),
+    torch.sparse_csc: ("ccol_indices", "row_indices", "values"),
+    torch.sparse_bsc: ("ccol_indices", "row_indices", "values"),
+}
+
+
+def _sparse_parts(tensor: Any) -> list[Any]:
+    try:
+        return [getattr(tensor, name)() for name in _SPARSE_PARTS[tensor.layout]]
+    except Exception:  # a subclass or a layout that will not say
+        return []

@@ -227,3 +227,31 @@ def test_gradients_and_optimizer_state_are_counted_where_they_were_made() -> Non
     assert source[lines["grad"]["line"] - 1].endswith("# backward line")
     assert lines["Adam.step"]["bytes"] >= 2 * params  # exp_avg, exp_avg_sq (and the steps)
     assert source[lines["Adam.step"]["line"] - 1].endswith("# step line")
+
+
+def test_tensor_types_the_books_did_not_write_count_their_real_memory() -> None:
+    """Sparse (COO: indices and values; CSR), quantized, nested and wrapper-subclass tensors:
+    counted by the storages that hold their data; meta and empty tensors hold none."""
+    import warnings
+
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    watch = Watch(rules=[], memory=True)
+    with warnings.catch_warnings(), watch:
+        warnings.simplefilter("ignore")  # (beta and prototype layouts say so)
+        coo = torch.diag(torch.ones(4)).to_sparse()
+        csr = torch.diag(torch.ones(4)).to_sparse_csr()
+        quantized = torch.quantize_per_tensor(torch.randn(300), 0.1, 0, torch.qint8)
+        nested = torch.nested.nested_tensor([torch.randn(20), torch.randn(30)]) * 2
+        pair = TwoTensor(torch.randn(100), torch.randn(100)) * 2
+        meta, empty = torch.empty(1000, device="meta"), torch.empty(0)
+        assert watch.memory is not None
+        rows = [(r["op"], r["bytes"], r["count"]) for r in watch.memory.live_top("cpu")[1]]
+    assert watch.failed == {}
+    assert ("to_sparse", 2 * 4 * 8 + 4 * 4, 2) in rows  # int64 indices (2, 4), values (4,)
+    assert [count for op, _, count in rows if op == "to_sparse_csr"] == [3]  # crow, col, values
+    assert ("quantize_per_tensor", 300, 1) in rows
+    assert ("mul", (20 + 30) * 4, 1) in rows  # the nested tensor's buffer
+    assert ("mul", 2 * 100 * 4, 2) in rows  # the pair's two tensors
+    assert "empty" not in {op for op, _, _ in rows}
+    del coo, csr, quantized, nested, pair, meta, empty
