@@ -1016,9 +1016,12 @@ static PyMethodDef fastpath_functions[] = {
      "configure_books(kinds, paths, device_names, user_kind, library_kind, expired, "
      "free_weak_ref, before_backward)."},
     {"books_before_backward", (PyCFunction)(void (*)(void))books_before_backward,
-     METH_FASTCALL, "books_before_backward(info, args, kwargs, caller, watch): in C."},
+     METH_FASTCALL,
+     "books_before_backward($module, op, args, kwargs, caller, state, /)\n--\n\n"
+     "memory.before_backward in C."},
     {"books_after", (PyCFunction)(void (*)(void))books_after, METH_FASTCALL,
-     "books_after(info, args, kwargs, out, caller, watch): memory._after in C."},
+     "books_after($module, op, args, kwargs, out, caller, state, /)\n--\n\n"
+     "memory._after in C."},
     {NULL},
 };
 
