@@ -80,8 +80,11 @@ class MemoryLedger:
 
     def __del__(self) -> None:
         entries, self._entries = self._entries, {}
-        for key in entries:
-            _free_weak_ref(key)
+        try:
+            for key in entries:
+                _free_weak_ref(key)
+        except Exception:  # at interpreter exit torch may be gone first: the process frees all
+            pass
 
     def observe(self, out: Any, op: str, caller: Any) -> None:
         if isinstance(out, _Tensor):
