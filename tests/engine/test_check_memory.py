@@ -255,3 +255,45 @@ def test_tensor_types_the_books_did_not_write_count_their_real_memory() -> None:
     assert ("mul", 2 * 100 * 4, 2) in rows  # the pair's two tensors
     assert "empty" not in {op for op, _, _ in rows}
     del coo, csr, quantized, nested, pair, meta, empty
+
+
+def test_the_books_agree_with_the_simulated_devices_count_after_each_step(tmp_path: Path) -> None:
+    """A CNN trained with Adam on (simulated) CUDA: after each ``optimizer.step()`` the books'
+    live bytes on ``cuda:0`` equal ``torch.cuda.memory_allocated()`` — parameters, gradients,
+    the optimizer's state and the batch, none missed, none counted twice."""
+    script = tmp_path / "agree.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch import nn
+            import tensor_dap
+
+            watch = tensor_dap.watch(memory=True, simulate="cuda")
+            with watch:
+                model = nn.Sequential(
+                    nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                    nn.Linear(8 * 8 * 8, 10),
+                ).cuda()
+                optimizer = torch.optim.Adam(model.parameters())
+                x, y = torch.randn(16, 3, 8, 8).cuda(), torch.randint(0, 10, (16,)).cuda()
+                for step in range(3):
+                    optimizer.zero_grad()
+                    loss = nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    del loss
+                    books = watch.memory.live_bytes()["cuda:0"]
+                    print(books, torch.cuda.memory_allocated())
+            """
+        )
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert len(rows) == 3
+    assert all(books == allocated for books, allocated in rows), rows
+    assert int(rows[0][0]) > 2 * 4 * (8 * 3 * 9 + 8 + 8 * 8 * 8 * 10 + 10)  # params and grads
