@@ -889,6 +889,14 @@ done:
     return status;
 }
 
+/* watch.memory: the watch's books (a new reference; None when it keeps none), NULL on an error */
+static PyObject *watch_books(PyObject *watch) {
+    PyObject *watch_dict = instance_dict(watch);
+    PyObject *ledger = own_attr(watch_dict, watch, s_memory);
+    Py_XDECREF(watch_dict);
+    return ledger;
+}
+
 /* books_after(info, args, kwargs, out, caller, watch): memory._after (an `after` hook planned
  * on every op making tensors) in C: the op's tensor results, one level deep, to the books */
 static PyObject *books_after(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -901,9 +909,7 @@ static PyObject *books_after(PyObject *module, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     PyObject *info = args[0], *out = args[3], *caller = args[4], *watch = args[5];
-    PyObject *watch_dict = instance_dict(watch);
-    PyObject *ledger = own_attr(watch_dict, watch, s_memory);
-    Py_XDECREF(watch_dict);
+    PyObject *ledger = watch_books(watch);
     if (ledger == NULL) return NULL;
     PyObject *ledger_dict = instance_dict(ledger);
     int status = 0;
@@ -940,9 +946,7 @@ static PyObject *books_before_backward(PyObject *module, PyObject *const *args,
         return NULL;
     }
     PyObject *caller = args[3], *watch = args[4];
-    PyObject *watch_dict = instance_dict(watch);
-    PyObject *ledger = own_attr(watch_dict, watch, s_memory);
-    Py_XDECREF(watch_dict);
+    PyObject *ledger = watch_books(watch);
     if (ledger == NULL) return NULL;
     int status = 0;
     if (ledger != Py_None) {

@@ -10,7 +10,7 @@ not counted (the model holds them anyway); tensors sharing a storage count it on
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
@@ -35,6 +35,9 @@ class Footprint:
     reached: bool = False
     #: the walk stopped at ``limit`` nodes
     truncated: bool = False
+    #: ``id()`` of the leaf tensors (parameters) the graph accumulates gradients into (its
+    #: ``AccumulateGrad`` nodes' ``variable``): ids only, nothing kept alive
+    leaves: set[int] = field(default_factory=set)
 
 
 def footprint(root: Any, stop: Optional[NodeKey] = None, limit: int = 20000) -> Footprint:
@@ -55,6 +58,9 @@ def footprint(root: Any, stop: Optional[NodeKey] = None, limit: int = 20000) -> 
             if stop is not None and id(node) == stop[0] and node_key(node) == stop:
                 found.reached = True
             found.saved_bytes += _saved_bytes(node, storages)
+            variable = getattr(node, "variable", None)
+            if isinstance(variable, torch.Tensor):
+                found.leaves.add(id(variable))
             queue.extend(next_node for next_node, _ in node.next_functions)
     found.nodes = len(seen)
     return found
@@ -74,25 +80,3 @@ def _saved_bytes(node: Any, storages: set[Any]) -> int:
         except Exception:
             total += int(item.numel() * item.element_size())
     return total
-
-
-def leaf_ids(root: Any, limit: int = 20000) -> Optional[set[int]]:
-    """``id()`` of the leaf tensors (parameters) the graph from node ``root`` accumulates
-    gradients into (its ``AccumulateGrad`` nodes' ``variable``), or None past ``limit`` nodes.
-    Ids only: the caller keeps no tensor alive."""
-    leaves: set[int] = set()
-    seen: set[int] = set()
-    queue = collections.deque([root])
-    with torch._C.DisableTorchFunction():
-        while queue:
-            node = queue.popleft()
-            if node is None or id(node) in seen:
-                continue
-            if len(seen) >= limit:
-                return None
-            seen.add(id(node))
-            variable = getattr(node, "variable", None)
-            if isinstance(variable, torch.Tensor):
-                leaves.add(id(variable))
-            queue.extend(next_node for next_node, _ in node.next_functions)
-    return leaves

@@ -28,6 +28,7 @@ composite op such as ``cross_entropy``).
 from __future__ import annotations
 
 import os
+import weakref
 from types import FrameType, SimpleNamespace
 from typing import Any, Optional
 
@@ -284,11 +285,14 @@ def install(state: Any) -> list[Any]:
     parameters (counted under the line of the ``backward()`` that made them) and its state
     (``exp_avg``, momentum buffers...: under the line calling ``step()``; looked at again when
     the number of parameters with state changes: the state is updated in place)."""
+    #: the frame that called the step running now (one at a time: a step that raised leaves
+    #: it here until the next step, which replaces it)
     callers: dict[int, Any] = {}
-    #: optimizer id -> (its parameters, how many had state when last looked at)
-    known: dict[int, tuple[list[Any], int]] = {}
+    #: optimizer -> how many parameters had state when last looked at (weakly: nothing kept)
+    with_state: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
     def before_step(optimizer: Any, caller: FrameType) -> None:
+        callers.clear()
         callers[id(optimizer)] = caller
 
     def after_step(optimizer: Any) -> None:
@@ -296,15 +300,13 @@ def install(state: Any) -> list[Any]:
         books = state.memory
         if books is None or caller is None:
             return
-        params, with_state = known.get(id(optimizer)) or ([], -1)
-        if len(params) != sum(len(group["params"]) for group in optimizer.param_groups):
-            params = [p for group in optimizer.param_groups for p in group["params"]]
-        _observe_all([p.grad for p in params], _GRAD, books.backward_line or caller, state)
-        if len(optimizer.state) != with_state:
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
+        _observe_all(grads, _GRAD, books.backward_line or caller, state)
+        if len(optimizer.state) != with_state.get(optimizer):
             held = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
             step = SimpleNamespace(name=f"{type(optimizer).__name__}.step")
             _observe_all(held, step, caller, state)
-        known[id(optimizer)] = (params, len(optimizer.state))
+            with_state[optimizer] = len(optimizer.state)
 
     return [optimizers.subscribe(optimizers.Subscriber(before_step, after_step))]
 

@@ -297,3 +297,20 @@ def test_the_books_agree_with_the_simulated_devices_count_after_each_step(tmp_pa
     assert len(rows) == 3
     assert all(books == allocated for books, allocated in rows), rows
     assert int(rows[0][0]) > 2 * 4 * (8 * 3 * 9 + 8 + 8 * 8 * 8 * 10 + 10)  # params and grads
+
+
+def test_counting_an_optimizers_tensors_keeps_neither_it_nor_its_model_alive() -> None:
+    """A hyperparameter sweep builds and drops models and optimizers under one watch: once the
+    program lets them go, the books hold none of them."""
+    from torch import nn
+
+    watch = Watch(rules=[], memory=True)
+    with watch:
+        model = nn.Linear(8, 2)
+        optimizer = torch.optim.Adam(model.parameters())
+        F.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 2)).backward()
+        optimizer.step()
+        refs = [weakref.ref(model.weight), weakref.ref(optimizer)]
+        del model, optimizer
+        gc.collect()
+        assert [r() for r in refs] == [None, None]

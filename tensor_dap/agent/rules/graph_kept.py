@@ -45,7 +45,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, kept_roots, naming
-from tensor_dap.agent.graph_walk import NodeKey, footprint, leaf_ids, node_key
+from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.hooks import Args, Kwargs
@@ -132,8 +132,8 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     chain.iterations += 1
     _hook(node, chain)
     if chain.iterations == 2:
-        _size_term(chain, term, node)
-        chain.evaluating = not chain.dependent and _evaluating(term, caller)
+        leaves = _size_term(chain, term, node)
+        chain.evaluating = not chain.dependent and _evaluating(leaves, caller)
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
     if chain.started == backwards and not chain.evaluating:  # maybe gradient accumulation
@@ -200,21 +200,22 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
     return None
 
 
-def _size_term(chain: _Chain, term: Any, node: Any) -> None:
+def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
     """Size the second iteration's graph, and check it does not use the total (``x = x +
-    f(x)`` is a recurrence, whose graph is wanted)."""
+    f(x)`` is a recurrence, whose graph is wanted); the ids of the parameters it uses (none
+    when the walk stopped short)."""
     grad_fn = term.grad_fn
     previous = [n for n, _ in node.next_functions if n is not None and n is not grad_fn]
     stop = node_key(previous[0]) if previous else None
     walked = footprint(grad_fn, stop=stop, limit=_TERM_LIMIT)
     chain.dependent = walked.reached
     chain.term_bytes, chain.term_nodes = walked.saved_bytes, walked.nodes
+    return set() if walked.truncated else walked.leaves
 
 
-def _evaluating(term: Any, caller: Any) -> bool:
-    """Whether every parameter ``term``'s graph accumulates gradients into belongs to a module
-    in eval mode that the frame ``caller`` names (see the module's docstring)."""
-    leaves = leaf_ids(term.grad_fn, limit=_TERM_LIMIT)
+def _evaluating(leaves: set[int], caller: Any) -> bool:
+    """Whether every parameter of ``leaves`` (ids) belongs to a module in eval mode that the
+    frame ``caller`` names (see the module's docstring)."""
     if not leaves:
         return False
     training: dict[int, bool] = {}
