@@ -96,14 +96,18 @@ class MemoryLedger:
                     self._add(item, op, caller)
 
     def _add(self, tensor: Any, op: str, caller: Any) -> None:
+        storages = None
         try:
             storage = tensor.untyped_storage()
             # an address this ledger holds a weak reference to is the same storage, alive
             # (the tensor holds it): a view or an in-place result costs one lookup
-            if storage._cdata in self._entries or not storage.data_ptr():
+            if storage._cdata in self._entries:
                 return
-            storages = [storage]
-        except Exception:  # sparse, nested, wrapper subclasses: the tensors they hold
+            if storage.data_ptr():
+                storages = [storage]
+        except Exception:
+            pass
+        if storages is None:  # sparse, nested, wrapper subclasses: the tensors they hold
             storages = [s for s in real_storages(tensor) if s._cdata not in self._entries]
             if not storages:
                 return
