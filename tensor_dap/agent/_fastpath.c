@@ -602,6 +602,62 @@ static PyObject *call_noargs(PyObject *obj, PyObject *name) {
     return PyObject_VectorcallMethod(name, call_args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
+/* The site tuples made so far: id(code) + instruction offset -> (code, {op name: (path, line,
+ * op name)}). Within a live code object (the value holds it) that sum names one instruction of
+ * it (3.11+ keeps the bytecode inside the code object), and an op at one instruction always
+ * gets the same tuple: no line-table scan (PyFrame_GetLineNumber) and no new tuple per op. */
+static PyObject *SITE_CACHE;
+#define SITE_CACHE_LIMIT 65536
+
+/* A tuple of objects that cannot hold a cycle, out of the collector's sight: the books keep one
+ * per live storage, and tracked tuples made per op would make the collector run (and walk
+ * them) for nothing */
+static PyObject *untracked(PyObject *tuple) {
+    if (tuple != NULL && PyObject_GC_IsTracked(tuple)) PyObject_GC_UnTrack(tuple);
+    return tuple;
+}
+
+/* (absolute path, line, op_name) of the user frame `found` (a new reference); Py_None (a new
+ * reference) when its file is not classified yet */
+static PyObject *cached_site(PyFrameObject *found, PyObject *op_name) {
+    PyCodeObject *code = PyFrame_GetCode(found);
+    PyObject *key = PyLong_FromSize_t((size_t)code + (size_t)PyFrame_GetLasti(found));
+    PyObject *by_op = NULL, *site = NULL;
+    if (key == NULL) goto done;
+    PyObject *held = PyDict_GetItemWithError(SITE_CACHE, key); /* borrowed */
+    if (held == NULL && PyErr_Occurred()) goto done;
+    if (held != NULL && PyTuple_GET_ITEM(held, 0) == (PyObject *)code) {
+        by_op = Py_NewRef(PyTuple_GET_ITEM(held, 1));
+        site = PyDict_GetItemWithError(by_op, op_name);
+        if (site != NULL) {
+            Py_INCREF(site);
+            goto done;
+        }
+        if (PyErr_Occurred()) goto done;
+    }
+    PyObject *path = PyDict_GetItemWithError(BOOKS_PATHS, code->co_filename); /* borrowed */
+    if (path == NULL) {
+        if (!PyErr_Occurred()) site = Py_NewRef(Py_None);
+        goto done;
+    }
+    site = untracked(Py_BuildValue("(OiO)", path, PyFrame_GetLineNumber(found), op_name));
+    if (site == NULL) goto done;
+    if (by_op == NULL) {
+        if (PyDict_GET_SIZE(SITE_CACHE) >= SITE_CACHE_LIMIT) PyDict_Clear(SITE_CACHE);
+        by_op = PyDict_New();
+        PyObject *value = by_op == NULL ? NULL : PyTuple_Pack(2, (PyObject *)code, by_op);
+        int stored = value == NULL ? -1 : PyDict_SetItem(SITE_CACHE, key, value);
+        Py_XDECREF(value);
+        if (stored < 0) Py_CLEAR(site);
+    }
+    if (site != NULL && PyDict_SetItem(by_op, op_name, site) < 0) Py_CLEAR(site);
+done:
+    Py_DECREF(code);
+    Py_XDECREF(key);
+    Py_XDECREF(by_op);
+    return site;
+}
+
 /* (absolute path, line) of the user's frame for the op (frames.user_frame), a new reference;
  * Py_None (a new reference) when a code object or file on the way is not classified yet: the
  * caller then takes the Python path, which classifies it */
@@ -633,15 +689,7 @@ static PyObject *user_site(PyObject *caller, PyObject *op_name) {
     if (found == NULL) found = fallback, fallback = NULL;
     Py_XDECREF(fallback);
     if (found == NULL) return Py_BuildValue("(siO)", "", 0, op_name);
-    PyCodeObject *code = PyFrame_GetCode(found);
-    PyObject *path = PyDict_GetItemWithError(BOOKS_PATHS, code->co_filename); /* borrowed */
-    Py_DECREF(code);
-    if (path == NULL) {
-        Py_DECREF(found);
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
-    PyObject *site = Py_BuildValue("(OiO)", path, PyFrame_GetLineNumber(found), op_name);
+    PyObject *site = cached_site(found, op_name);
     Py_DECREF(found);
     return site;
 unknown:
@@ -793,7 +841,7 @@ static int books_insert(PyObject *ledger, PyObject *ledger_dict, PyObject *key,
         total = PyLong_AsLongLong(live_now) + size;
         if (total == -1 && PyErr_Occurred()) return -1;
     }
-    PyObject *entry = PyTuple_Pack(3, device, nbytes, site);
+    PyObject *entry = untracked(PyTuple_Pack(3, device, nbytes, site));
     if (entry == NULL) return -1;
     int stored = PyDict_SetItem(entries, key, entry);
     Py_DECREF(entry);
@@ -847,7 +895,7 @@ static int books_add(PyObject *ledger, PyObject *ledger_dict, PyObject *tensor, 
     op_name = PyObject_GetAttr(info, s_name);
     if (op_name == NULL) goto done;
     if (PyTuple_CheckExact(caller) && PyTuple_GET_SIZE(caller) == 2) /* (path, line) given */
-        site = PyTuple_Pack(3, PyTuple_GET_ITEM(caller, 0), PyTuple_GET_ITEM(caller, 1), op_name);
+        site = untracked(PyTuple_Pack(3, PyTuple_GET_ITEM(caller, 0), PyTuple_GET_ITEM(caller, 1), op_name));
     else
         site = user_site(caller, op_name);
     if (site == NULL) goto done;
@@ -987,6 +1035,7 @@ static PyObject *fastpath_configure_books(PyObject *module, PyObject *const *arg
     Py_XSETREF(BOOKS_EXPIRED, Py_NewRef(args[5]));
     Py_XSETREF(BOOKS_FREE_WEAK_REF, Py_NewRef(args[6]));
     Py_XSETREF(BOOKS_SLOW_BACKWARD, Py_NewRef(args[7]));
+    if (SITE_CACHE == NULL && (SITE_CACHE = PyDict_New()) == NULL) return NULL;
     KIND_USER = user;
     KIND_LIBRARY = library;
     Py_RETURN_NONE;
