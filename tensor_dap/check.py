@@ -111,6 +111,7 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
     try:
         with watch:
             exit_info = run_script(script, args)
+            watch.finish()
     finally:
         exported.restore()
         session.finish(exit_info.to_json())

@@ -590,11 +590,12 @@ static PyTypeObject TorchFunctionType = {
  * absolute path), memory._DEVICE_NAMES (torch.device -> str), frames.USER / LIBRARY, and
  * torch.UntypedStorage._expired / _free_weak_ref */
 static PyObject *BOOKS_KINDS, *BOOKS_PATHS, *BOOKS_DEVICES, *BOOKS_EXPIRED, *BOOKS_FREE_WEAK_REF,
-    *BOOKS_SLOW_BACKWARD;
+    *BOOKS_SLOW_BACKWARD, *BOOKS_AFTER_BACKWARD;
 static long KIND_USER = -1, KIND_LIBRARY = -1;
 static PyObject *s_memory, *s_name, *s_untyped_storage, *s_cdata, *s_data_ptr, *s_weak_ref,
     *s_nbytes, *s_device, *s_entries, *s_live, *s_peak, *s_by_site, *s_since_sweep, *s_limit,
-    *s_add, *s_insert, *s_pending, *s_over, *s_interval, *s_backward_line;
+    *s_add, *s_insert, *s_pending, *s_over, *s_interval, *s_backward_line, *s_grad_leaves,
+    *s_backward;
 
 /* storage.<name>() as a Python int (a new reference), NULL on an error */
 static PyObject *call_noargs(PyObject *obj, PyObject *name) {
@@ -966,6 +967,17 @@ static PyObject *books_after(PyObject *module, PyObject *const *args, Py_ssize_t
         status = -1;
     } else if (PyObject_TypeCheck(out, (PyTypeObject *)TENSOR_TYPE)) {
         status = books_add(ledger, ledger_dict, out, info, caller);
+    } else if (out == Py_None) { /* backward() returned: the .grad it wrote (Python) */
+        PyObject *backward = PyObject_GetAttr(info, s_backward);
+        int is_backward = backward == NULL ? -1 : PyObject_IsTrue(backward);
+        Py_XDECREF(backward);
+        if (is_backward > 0) {
+            PyObject *done = PyObject_Vectorcall(BOOKS_AFTER_BACKWARD, args, 6, NULL);
+            Py_XDECREF(done);
+            if (done == NULL) status = -1;
+        } else if (is_backward < 0) {
+            status = -1;
+        }
     } else if (PyTuple_Check(out) || PyList_Check(out)) {
         PyObject *items = PySequence_Fast(out, "");
         Py_ssize_t count = items == NULL ? -1 : PySequence_Fast_GET_SIZE(items);
@@ -986,7 +998,8 @@ static PyObject *books_after(PyObject *module, PyObject *const *args, Py_ssize_t
 
 /* books_before_backward(info, args, kwargs, caller, watch): memory.before_backward in C: the
  * user line calling backward() goes to the books' backward_line (a (path, line) tuple), for the
- * .grad tensors it makes. A file not classified yet: the Python function. */
+ * .grad tensors it makes. A file not classified yet, or a line whose leaves are not known yet
+ * (memory._graph_leaves): the Python function. */
 static PyObject *books_before_backward(PyObject *module, PyObject *const *args,
                                        Py_ssize_t nargs) {
     if (nargs != 5) {
@@ -1002,15 +1015,25 @@ static PyObject *books_before_backward(PyObject *module, PyObject *const *args,
         PyObject *line = NULL;
         if (site == NULL) {
             status = -1;
-        } else if (site == Py_None) {
-            PyObject *slow_args[6] = {NULL, args[0], args[1], args[2], caller, watch};
-            line = PyObject_Vectorcall(BOOKS_SLOW_BACKWARD, slow_args + 1, 5, NULL);
-            Py_XDECREF(line);
-            status = line == NULL ? -1 : 0;
         } else {
-            line = PyTuple_GetSlice(site, 0, 2);
-            status = line == NULL ? -1 : PyObject_SetAttr(ledger, s_backward_line, line);
-            Py_XDECREF(line);
+            /* the line's leaves known: set the line here; else the Python function does all */
+            int known = 0;
+            if (site != Py_None) {
+                line = PyTuple_GetSlice(site, 0, 2);
+                PyObject *leaves = line == NULL ? NULL : PyObject_GetAttr(ledger, s_grad_leaves);
+                known = leaves == NULL ? -1 : PyDict_Contains(leaves, line);
+                Py_XDECREF(leaves);
+                if (known > 0) known = PyObject_SetAttr(ledger, s_backward_line, line) < 0 ? -1 : 1;
+                Py_XDECREF(line);
+            }
+            if (known < 0) {
+                status = -1;
+            } else if (known == 0) {
+                PyObject *slow_args[6] = {NULL, args[0], args[1], args[2], caller, watch};
+                PyObject *done = PyObject_Vectorcall(BOOKS_SLOW_BACKWARD, slow_args + 1, 5, NULL);
+                Py_XDECREF(done);
+                status = done == NULL ? -1 : 0;
+            }
         }
         Py_XDECREF(site);
     }
@@ -1021,10 +1044,10 @@ static PyObject *books_before_backward(PyObject *module, PyObject *const *args,
 
 static PyObject *fastpath_configure_books(PyObject *module, PyObject *const *args,
                                           Py_ssize_t nargs) {
-    if (nargs != 8 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2])) {
+    if (nargs != 9 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "configure_books(kinds, paths, device_names, user_kind, "
                                          "library_kind, expired, free_weak_ref, "
-                                         "before_backward)");
+                                         "before_backward, after_backward)");
         return NULL;
     }
     long user = PyLong_AsLong(args[3]), library = PyLong_AsLong(args[4]);
@@ -1035,6 +1058,7 @@ static PyObject *fastpath_configure_books(PyObject *module, PyObject *const *arg
     Py_XSETREF(BOOKS_EXPIRED, Py_NewRef(args[5]));
     Py_XSETREF(BOOKS_FREE_WEAK_REF, Py_NewRef(args[6]));
     Py_XSETREF(BOOKS_SLOW_BACKWARD, Py_NewRef(args[7]));
+    Py_XSETREF(BOOKS_AFTER_BACKWARD, Py_NewRef(args[8]));
     if (SITE_CACHE == NULL && (SITE_CACHE = PyDict_New()) == NULL) return NULL;
     KIND_USER = user;
     KIND_LIBRARY = library;
@@ -1067,7 +1091,7 @@ static PyMethodDef fastpath_functions[] = {
      "ranks_differ, dispatch_code)."},
     {"configure_books", (PyCFunction)(void (*)(void))fastpath_configure_books, METH_FASTCALL,
      "configure_books(kinds, paths, device_names, user_kind, library_kind, expired, "
-     "free_weak_ref, before_backward)."},
+     "free_weak_ref, before_backward, after_backward)."},
     {"books_before_backward", (PyCFunction)(void (*)(void))books_before_backward,
      METH_FASTCALL,
      "books_before_backward($module, op, args, kwargs, caller, state, /)\n--\n\n"
@@ -1121,10 +1145,12 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     s_over = PyUnicode_InternFromString("_over");
     s_interval = PyUnicode_InternFromString("_interval");
     s_backward_line = PyUnicode_InternFromString("backward_line");
+    s_grad_leaves = PyUnicode_InternFromString("grad_leaves");
+    s_backward = PyUnicode_InternFromString("backward");
     if (!s_memory || !s_name || !s_untyped_storage || !s_cdata || !s_data_ptr || !s_weak_ref ||
         !s_nbytes || !s_device || !s_entries || !s_live || !s_peak || !s_by_site ||
         !s_since_sweep || !s_limit || !s_add || !s_insert || !s_pending || !s_over ||
-        !s_interval || !s_backward_line)
+        !s_interval || !s_backward_line || !s_grad_leaves || !s_backward)
         return NULL;
     if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0) return NULL;
     PyObject *module = PyModule_Create(&fastpath_module);

@@ -197,6 +197,8 @@ class ProcessAgent:
             return
         self._finished = True
         with contextlib.suppress(Exception):
+            self.watch.finish()
+        with contextlib.suppress(Exception):
             if self.session is not None:
                 self.session.finish({})
         with contextlib.suppress(Exception):

@@ -184,6 +184,22 @@ class Watch:
                 handle.remove()
         self._handles.clear()
 
+    def finish(self) -> None:
+        """The program ended: the enabled rules' ``finish`` hooks report what only its end
+        shows (a graph still kept by a total no ``backward()`` went through), at their lines,
+        without a frame to pause in (``tensor-dap check``, a watched child process)."""
+        for rule_id in sorted(self.enabled - self.failed.keys()):
+            hook = getattr(self._modules.get(rule_id), "finish", None)
+            if hook is None:
+                continue
+            try:
+                reports = hook(self)
+            except Exception as error:
+                self._rule_failed(rule_id, error)
+                continue
+            for report in reports:
+                self._emit(rule_id, report, reporting.END_OF_PROGRAM, None)
+
     def _enter_thread(self) -> None:
         """In a thread the program started: push a mode of this watch there."""
         if self._mode is not None:

@@ -20,13 +20,17 @@ that finds something brings it back to 1: while memory only grows, sweeps are ra
 freed and reused, every new peak is swept. A peak reached between two spaced sweeps may include
 storages freed since the last one.
 
-Not seen: tensors made outside torch functions (the gradients autograd's engine writes into
-``.grad``, buffers an op allocates and frees internally, intermediate results saved inside a
-composite op such as ``cross_entropy``).
+Tensors made outside torch functions are counted where they can be found: the gradients
+autograd's engine writes into ``.grad`` as each ``backward()`` returns (of the leaf tensors its
+line's first graph accumulates into, found by a walk of that graph: :func:`before_backward`)
+and again at each ``optimizer.step()`` with the optimizer's state (:func:`install`). Not seen:
+buffers an op allocates and frees internally, intermediate results saved inside a composite op
+such as ``cross_entropy``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import weakref
 from types import FrameType, SimpleNamespace
@@ -78,6 +82,9 @@ class MemoryLedger:
         self._crossed: list[tuple[str, int]] = []
         #: (path, line) of the last ``backward()``: where the ``.grad`` tensors were made
         self.backward_line: Optional[tuple[str, int]] = None
+        #: a ``backward()`` line -> weak references to the leaf tensors (parameters) its first
+        #: graph accumulates gradients into: their ``.grad`` is counted as it returns
+        self.grad_leaves: dict[tuple[str, int], list[Any]] = {}
 
     def __del__(self) -> None:
         entries, self._entries = self._entries, {}
@@ -260,24 +267,73 @@ PLAN_ID = "memory"
 
 def _after(op: Any, args: Any, kwargs: Any, out: Any, caller: FrameType, state: Any) -> None:
     """Planned like a rule's ``after`` on every op, so both engine paths run it."""
-    state.memory.observe(out, op.name, caller)
+    if out is None:
+        after_backward(op, args, kwargs, out, caller, state)
+    else:
+        state.memory.observe(out, op.name, caller)
 
 
 def _applies(op: Any) -> bool:
     """Not planned on in-place ops (their result is a storage already counted: ``optimizer.step()``
-    runs dozens) nor on ``backward()`` (it returns nothing: see :func:`before_backward`)."""
-    return not (op.inplace or op.backward)
+    runs dozens); on ``backward()``, which returns nothing, for the gradients it wrote."""
+    return not op.inplace
 
 
 def applies_before(op: Any) -> bool:
     return bool(op.backward)
 
 
+#: nodes walked, at most, to find the leaves a ``backward()`` line's graph accumulates into
+_LEAF_WALK_LIMIT = 20000
+
+
 def before_backward(op: Any, args: Any, kwargs: Any, caller: FrameType, state: Any) -> None:
     """The user line of the last ``backward()``: the ``.grad`` tensors autograd's engine makes
-    there (outside any torch function) are counted under it at the next ``optimizer.step()``."""
-    if state.memory is not None:
-        state.memory.backward_line = _user_line(caller)
+    there (outside any torch function) are counted under it as it returns (the first time a
+    line runs ``backward()``, its graph is walked for the leaves it writes ``.grad`` into)."""
+    books = state.memory
+    if books is None:
+        return
+    line = books.backward_line = _user_line(caller)
+    if line is not None and line not in books.grad_leaves and op.name != "grad":
+        books.grad_leaves[line] = _graph_leaves(args)
+
+
+def after_backward(op: Any, args: Any, kwargs: Any, out: Any, caller: Any, state: Any) -> None:
+    """``backward()`` returned: the ``.grad`` of its line's leaves to the books, under its line
+    (``torch.autograd.grad`` writes no ``.grad``: nothing)."""
+    books = state.memory
+    if books is None or not op.backward or op.name == "grad":
+        return
+    line = books.backward_line
+    leaves = books.grad_leaves.get(line) if line is not None else None
+    if not leaves:
+        return
+    with torch._C.DisableTorchFunction():
+        grads = [leaf.grad for leaf in (ref() for ref in leaves) if leaf is not None]
+    _observe_all(grads, _GRAD, line, state)
+
+
+def _graph_leaves(args: Any) -> list[Any]:
+    """Weak references to the leaf tensors the graphs of ``backward()``'s tensors (``args[0]``:
+    one, or a sequence) accumulate gradients into (their ``AccumulateGrad`` nodes' variables)."""
+    roots = args[0] if args and isinstance(args[0], (list, tuple)) else args[:1]
+    queue: list[Any] = [t.grad_fn for t in roots if isinstance(t, _Tensor)]
+    seen: set[int] = set()
+    leaves: list[Any] = []
+    with torch._C.DisableTorchFunction():
+        while queue and len(seen) < _LEAF_WALK_LIMIT:
+            node = queue.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            variable = getattr(node, "variable", None)
+            if isinstance(variable, _Tensor):
+                # (a tensor type without weak references is not counted here)
+                with contextlib.suppress(TypeError):
+                    leaves.append(weakref.ref(variable))
+            queue.extend(next_node for next_node, _ in node.next_functions)
+    return leaves
 
 
 #: the op names the optimizer's tensors are counted under
@@ -327,7 +383,8 @@ def _observe_all(tensors: list[Any], op: Any, caller: Any, state: Any) -> None:
 def _native_hooks() -> tuple[Any, Any]:
     """``_after`` and ``before_backward`` in C (``_fastpath.books_after``: ``_add`` and
     ``_insert`` for a plain storage under its device's peak and limit, the Python methods for
-    the rest; ``books_before_backward``) where it is built."""
+    the rest, :func:`after_backward` for an op returning ``None``; ``books_before_backward``,
+    :func:`before_backward` for a line whose leaves are not known yet) where it is built."""
     fastpath = native.fastpath
     if fastpath is None:
         return _after, before_backward
@@ -340,6 +397,7 @@ def _native_hooks() -> tuple[Any, Any]:
         _expired,
         _free_weak_ref,
         before_backward,
+        after_backward,
     )
     return fastpath.books_after, fastpath.books_before_backward
 

@@ -55,10 +55,11 @@ LEDGER_INSTANCE_ATTRIBUTES = (
     "_over",
     "limit",
     "backward_line",
+    "grad_leaves",
 )
 LEDGER_METHODS = ("_add", "_insert")
 STORAGE_ATTRIBUTES = ("_cdata", "data_ptr", "_weak_ref", "nbytes")
-OP_INFO_ATTRIBUTES = ("name",)
+OP_INFO_ATTRIBUTES = ("name", "backward")
 BOOKS_ATTRIBUTES = (
     LEDGER_INSTANCE_ATTRIBUTES + LEDGER_METHODS + STORAGE_ATTRIBUTES + OP_INFO_ATTRIBUTES
 )

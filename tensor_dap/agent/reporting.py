@@ -31,9 +31,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("tensor_dap.engine")
 
 
-def emit(watch: Watch, rule_id: str, report: Report, info: OpInfo, caller: FrameType) -> None:
+#: the op a report made at the end of the program is worded with (``Watch.finish``)
+END_OF_PROGRAM = OpInfo("end of program")
+
+
+def emit(
+    watch: Watch, rule_id: str, report: Report, info: OpInfo, caller: Optional[FrameType]
+) -> None:
     """Turn a rule's report into a finding at the user's line and hand it to the sinks
-    (``Watch._emit``)."""
+    (``Watch._emit``). ``caller`` None: no frame runs (the program ended); the report then
+    says its line (``at``) and the sinks get no frame."""
     if watch._emitting:  # a sink (e.g. the debugger's REPL) ran torch code: ignore it
         return
     watch._emitting = True
@@ -55,16 +62,17 @@ def emit(watch: Watch, rule_id: str, report: Report, info: OpInfo, caller: Frame
 
 
 def _build_finding(
-    watch: Watch, rule_id: str, report: Report, info: OpInfo, caller: FrameType
-) -> Optional[tuple[Finding, FrameType]]:
+    watch: Watch, rule_id: str, report: Report, info: OpInfo, caller: Optional[FrameType]
+) -> Optional[tuple[Finding, Optional[FrameType]]]:
     """The finding and the user's frame, or None: a duplicate, or the rule decided, seeing the
     source, that this is fine."""
     user = report.frame or frames.user_frame(caller)
-    if user is None:
+    if user is None and (report.at is None or report.tensors):
         return None
     if report.at is not None:
         path, line = os.path.abspath(report.at[0]), report.at[1]
     else:
+        assert user is not None
         path, line = os.path.abspath(user.f_code.co_filename), user.f_lineno
     key = (rule_id, path, line)
     with watch._lock:
@@ -79,6 +87,7 @@ def _build_finding(
     if report.at is not None:
         expression = naming.source_line(path, line)
     else:
+        assert user is not None
         expression = naming.expression_text(user)
     message = report.message(described, expression)
     if message is None:

@@ -15,7 +15,7 @@ import pytest
 from tests.dap.client import DapClient
 from tests.dap.listening import agent_of, listening_run
 from tests.dap.test_attach import _attach
-from tests.engine.test_memory_stops import GROWING, SMALL_DEVICE, _line
+from tests.engine.test_memory_stops import GROWING, LAST_EVALUATION, SMALL_DEVICE, _line
 
 
 @pytest.fixture
@@ -126,3 +126,23 @@ def test_a_bad_limit_for_tensor_dap_run_is_one_line(tmp_path: Path) -> None:
         "tensor-dap run: --memory-limit: bad memory size 'lots': a number of bytes, or with a "
         "unit as in 6GiB, 512MiB, 1.5GB\n"
     )
+
+
+def test_a_total_dropped_without_backward_stops_where_it_goes(dap: DapClient) -> None:
+    """graph-kept's last evaluation: the stop comes when test_loss() returns (its total goes,
+    no backward() having gone through it), paused in the frame running then, the message
+    naming the accumulating line; the total alive at the program's end is no stop."""
+    dap.start(str(LAST_EVALUATION), ["graph-kept"])
+    stopped, frame, info = _stop(dap)
+    assert stopped["text"] == "graph-kept"
+    assert (frame["source"]["path"], frame["line"]) == (
+        str(LAST_EVALUATION),
+        _line(LAST_EVALUATION, "result = test_loss()"),
+    )
+    accumulating = _line(LAST_EVALUATION, "total += F.mse_loss")
+    assert f"(last_evaluation.py:{accumulating}): total accumulated" in info["description"]
+    assert "over 5 iterations" in info["description"]
+    assert _evaluate(dap, frame, "len(batches)") == "5"
+    dap.send("continue", {"threadId": stopped["threadId"]})
+    assert dap.event("exited")["body"]["exitCode"] == 0
+    assert not [m for m in dap.seen if m.get("event") == "stopped"][1:]

@@ -17,6 +17,7 @@ from torch import nn
 import tensor_dap
 from tensor_dap.agent import mode
 from tensor_dap.testing import accelerator_device
+from tests.engine.test_memory_stops import LAST_EVALUATION, _line
 
 DEVICE = torch.device("cpu")
 
@@ -127,6 +128,34 @@ def lightning_style_validation(device: torch.device) -> None:
     Regressor().to(device).validate(batches)
 
 
+def final_eval_in_train_mode(device: torch.device) -> None:
+    """The program's last evaluation with the model left in training mode: no backward()
+    follows it, and nothing says it is an evaluation until its total goes unused."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+    def test_loss() -> float:
+        total = 0
+        for x, y in batches:
+            total += F.mse_loss(model(x), y)  # kept
+        return total.item() / len(batches)
+
+    print(f"test loss {test_loss():.3f}")
+
+
+def inference_without_no_grad(device: torch.device) -> None:
+    """A scoring script: no optimizer, no backward(), parameters requiring grad."""
+    model, _, batches = _setup(device)
+    for _ in range(2):
+        score = torch.zeros((), device=device)
+        for x, y in batches:
+            score = score + F.l1_loss(model(x), y)  # kept
+        print(f"mean error {score.item() / len(batches):.3f}")
+
+
 LEAKS = [
     train_total_inplace,
     train_total_rebound_before_backward,
@@ -135,6 +164,8 @@ LEAKS = [
     final_eval_in_eval_mode,
     evaluate_function_in_eval_mode,
     lightning_style_validation,
+    final_eval_in_train_mode,
+    inference_without_no_grad,
 ]
 
 
@@ -172,6 +203,21 @@ def gradient_accumulation_inplace(device: torch.device) -> None:
             total.backward()
             optimizer.step()
             total = torch.zeros((), device=device)
+
+
+def gradient_accumulation_with_a_short_last_window(device: torch.device) -> None:
+    """Windows of 4 micro-batches over 7 batches an epoch: the last 3 of each epoch are
+    summed and then dropped without backward() when the next epoch starts its total."""
+    model, optimizer, batches = _setup(device)
+    for _ in range(3):
+        total = 0
+        for step, (x, y) in enumerate(batches + batches[:1]):
+            total = total + F.mse_loss(model(x), y) / 4
+            if (step + 1) % 4 == 0:
+                optimizer.zero_grad()
+                total.backward()
+                optimizer.step()
+                total = 0
 
 
 def eval_under_no_grad(device: torch.device) -> None:
@@ -286,6 +332,7 @@ CLEAN = [
     item_totals,
     gradient_accumulation,
     gradient_accumulation_inplace,
+    gradient_accumulation_with_a_short_last_window,
     frozen_backbone_accumulation,
     eval_under_no_grad,
     gan_fake_detach,
@@ -361,3 +408,25 @@ def test_nothing_is_kept_alive() -> None:
         del total
         gc.collect()
         assert ref() is None
+
+
+def test_totals_no_backward_went_through_are_reported_when_dropped_and_at_the_end(
+    check, engine_path
+) -> None:  # type: ignore[no-untyped-def]
+    """Through ``tensor-dap check``: the function's total when the function returns, the
+    module-level total (alive until the program ends) at the end; the program's own output
+    and exit are as without tensor-dap."""
+    run = check(LAST_EVALUATION, extra=("--rules", "graph-kept"), env=engine_path)
+    inside = _line(LAST_EVALUATION, "total += F.mse_loss")
+    module_level = _line(LAST_EVALUATION, "final = final + F.l1_loss")
+    assert run.pairs() == {("graph-kept", inside), ("graph-kept", module_level)}, run.stderr
+    by_line = {f["line"]: f["message"] for f in run.findings}
+    assert by_line[inside].startswith(
+        f"`total += F.mse_loss(model(x), y)` (last_evaluation.py:{inside}): total accumulated "
+        "F.mse_loss(model(x), y), which carries autograd history, over 5 iterations, and no "
+        "backward() went through it"
+    )
+    assert "alive until it was dropped" in by_line[inside]
+    assert "alive until the program ended" in by_line[module_level]
+    assert "torch.no_grad()" in by_line[module_level]
+    assert run.stdout.startswith("test loss ") and "final error " in run.stdout

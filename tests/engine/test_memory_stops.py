@@ -19,6 +19,7 @@ from tests.conftest import SAMPLES, SIMULATE_CUDA
 PROGRAMS = Path(__file__).resolve().parent / "memory_programs"
 GROWING = PROGRAMS / "growing_list.py"
 SMALL_DEVICE = PROGRAMS / "small_device.py"
+LAST_EVALUATION = PROGRAMS / "last_evaluation.py"
 
 
 def _line(script: Path, text: str) -> int:

@@ -19,6 +19,11 @@ A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations
 - or it stopped growing and a whole ``backward()`` ran after it without going through it: the
   evaluation-loop form, reported at the chain's line when the next training step runs
   backward;
+- or its total was dropped (rebound, deleted, its function returned) and no ``backward()`` had
+  gone through it, nor through a total this line made before: the evaluation loop no backward
+  follows (the program's last evaluation, in training mode), reported when the total goes, in
+  the frame running then; a total still alive when the program ends is reported then
+  (:func:`finish`, ``tensor-dap check``);
 - or, before any ``backward()``, the graphs it accumulates use only parameters of modules in
   eval mode (``model.eval()``), modules the accumulating frame names (a local or global
   variable, or an attribute of its ``self``, or ``self``): the evaluation-loop form again, as
@@ -28,9 +33,11 @@ A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations
   training mode is not reported).
 
 Gradient accumulation (micro-batch losses summed, then ``backward()`` through the sum every
-few steps) sends a backward through the chain: never reported. Totals of floats, detached
-totals and totals under ``no_grad`` have no ``grad_fn``: the add is left after one attribute
-read. Nothing is kept alive: a chain is named by its node's id and sequence number.
+few steps) sends a backward through the chain: never reported (nor the window an epoch's end
+cuts short, dropped without backward: that line's totals went through backward before).
+Totals of floats, detached totals and totals under ``no_grad`` have no ``grad_fn``: the add is
+left after one attribute read. Nothing is kept alive: a chain is named by its node's id and
+sequence number, its total held by a weak reference.
 
 ``losses.append(loss)`` is no torch op; see :mod:`tensor_dap.agent.kept_roots`, which this
 rule runs at each ``backward()``.
@@ -38,6 +45,10 @@ rule runs at each ``backward()``.
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -84,15 +95,28 @@ class _Chain:
     #: that graph runs only modules in eval mode: an evaluation loop, reported before any
     #: backward() (see the module's docstring)
     evaluating: bool = False
+    #: a weak reference to the chain's total while the chain waits for a backward() (see
+    #: :func:`_await_backward`): its callback reports the total dropped without one
+    total: Optional[Any] = None
+    #: the add's op (what a report made outside an op is worded with)
+    op: Any = None
+    #: a backward() went through a chain of this site once: gradient accumulation, whose
+    #: windows may end without one (the last of an epoch): a dropped total is not reported
+    ever_consumed: bool = False
 
     def restart(self, node: NodeKey, backwards: int) -> None:
         """The site starts a new chain (kept as one record: most adds start one)."""
         self.node, self.started, self.grown, self.iterations = node, backwards, backwards, 1
         self.consumed = self.reported = self.dependent = self.evaluating = False
+        self.total = None
 
     def on_backward(self, *_: Any) -> None:
         """Hook on the chain's nodes: a backward went through it (gradient accumulation)."""
-        self.consumed = True
+        self.consumed = self.ever_consumed = True
+
+    def waiting(self) -> bool:
+        """Whether the chain is to be reported if its total goes without a backward()."""
+        return not (self.reported or self.consumed or self.dependent or self.ever_consumed)
 
 
 def applies(op: OpInfo) -> bool:
@@ -136,7 +160,8 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
         chain.evaluating = not chain.dependent and _evaluating(leaves, caller)
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
-    if chain.started == backwards and not chain.evaluating:  # maybe gradient accumulation
+    if chain.started == backwards and not chain.evaluating:  # maybe gradient accumulation:
+        _await_backward(chain, out, op, state)  # judged when the total goes
         return None
     chain.reported = True
     acc = args[0] if isinstance(args[0], _Tensor) and args[0] is not term else out
@@ -158,14 +183,71 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             chain.reported = True
             user = frames.user_frame(caller)
             if user is not None:
-                return Report(
-                    tensors=[],
-                    message=_left_message(chain),
-                    frame=user,
-                    at=(chain.path, chain.line),
-                    operands=False,
-                )
+                return _left_report(chain, user)
     return kept_roots.check(args, caller, state, backwards + 1)
+
+
+def _await_backward(chain: _Chain, out: Any, op: OpInfo, state: Any) -> None:
+    """Watch the chain's total ``out`` (weakly): dropped before a backward() went through it,
+    it kept its graphs for nothing (:func:`_dropped`)."""
+    held = chain.total
+    if held is not None and held() is out:
+        return
+    chain.op = op
+    try:
+        chain.total = weakref.ref(out, functools.partial(_dropped, chain, state))
+    except TypeError:  # a tensor type without weak references: left unjudged
+        chain.total = None
+
+
+def _dropped(chain: _Chain, state: Any, ref: Any) -> None:
+    """The chain's total is gone (a weak reference's callback, run where the program dropped
+    it): report it at its line, paused in the frame running now, unless a backward() went
+    through it. Never raises into the program: a failure switches the rule off."""
+    if chain.total is not ref:
+        return
+    chain.total = None
+    try:
+        if not chain.waiting() or not _on(state):
+            return
+        caller = sys._getframe(1)
+        user = frames.user_frame(caller)
+        if user is None:
+            return
+        chain.reported = True
+        state._emit(RULE.id, _left_report(chain, user), chain.op, caller)
+    except Exception as error:
+        state._rule_failed(RULE.id, error)
+
+
+def finish(state: Any) -> list[Report]:
+    """At the end of the program (``tensor-dap check``): the chains whose total is still
+    alive, no backward() having gone through it (a module-level evaluation loop's total)."""
+    chains: dict[int, _Chain] = state.rule_state.get(_CHAINS) or {}
+    reports = []
+    for chain in chains.values():
+        alive = chain.total is not None and chain.total() is not None
+        if alive and chain.waiting():
+            chain.reported = True
+            chain.total = None
+            reports.append(_left_report(chain, None, "the program ended"))
+    return reports
+
+
+def _on(state: Any) -> bool:
+    return state._mode is not None and RULE.id in state.enabled and RULE.id not in state.failed
+
+
+def _left_report(chain: _Chain, frame: Any, until: str = "it was dropped") -> Report:
+    """The report of a chain no backward() went through, at its line (``frame``: the live
+    frame a debugger pauses in)."""
+    return Report(
+        tensors=[],
+        message=_left_message(chain, until),
+        frame=frame,
+        at=(chain.path, chain.line),
+        operands=False,
+    )
 
 
 def _hook(node: Any, chain: _Chain) -> None:
@@ -275,15 +357,16 @@ def _live_message(chain: _Chain, out: Any) -> Any:
     return build
 
 
-def _left_message(chain: _Chain) -> Any:
+def _left_message(chain: _Chain, until: str = "it was dropped") -> Any:
     def build(described: list[Any], expression: str) -> str:
         acc, term = _names(expression)
         kept = f"about {size_text(chain.term_bytes * chain.iterations)} of saved activations"
         kept += f" and {chain.term_nodes * chain.iterations} autograd nodes"
+        where = f"{os.path.basename(chain.path)}:{chain.line}"
         return (
-            f"`{expression}`: {acc} accumulated {term}, which carries autograd history, over "
-            f"{chain.iterations} iterations, and no backward() went through it: {acc} kept "
-            f"the graph of every iteration ({kept}) alive until it was dropped. "
+            f"`{expression}` ({where}): {acc} accumulated {term}, which carries autograd "
+            f"history, over {chain.iterations} iterations, and no backward() went through it: "
+            f"{acc} kept the graph of every iteration ({kept}) alive until {until}. "
             f"{_fix(acc, term)}"
         )
 
