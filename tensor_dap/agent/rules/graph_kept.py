@@ -207,8 +207,10 @@ def _dropped(chain: _Chain, state: Any, ref: Any) -> None:
     if chain.total is not ref:
         return
     chain.total = None
+    if sys.is_finalizing() or not chain.waiting():  # the interpreter tearing the program down
+        return
     try:
-        if not chain.waiting() or not _on(state):
+        if not _on(state):
             return
         caller = sys._getframe(1)
         user = frames.user_frame(caller)
