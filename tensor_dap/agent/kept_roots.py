@@ -10,15 +10,31 @@ it, every iteration's graph (their saved tensors were freed by ``backward()``, t
 The finding is reported at the line that appends to that list (the source of the frame holding
 it is searched for ``name.append(``); a root no list holds, or whose ``append`` cannot be
 found, is let go unreported.
+
+Losses appended and never backpropagated (an evaluation loop in training mode, without
+``torch.no_grad()``) keep more: every iteration's saved activations. :func:`observe` sees a
+sample of ops (the engine's: the first 8 of each call site, then one in 64): a one-element
+result with a ``grad_fn`` is a candidate of its user line; when a candidate is still alive 3
+candidates of its line later and no ``backward()`` has run since it was made, a list holding
+it is looked for, and the candidate is watched (a weak reference, and a hook on its node, which
+says when a backward goes through it: a REINFORCE episode's log-probabilities are summed and
+backpropagated at its end). Dropped (its list with it) before any backward went through it, it
+is reported then, at the appending line, paused where the program dropped it; still alive when
+the program ends, then (:func:`finish_unused`).
 """
 
 from __future__ import annotations
 
 import dis
+import functools
 import linecache
+import os
 import re
+import sys
+import weakref
+from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -26,6 +42,7 @@ from tensor_dap.agent import frames
 from tensor_dap.agent.graph_walk import footprint
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
+from tensor_dap.tensor_text import size_text
 
 #: a root alive this many backward() calls after its own is reported
 KEPT_AFTER = 3
@@ -125,3 +142,119 @@ def _message(root: Any, name: str, held: list[Any]) -> Any:
         )
 
     return build
+
+
+_CANDIDATES = "graph-kept.unused-candidates"
+_WATCHED = "graph-kept.unused-watched"
+#: candidates of one line remembered (the oldest is judged when the newest comes)
+_CANDIDATES_PER_LINE = 4
+#: in place of a line's candidates once one of them is watched: that line is not looked at again
+_JUDGED = "judged"
+
+
+@dataclass(eq=False)
+class _Unused:
+    """A loss a list keeps that no backward() has gone through (nothing of it kept alive)."""
+
+    path: str
+    line: int
+    name: str
+    count: int
+    saved_bytes: int
+    nodes: int
+    ref: Any = None
+    consumed: bool = False
+
+    def on_backward(self, *_: Any) -> None:
+        self.consumed = True
+
+
+def observe(
+    out: Any, caller: FrameType, state: Any, backwards: int, emit: Callable[..., Any]
+) -> None:
+    """A sampled op's result: remember it as a candidate of its user line, judge the oldest
+    (see the module's docstring). ``backwards``: backward() calls so far; ``emit(report,
+    caller)`` reports a dropped one."""
+    if not isinstance(out, _Tensor) or out.grad_fn is None or out.numel() != 1:
+        return
+    user = frames.user_frame(caller)
+    if user is None or not frames.is_user_code(user.f_code):
+        return
+    key = id(user.f_code) + user.f_lasti
+    lines: dict[int, Any] = state.rule_state.setdefault(_CANDIDATES, {})
+    candidates = lines.get(key)
+    if candidates is None:
+        candidates = lines[key] = []
+    elif candidates is _JUDGED:
+        return
+    try:
+        candidates.append((weakref.ref(out), backwards))
+    except TypeError:  # a tensor type without weak references
+        return
+    if len(candidates) <= _CANDIDATES_PER_LINE - 1:
+        return
+    ref, made_at = candidates.pop(0)
+    oldest = ref()
+    if oldest is None or made_at != backwards:
+        return
+    found = _holder(oldest, caller)
+    if found is None:
+        return
+    lines[key] = _JUDGED
+    holder, name, held, line = found
+    walked = footprint(oldest.grad_fn)
+    watched = _Unused(
+        path=holder.f_code.co_filename,
+        line=line,
+        name=name,
+        count=sum(1 for item in held if isinstance(item, _Tensor) and item.grad_fn is not None),
+        saved_bytes=walked.saved_bytes,
+        nodes=walked.nodes,
+    )
+    try:
+        oldest.grad_fn.register_hook(watched.on_backward)
+        watched.ref = weakref.ref(oldest, functools.partial(_dropped, watched, emit))
+    except Exception:  # a node that takes no hooks: left unjudged
+        return
+    state.rule_state.setdefault(_WATCHED, []).append(watched)
+
+
+def _dropped(watched: _Unused, emit: Callable[..., Any], ref: Any) -> None:
+    """The watched loss is gone: no backward() went through it, report it (paused in the frame
+    running now)."""
+    if watched.ref is not ref:
+        return
+    watched.ref = None
+    if watched.consumed or sys.is_finalizing():
+        return
+    emit(_unused_report(watched, "they were dropped"), sys._getframe(1))
+
+
+def finish_unused(state: Any) -> list[Report]:
+    """At the end of the program: the watched losses still alive, no backward() through them."""
+    reports = []
+    for watched in state.rule_state.get(_WATCHED) or ():
+        alive = watched.ref is not None and watched.ref() is not None
+        if alive and not watched.consumed:
+            watched.ref = None
+            reports.append(_unused_report(watched, "the program ended"))
+    return reports
+
+
+def _unused_report(watched: _Unused, until: str) -> Report:
+    def build(described: list[Any], expression: str) -> str:
+        where = f"{os.path.basename(watched.path)}:{watched.line}"
+        each = f"about {watched.nodes} autograd nodes"
+        if watched.saved_bytes:
+            each += f" and {size_text(watched.saved_bytes)} of saved activations"
+        return (
+            f"`{expression}` ({where}): {watched.name} kept a tensor that carries autograd "
+            f"history each iteration ({watched.count} by the time it was looked at), and no "
+            f"backward() went through them: each kept its graph ({each}) alive until {until}. "
+            f"Append a number (`.item()`) or a detached tensor (`.detach()`), or run the loop "
+            f"under `torch.no_grad()` when it needs no gradient."
+        )
+
+    return Report(
+        tensors=[], message=build, frame=None, at=(watched.path, watched.line), operands=False
+    )

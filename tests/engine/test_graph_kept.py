@@ -156,6 +156,24 @@ def inference_without_no_grad(device: torch.device) -> None:
         print(f"mean error {score.item() / len(batches):.3f}")
 
 
+def validation_losses_appended_in_train_mode(device: torch.device) -> None:
+    """Validation losses kept in a list for their mean, the model in training mode, no
+    torch.no_grad(): every batch's graph and activations stay until the list goes."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+    def validate() -> float:
+        losses = []
+        for x, y in batches:
+            losses.append(F.mse_loss(model(x), y))  # kept
+        return torch.stack(losses).mean().item()
+
+    print(f"validation loss {validate():.3f}")
+
+
 LEAKS = [
     train_total_inplace,
     train_total_rebound_before_backward,
@@ -166,6 +184,7 @@ LEAKS = [
     lightning_style_validation,
     final_eval_in_train_mode,
     inference_without_no_grad,
+    validation_losses_appended_in_train_mode,
 ]
 
 
@@ -385,6 +404,17 @@ def test_the_message_says_how_many_iterations_and_what_is_kept() -> None:
     ((_, _, evaluating),) = _run(final_eval_in_eval_mode, DEVICE)
     assert "after 3 iterations val_loss holds the graphs of all 3" in evaluating
     assert "the model it runs is in eval mode and no backward() has gone through it" in evaluating
+
+
+def test_a_list_of_losses_never_backpropagated_names_the_list_and_what_each_keeps() -> None:
+    ((_, line, message),) = _run(validation_losses_appended_in_train_mode, DEVICE)
+    assert message.startswith(
+        f"`losses.append(F.mse_loss(model(x), y))` (test_graph_kept.py:{line}): losses kept a "
+        "tensor that carries autograd history each iteration (3 by the time it was looked at), "
+        "and no backward() went through them: each kept its graph (about "
+    )
+    assert "of saved activations) alive until they were dropped" in message
+    assert "`torch.no_grad()`" in message
 
 
 def test_on_the_standin_accelerator() -> None:

@@ -40,7 +40,7 @@ left after one attribute read. Nothing is kept alive: a chain is named by its no
 sequence number, its total held by a weak reference.
 
 ``losses.append(loss)`` is no torch op; see :mod:`tensor_dap.agent.kept_roots`, which this
-rule runs at each ``backward()``.
+rule runs at each ``backward()`` and on a sample of ops (``observe``).
 """
 
 from __future__ import annotations
@@ -98,8 +98,6 @@ class _Chain:
     #: a weak reference to the chain's total while the chain waits for a backward() (see
     #: :func:`_await_backward`): its callback reports the total dropped without one
     total: Optional[Any] = None
-    #: the add's op (what a report made outside an op is worded with)
-    op: Any = None
     #: a backward() went through a chain of this site once: gradient accumulation, whose
     #: windows may end without one (the last of an epoch): a dropped total is not reported
     ever_consumed: bool = False
@@ -161,7 +159,7 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
     if chain.started == backwards and not chain.evaluating:  # maybe gradient accumulation:
-        _await_backward(chain, out, op, state)  # judged when the total goes
+        _await_backward(chain, out, state)  # judged when the total goes
         return None
     chain.reported = True
     acc = args[0] if isinstance(args[0], _Tensor) and args[0] is not term else out
@@ -187,13 +185,12 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     return kept_roots.check(args, caller, state, backwards + 1)
 
 
-def _await_backward(chain: _Chain, out: Any, op: OpInfo, state: Any) -> None:
+def _await_backward(chain: _Chain, out: Any, state: Any) -> None:
     """Watch the chain's total ``out`` (weakly): dropped before a backward() went through it,
     it kept its graphs for nothing (:func:`_dropped`)."""
     held = chain.total
     if held is not None and held() is out:
         return
-    chain.op = op
     try:
         chain.total = weakref.ref(out, functools.partial(_dropped, chain, state))
     except TypeError:  # a tensor type without weak references: left unjudged
@@ -202,31 +199,46 @@ def _await_backward(chain: _Chain, out: Any, op: OpInfo, state: Any) -> None:
 
 def _dropped(chain: _Chain, state: Any, ref: Any) -> None:
     """The chain's total is gone (a weak reference's callback, run where the program dropped
-    it): report it at its line, paused in the frame running now, unless a backward() went
-    through it. Never raises into the program: a failure switches the rule off."""
+    it): report it at its line unless a backward() went through it."""
     if chain.total is not ref:
         return
     chain.total = None
     if sys.is_finalizing() or not chain.waiting():  # the interpreter tearing the program down
         return
+    chain.reported = True
+    _emit_dropped(state, _left_report(chain, None), sys._getframe(1))
+
+
+def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
+    """A sampled op: losses a list keeps that no backward() goes through
+    (:func:`kept_roots.observe`)."""
+    backwards = state.rule_state.get(_BACKWARDS, 0)
+    kept_roots.observe(out, caller, state, backwards, functools.partial(_emit_dropped, state))
+
+
+def _emit_dropped(state: Any, report: Report, caller: Any) -> None:
+    """Report what a weak reference's callback found dropped, paused in the frame running
+    (when there is a user frame; never raises into the program)."""
     try:
         if not _on(state):
             return
-        caller = sys._getframe(1)
-        user = frames.user_frame(caller)
-        if user is None:
-            return
-        chain.reported = True
-        state._emit(RULE.id, _left_report(chain, user), chain.op, caller)
+        report.frame = frames.user_frame(caller)
+        if report.frame is not None:
+            state._emit(RULE.id, report, _DROPPED, caller)
     except Exception as error:
         state._rule_failed(RULE.id, error)
 
 
+#: the op a report made where a tensor was dropped is worded with (no op runs there)
+_DROPPED = OpInfo("dropped")
+
+
 def finish(state: Any) -> list[Report]:
     """At the end of the program (``tensor-dap check``): the chains whose total is still
-    alive, no backward() having gone through it (a module-level evaluation loop's total)."""
+    alive, no backward() having gone through it (a module-level evaluation loop's total), and
+    the losses a list keeps that no backward() went through."""
     chains: dict[int, _Chain] = state.rule_state.get(_CHAINS) or {}
-    reports = []
+    reports = kept_roots.finish_unused(state)
     for chain in chains.values():
         alive = chain.total is not None and chain.total() is not None
         if alive and chain.waiting():
