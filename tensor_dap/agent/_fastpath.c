@@ -1021,7 +1021,7 @@ static PyObject *books_before_backward(PyObject *module, PyObject *const *args,
             if (site != Py_None) {
                 line = PyTuple_GetSlice(site, 0, 2);
                 PyObject *leaves = line == NULL ? NULL : PyObject_GetAttr(ledger, s_grad_leaves);
-                known = leaves == NULL ? -1 : PyDict_Contains(leaves, line);
+                known = leaves == NULL ? -1 : PySequence_Contains(leaves, line);
                 Py_XDECREF(leaves);
                 if (known > 0) known = PyObject_SetAttr(ledger, s_backward_line, line) < 0 ? -1 : 1;
                 Py_XDECREF(line);

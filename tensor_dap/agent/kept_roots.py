@@ -15,12 +15,13 @@ Losses appended and never backpropagated (an evaluation loop in training mode, w
 ``torch.no_grad()``) keep more: every iteration's saved activations. :func:`observe` sees a
 sample of ops (the engine's: the first 8 of each call site, then one in 64): a one-element
 result with a ``grad_fn`` is a candidate of its user line; when a candidate is still alive 3
-candidates of its line later and no ``backward()`` has run since it was made, a list holding
-it is looked for, and the candidate is watched (a weak reference, and a hook on its node, which
-says when a backward goes through it: a REINFORCE episode's log-probabilities are summed and
-backpropagated at its end). Dropped (its list with it) before any backward went through it, it
-is reported then, at the appending line, paused where the program dropped it; still alive when
-the program ends, then (:func:`finish_unused`).
+candidates of its line later and no ``backward()`` has run since it was made, the ``append``
+keeping it is looked for in the source (on its line, or the next lines appending
+the name it assigns), and its graph is watched (:mod:`tensor_dap.agent.graph_life`: a
+REINFORCE episode's log-probabilities are summed and backpropagated at its end, a helper's
+``torch.stack(losses).mean()`` is backpropagated by its caller). Freed before any backward went
+through it, it is reported then, at the appending line, paused where the program let it go;
+still alive when the program ends, then (:func:`finish_unused`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import functools
 import linecache
 import os
 import re
-import sys
 import weakref
 from dataclasses import dataclass
 from types import FrameType
@@ -39,6 +39,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from tensor_dap.agent import frames
+from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_walk import footprint
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
@@ -148,8 +149,10 @@ _CANDIDATES = "graph-kept.unused-candidates"
 _WATCHED = "graph-kept.unused-watched"
 #: candidates of one line remembered (the oldest is judged when the newest comes)
 _CANDIDATES_PER_LINE = 4
-#: in place of a line's candidates once one of them is watched: that line is not looked at again
+#: in place of a line's candidates once it is judged: that line is not looked at again
 _JUDGED = "judged"
+#: lines after a loss's line searched for the ``append`` keeping it
+_APPEND_LINES = 3
 
 
 @dataclass(eq=False)
@@ -162,19 +165,15 @@ class _Unused:
     count: int
     saved_bytes: int
     nodes: int
-    ref: Any = None
-    consumed: bool = False
-
-    def on_backward(self, *_: Any) -> None:
-        self.consumed = True
+    life: Optional[GraphLife] = None
 
 
 def observe(
-    out: Any, caller: FrameType, state: Any, backwards: int, emit: Callable[..., Any]
+    out: Any, caller: FrameType, state: Any, backwards: int, emit: Callable[[Report], None]
 ) -> None:
     """A sampled op's result: remember it as a candidate of its user line, judge the oldest
-    (see the module's docstring). ``backwards``: backward() calls so far; ``emit(report,
-    caller)`` reports a dropped one."""
+    (see the module's docstring). ``backwards``: backward() calls so far; ``emit(report)``
+    reports one whose graph went without a backward()."""
     if not isinstance(out, _Tensor) or out.grad_fn is None or out.numel() != 1:
         return
     user = frames.user_frame(caller)
@@ -191,52 +190,69 @@ def observe(
         candidates.append((weakref.ref(out), backwards))
     except TypeError:  # a tensor type without weak references
         return
-    if len(candidates) <= _CANDIDATES_PER_LINE - 1:
+    if len(candidates) < _CANDIDATES_PER_LINE:
         return
     ref, made_at = candidates.pop(0)
     oldest = ref()
     if oldest is None or made_at != backwards:
         return
-    found = _holder(oldest, caller)
-    if found is None:
+    lines[key] = _JUDGED  # kept across iterations, no backward yet: watched, or not at all
+    appended = _appending(user.f_code, user.f_lineno)
+    if appended is None:
         return
-    lines[key] = _JUDGED
-    holder, name, held, line = found
+    name, line = appended
     walked = footprint(oldest.grad_fn)
     watched = _Unused(
-        path=holder.f_code.co_filename,
+        path=user.f_code.co_filename,
         line=line,
         name=name,
-        count=sum(1 for item in held if isinstance(item, _Tensor) and item.grad_fn is not None),
+        count=_CANDIDATES_PER_LINE - 1,
         saved_bytes=walked.saved_bytes,
         nodes=walked.nodes,
     )
-    try:
-        oldest.grad_fn.register_hook(watched.on_backward)
-        watched.ref = weakref.ref(oldest, functools.partial(_dropped, watched, emit))
-    except Exception:  # a node that takes no hooks: left unjudged
-        return
-    state.rule_state.setdefault(_WATCHED, []).append(watched)
+    watched.life = GraphLife(functools.partial(_graph_gone, watched, emit))
+    if watched.life.hold(oldest.grad_fn):
+        state.rule_state.setdefault(_WATCHED, []).append(watched)
 
 
-def _dropped(watched: _Unused, emit: Callable[..., Any], ref: Any) -> None:
-    """The watched loss is gone: no backward() went through it, report it (paused in the frame
-    running now)."""
-    if watched.ref is not ref:
-        return
-    watched.ref = None
-    if watched.consumed or sys.is_finalizing():
-        return
-    emit(_unused_report(watched, "they were dropped"), sys._getframe(1))
+def _appending(code: Any, line: int) -> Optional[tuple[str, int]]:
+    """``(list, line)`` of the ``append`` keeping the loss made on ``line``: that line's own
+    (``losses.append(criterion(...))``), or one of the next lines appending the name it
+    assigns (``loss = criterion(...)`` then ``losses.append(loss)``); None when neither is
+    found. Read from the source: a frame's locals are not looked at (reading them on 3.11 and
+    3.12 keeps their values alive until the frame returns)."""
+    text = linecache.getline(code.co_filename, line)
+    found = _APPEND.search(text)
+    if found:
+        return found.group(1), line
+    assigned = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", text)
+    if not assigned:
+        return None
+    later = sorted({n for _, n in dis.findlinestarts(code) if n is not None and n > line})
+    for number in later[:_APPEND_LINES]:
+        found = _APPEND.search(linecache.getline(code.co_filename, number))
+        if found and re.search(rf"\b{assigned.group(1)}\b", found.group(0)):
+            return found.group(1), number
+    return None
+
+
+#: ``NAME.append(ARG...`` with ``NAME`` a name, attribute or item (``self.outputs``)
+_APPEND = re.compile(r"([A-Za-z_][\w.]*(?:\[[^\]]*\])?)\s*\.\s*append\s*\((\s*[A-Za-z_]\w*)?")
+
+
+def _graph_gone(watched: _Unused, emit: Callable[[Report], None], life: GraphLife) -> None:
+    """The watched loss's graph is freed: report it unless a backward() went through it."""
+    if not life.consumed:
+        emit(_unused_report(watched, "they were dropped"))
 
 
 def finish_unused(state: Any) -> list[Report]:
     """At the end of the program: the watched losses still alive, no backward() through them."""
     reports = []
     for watched in state.rule_state.get(_WATCHED) or ():
-        alive = watched.ref is not None and watched.ref() is not None
-        if alive and not watched.consumed:
-            watched.ref = None
+        life = watched.life
+        if life is not None and life.alive and not life.consumed:
+            life.forget()
             reports.append(_unused_report(watched, "the program ended"))
     return reports
 

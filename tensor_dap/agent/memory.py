@@ -287,6 +287,11 @@ def applies_before(op: Any) -> bool:
 _LEAF_WALK_LIMIT = 20000
 
 
+def _accumulates(node: Any) -> bool:
+    """An ``AccumulateGrad`` node (a custom ``Function``'s context may have a ``variable``)."""
+    return type(node).__name__ == "AccumulateGrad"
+
+
 def before_backward(op: Any, args: Any, kwargs: Any, caller: FrameType, state: Any) -> None:
     """The user line of the last ``backward()``: the ``.grad`` tensors autograd's engine makes
     there (outside any torch function) are counted under it as it returns (the first time a
@@ -295,8 +300,8 @@ def before_backward(op: Any, args: Any, kwargs: Any, caller: FrameType, state: A
     if books is None:
         return
     line = books.backward_line = _user_line(caller)
-    if line is not None and line not in books.grad_leaves and op.name != "grad":
-        books.grad_leaves[line] = _graph_leaves(args)
+    if line is not None and line not in books.grad_leaves:  # (autograd.grad writes no .grad)
+        books.grad_leaves[line] = [] if op.name == "grad" else _graph_leaves(args, kwargs)
 
 
 def after_backward(op: Any, args: Any, kwargs: Any, out: Any, caller: Any, state: Any) -> None:
@@ -314,10 +319,12 @@ def after_backward(op: Any, args: Any, kwargs: Any, out: Any, caller: Any, state
     _observe_all(grads, _GRAD, line, state)
 
 
-def _graph_leaves(args: Any) -> list[Any]:
-    """Weak references to the leaf tensors the graphs of ``backward()``'s tensors (``args[0]``:
-    one, or a sequence) accumulate gradients into (their ``AccumulateGrad`` nodes' variables)."""
-    roots = args[0] if args and isinstance(args[0], (list, tuple)) else args[:1]
+def _graph_leaves(args: Any, kwargs: Any) -> list[Any]:
+    """Weak references to the leaf tensors the graphs of ``backward()``'s tensors (``args[0]``
+    or ``tensors=``: one, or a sequence) accumulate gradients into (their ``AccumulateGrad``
+    nodes' variables)."""
+    roots = args[0] if args else (kwargs or {}).get("tensors")
+    roots = roots if isinstance(roots, (list, tuple)) else [roots]
     queue: list[Any] = [t.grad_fn for t in roots if isinstance(t, _Tensor)]
     seen: set[int] = set()
     leaves: list[Any] = []
@@ -327,7 +334,7 @@ def _graph_leaves(args: Any) -> list[Any]:
             if node is None or id(node) in seen:
                 continue
             seen.add(id(node))
-            variable = getattr(node, "variable", None)
+            variable = getattr(node, "variable", None) if _accumulates(node) else None
             if isinstance(variable, _Tensor):
                 # (a tensor type without weak references is not counted here)
                 with contextlib.suppress(TypeError):

@@ -239,6 +239,70 @@ def gradient_accumulation_with_a_short_last_window(device: torch.device) -> None
                 total = 0
 
 
+def chunk_losses_averaged_then_backward(device: torch.device) -> None:
+    """The summed total is rebound to its mean before backward(): the Python total goes, its
+    graph lives on in the mean, which backward() goes through."""
+    model, optimizer, batches = _setup(device)
+    for _ in range(3):
+        loss = 0
+        for x, y in batches[:4]:
+            loss = loss + F.mse_loss(model(x), y)
+        loss = loss / 4
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def l2_penalty_summed_over_parameters(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        penalty = 0.0
+        for p in model.parameters():
+            penalty = penalty + p.pow(2).sum()
+        loss = F.mse_loss(model(x), y) + 1e-4 * penalty
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def helper_stacks_its_losses_for_the_caller(device: torch.device) -> None:
+    """A multi-head loss: a helper keeps one loss per head in a list and returns their mean,
+    which the caller backpropagates."""
+    model, optimizer, batches = _setup(device)
+
+    def heads_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        losses = []
+        for k in range(4):
+            losses.append(F.mse_loss(out * k, y))
+        return torch.stack(losses).mean()
+
+    for x, y in batches:
+        loss = heads_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def reinforce_policy_loss_list(device: torch.device) -> None:
+    """PyTorch's REINFORCE example: per-step terms in a list, `torch.cat(...).sum()` (the list
+    rebound to the sum) and backward() at the episode's end."""
+    torch.manual_seed(0)
+    policy = nn.Linear(4, 2).to(device)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    for _ in range(3):
+        log_probs = []
+        for _ in range(8):
+            log_probs.append(torch.log_softmax(policy(torch.randn(1, 4, device=device)), 1)[:, 0])
+        policy_loss = []
+        for log_prob in log_probs:
+            policy_loss.append(-log_prob * 1.0)
+        policy_loss = torch.cat(policy_loss).sum()
+        optimizer.zero_grad()
+        policy_loss.backward()
+        optimizer.step()
+        del log_probs
+
+
 def eval_under_no_grad(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     for _ in range(2):
@@ -352,6 +416,10 @@ CLEAN = [
     gradient_accumulation,
     gradient_accumulation_inplace,
     gradient_accumulation_with_a_short_last_window,
+    chunk_losses_averaged_then_backward,
+    l2_penalty_summed_over_parameters,
+    helper_stacks_its_losses_for_the_caller,
+    reinforce_policy_loss_list,
     frozen_backbone_accumulation,
     eval_under_no_grad,
     gan_fake_detach,

@@ -19,11 +19,12 @@ A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations
 - or it stopped growing and a whole ``backward()`` ran after it without going through it: the
   evaluation-loop form, reported at the chain's line when the next training step runs
   backward;
-- or its total was dropped (rebound, deleted, its function returned) and no ``backward()`` had
-  gone through it, nor through a total this line made before: the evaluation loop no backward
-  follows (the program's last evaluation, in training mode), reported when the total goes, in
-  the frame running then; a total still alive when the program ends is reported then
-  (:func:`finish`, ``tensor-dap check``);
+- or its graph was freed (its total dropped, and nothing made from it, such as ``total / n``,
+  holding the graph) and no ``backward()`` had gone through it, nor through a chain this line
+  made before: the evaluation loop no backward follows (the program's last evaluation, in
+  training mode), reported then, in the frame running then (:mod:`graph_life` says when); a
+  graph still alive when the program ends is reported then (:func:`finish`, ``tensor-dap
+  check``);
 - or, before any ``backward()``, the graphs it accumulates use only parameters of modules in
   eval mode (``model.eval()``), modules the accumulating frame names (a local or global
   variable, or an attribute of its ``self``, or ``self``): the evaluation-loop form again, as
@@ -37,7 +38,7 @@ few steps) sends a backward through the chain: never reported (nor the window an
 cuts short, dropped without backward: that line's totals went through backward before).
 Totals of floats, detached totals and totals under ``no_grad`` have no ``grad_fn``: the add is
 left after one attribute read. Nothing is kept alive: a chain is named by its node's id and
-sequence number, its total held by a weak reference.
+sequence number, its graph watched by a token its nodes hold.
 
 ``losses.append(loss)`` is no torch op; see :mod:`tensor_dap.agent.kept_roots`, which this
 rule runs at each ``backward()`` and on a sample of ops (``observe``).
@@ -48,7 +49,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import weakref
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -56,6 +56,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, kept_roots, naming
+from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
@@ -95,9 +96,9 @@ class _Chain:
     #: that graph runs only modules in eval mode: an evaluation loop, reported before any
     #: backward() (see the module's docstring)
     evaluating: bool = False
-    #: a weak reference to the chain's total while the chain waits for a backward() (see
-    #: :func:`_await_backward`): its callback reports the total dropped without one
-    total: Optional[Any] = None
+    #: the chain's graph: whether a backward() went through it, and when it is freed (the
+    #: token hooked on each node the chain grew by; :mod:`tensor_dap.agent.graph_life`)
+    life: Optional[GraphLife] = None
     #: a backward() went through a chain of this site once: gradient accumulation, whose
     #: windows may end without one (the last of an epoch): a dropped total is not reported
     ever_consumed: bool = False
@@ -106,14 +107,18 @@ class _Chain:
         """The site starts a new chain (kept as one record: most adds start one)."""
         self.node, self.started, self.grown, self.iterations = node, backwards, backwards, 1
         self.consumed = self.reported = self.dependent = self.evaluating = False
-        self.total = None
+        if self.life is not None:
+            self.life.forget()
+        self.life = None
 
-    def on_backward(self, *_: Any) -> None:
-        """Hook on the chain's nodes: a backward went through it (gradient accumulation)."""
+    def on_backward(self) -> None:
+        """A backward went through the chain (gradient accumulation)."""
         self.consumed = self.ever_consumed = True
 
     def waiting(self) -> bool:
-        """Whether the chain is to be reported if its total goes without a backward()."""
+        """Whether the chain is to be reported if its graph goes without a backward()."""
+        if self.iterations < MIN_ITERATIONS:
+            return False
         return not (self.reported or self.consumed or self.dependent or self.ever_consumed)
 
 
@@ -152,15 +157,14 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     chain.node = node_key(node)
     chain.grown = backwards
     chain.iterations += 1
-    _hook(node, chain)
+    _hook(node, chain, state)
     if chain.iterations == 2:
         leaves = _size_term(chain, term, node)
         chain.evaluating = not chain.dependent and _evaluating(leaves, caller)
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
     if chain.started == backwards and not chain.evaluating:  # maybe gradient accumulation:
-        _await_backward(chain, out, state)  # judged when the total goes
-        return None
+        return None  # judged when its graph goes (_graph_gone)
     chain.reported = True
     acc = args[0] if isinstance(args[0], _Tensor) and args[0] is not term else out
     return Report(tensors=[acc, term], message=_live_message(chain, out))
@@ -185,28 +189,13 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     return kept_roots.check(args, caller, state, backwards + 1)
 
 
-def _await_backward(chain: _Chain, out: Any, state: Any) -> None:
-    """Watch the chain's total ``out`` (weakly): dropped before a backward() went through it,
-    it kept its graphs for nothing (:func:`_dropped`)."""
-    held = chain.total
-    if held is not None and held() is out:
-        return
-    try:
-        chain.total = weakref.ref(out, functools.partial(_dropped, chain, state))
-    except TypeError:  # a tensor type without weak references: left unjudged
-        chain.total = None
-
-
-def _dropped(chain: _Chain, state: Any, ref: Any) -> None:
-    """The chain's total is gone (a weak reference's callback, run where the program dropped
-    it): report it at its line unless a backward() went through it."""
-    if chain.total is not ref:
-        return
-    chain.total = None
-    if sys.is_finalizing() or not chain.waiting():  # the interpreter tearing the program down
-        return
-    chain.reported = True
-    _emit_dropped(state, _left_report(chain, None), sys._getframe(1))
+def _graph_gone(chain: _Chain, state: Any, life: GraphLife) -> None:
+    """The chain's graph is freed (the program dropped its total and nothing it became, such
+    as ``total / n``, holds it): report it at its line unless a backward() went through it,
+    paused in the frame running now."""
+    if chain.life is life and chain.waiting():
+        chain.reported = True
+        _emit_dropped(state, _left_report(chain, None))
 
 
 def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
@@ -216,15 +205,16 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     kept_roots.observe(out, caller, state, backwards, functools.partial(_emit_dropped, state))
 
 
-def _emit_dropped(state: Any, report: Report, caller: Any) -> None:
-    """Report what a weak reference's callback found dropped, paused in the frame running
-    (when there is a user frame; never raises into the program)."""
+def _emit_dropped(state: Any, report: Report) -> None:
+    """Report what a graph freed without a backward() left (run from a weak reference's
+    callback, where the program let it go): paused in the user's frame running now, if any;
+    never raises into the program."""
     try:
         if not _on(state):
             return
+        caller = sys._getframe(1)  # the user's frame is above the callback's
         report.frame = frames.user_frame(caller)
-        if report.frame is not None:
-            state._emit(RULE.id, report, _DROPPED, caller)
+        state._emit(RULE.id, report, _DROPPED, caller)
     except Exception as error:
         state._rule_failed(RULE.id, error)
 
@@ -240,10 +230,9 @@ def finish(state: Any) -> list[Report]:
     chains: dict[int, _Chain] = state.rule_state.get(_CHAINS) or {}
     reports = kept_roots.finish_unused(state)
     for chain in chains.values():
-        alive = chain.total is not None and chain.total() is not None
-        if alive and chain.waiting():
+        if chain.life is not None and chain.life.alive and chain.waiting():
             chain.reported = True
-            chain.total = None
+            chain.life.forget()
             reports.append(_left_report(chain, None, "the program ended"))
     return reports
 
@@ -264,10 +253,13 @@ def _left_report(chain: _Chain, frame: Any, until: str = "it was dropped") -> Re
     )
 
 
-def _hook(node: Any, chain: _Chain) -> None:
-    try:
-        node.register_hook(chain.on_backward)
-    except Exception:  # a node type that takes no hooks: the chain is never reported
+def _hook(node: Any, chain: _Chain, state: Any) -> None:
+    """Hook the chain's token on ``node``, the node it grew by."""
+    if chain.life is None:
+        chain.life = GraphLife(
+            functools.partial(_graph_gone, chain, state), on_backward=chain.on_backward
+        )
+    if not chain.life.hold(node):  # a node type that takes no hooks: never reported
         chain.dependent = True
 
 
