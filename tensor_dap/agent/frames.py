@@ -9,11 +9,12 @@ hot path pays one dict lookup per frame it walks.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import sysconfig
 from types import CodeType, FrameType
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -94,3 +95,30 @@ def caller_is_user(depth: int) -> bool:
     except ValueError:
         return False
     return code_kind(frame.f_code) == USER
+
+
+#: reading ``f_locals`` stores a copy in the frame (Python 3.11 and 3.12; a view from 3.13)
+_LOCALS_COPIED = sys.version_info < (3, 13)
+
+
+def read_locals(frame: FrameType) -> dict[str, Any]:
+    """A function frame's local variables, as a dict of this call's own.
+
+    On Python 3.11 and 3.12 ``frame.f_locals`` stores a copy of the locals in the frame, and
+    the copy keeps their values alive until the frame returns or someone reads it again: a rule
+    looking at a training loop's frame once would keep that iteration's batch and graph alive
+    for the whole loop. So the copy is emptied again after reading, when nothing but the frame
+    holds it (no ``locals()`` result kept by the program, no debugger reading it now) and no
+    Python trace or profile function is set (one would write the copy back into the variables
+    after it returns, ``PyFrame_LocalsToFast``: an emptied copy would delete them; under a
+    debugger the copy is left as it is). The variables themselves are untouched. Module-level
+    and class-body frames, whose ``f_locals`` is the namespace itself, are only read.
+    """
+    snapshot = frame.f_locals
+    values = dict(snapshot)
+    copied = _LOCALS_COPIED and frame.f_code.co_flags & inspect.CO_OPTIMIZED
+    untraced = sys.gettrace() is None and sys.getprofile() is None
+    # the frame's reference, this function's, getrefcount's argument: no one else's
+    if copied and untraced and sys.getrefcount(snapshot) <= 3:
+        snapshot.clear()
+    return values

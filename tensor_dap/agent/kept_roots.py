@@ -100,7 +100,7 @@ def _holder(root: Any, caller: FrameType) -> Optional[tuple[FrameType, str, list
 def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
     found: list[tuple[str, list[Any]]] = []
     try:
-        local = dict(frame.f_locals)
+        local = frames.read_locals(frame)
     except Exception:
         return found
     for name, value in local.items():

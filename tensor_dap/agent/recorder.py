@@ -176,7 +176,7 @@ class TraceRecorder:
     def _read(self, pending: _Pending, frame: FrameType, now: Statement) -> None:
         """``pending``'s statement finished and ``frame`` is at ``now``: describe its names."""
         try:
-            values = frame.f_locals
+            values = frames.read_locals(frame)
         except Exception:
             values = {}
         statement = pending.statement
@@ -209,7 +209,7 @@ class TraceRecorder:
         if not skipped:
             return
         try:
-            values = frame.f_locals
+            values = frames.read_locals(frame)
         except Exception:
             return
         code = frame.f_code

@@ -528,3 +528,23 @@ def test_totals_no_backward_went_through_are_reported_when_dropped_and_at_the_en
     assert "alive until the program ended" in by_line[module_level]
     assert "torch.no_grad()" in by_line[module_level]
     assert run.stdout.startswith("test loss ") and "final error " in run.stdout
+
+
+def test_looking_at_the_accumulating_frame_keeps_none_of_its_values_alive() -> None:
+    """graph-kept looks at the accumulating frame's modules (is the model in eval mode?): on
+    Python 3.11 and 3.12 reading ``f_locals`` keeps that moment's locals alive until the frame
+    returns (here: one iteration's batch), unless the copy is let go."""
+    import weakref
+
+    model, _, _ = _setup()
+    batches = []
+    with tensor_dap.watch(rules=["graph-kept"]):
+        total = 0
+        for _ in range(4):
+            batch = torch.randn(8, 6)
+            batches.append(weakref.ref(batch))
+            total = total + F.mse_loss(model(batch.detach().clone()), torch.zeros(8, 1))
+        del batch
+        kept = [ref() is not None for ref in batches]
+    assert total.grad_fn is not None
+    assert kept == [False, False, False, False]

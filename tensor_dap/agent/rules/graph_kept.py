@@ -319,8 +319,9 @@ def _named_modules(frame: Any) -> list[Any]:
     attributes), then its module's globals."""
     found: dict[int, Any] = {}
     try:
-        values = list(frame.f_locals.values())
-        owner = frame.f_locals.get("self")
+        local = frames.read_locals(frame)
+        values = list(local.values())
+        owner = local.get("self")
         if owner is not None and not isinstance(owner, torch.nn.Module):
             values.extend(getattr(owner, "__dict__", {}).values())
         values.extend(frame.f_globals.values())

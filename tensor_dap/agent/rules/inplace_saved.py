@@ -87,7 +87,7 @@ def _roots_in_frames(frame: Any, depth: int = 6) -> list[Any]:
     roots = []
     while frame is not None and depth > 0:
         try:
-            values = list(frame.f_locals.values())
+            values = list(frames.read_locals(frame).values())
         except Exception:
             values = []
         for value in values:
