@@ -201,12 +201,15 @@ def observe(
     if appended is None:
         return
     name, line = appended
+    held = _resolve(user, name)  # the list, and the loss in it (not a temporary of the line)
+    if not isinstance(held, list) or not any(item is oldest for item in held[-_TAIL:]):
+        return
     walked = footprint(oldest.grad_fn)
     watched = _Unused(
         path=user.f_code.co_filename,
         line=line,
         name=name,
-        count=_CANDIDATES_PER_LINE - 1,
+        count=sum(1 for item in held if isinstance(item, _Tensor) and item.grad_fn is not None),
         saved_bytes=walked.saved_bytes,
         nodes=walked.nodes,
     )
@@ -234,6 +237,30 @@ def _appending(code: Any, line: int) -> Optional[tuple[str, int]]:
         if found and re.search(rf"\b{assigned.group(1)}\b", found.group(0)):
             return found.group(1), number
     return None
+
+
+def _resolve(frame: FrameType, name: str) -> Any:
+    """The object ``name`` (``losses``, ``self.outputs``) is in ``frame``; None when it cannot
+    be read without running the program's code (an item, a property)."""
+    first, *attributes = name.split(".")
+    if not first.isidentifier() or not all(a.isidentifier() for a in attributes):
+        return None
+    scope = frames.read_locals(frame)
+    value = scope.get(first, frame.f_globals.get(first))
+    for attribute in attributes:  # instance attributes only: no property of the program runs
+        try:
+            value = vars(value).get(attribute)
+        except TypeError:
+            return None
+    return value
+
+
+def forget_unused(state: Any) -> None:
+    """Judge none of the watched losses (a backward() that would have gone through them
+    raised)."""
+    for watched in state.rule_state.pop(_WATCHED, None) or ():
+        if watched.life is not None:
+            watched.life.forget()
 
 
 #: ``NAME.append(ARG...`` with ``NAME`` a name, attribute or item (``self.outputs``)

@@ -303,6 +303,27 @@ def reinforce_policy_loss_list(device: torch.device) -> None:
         del log_probs
 
 
+def policy_log_probs_and_a_detached_copy(device: torch.device) -> None:
+    """A policy sampling from a Categorical each step: detached log-probabilities kept for
+    logging, the others summed and backpropagated at the episode's end."""
+    from torch.distributions import Categorical
+
+    torch.manual_seed(0)
+    policy = nn.Linear(4, 3).to(device)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.01)
+    history = []
+    for _ in range(3):
+        log_probs = []
+        for _ in range(6):
+            m = Categorical(probs=policy(torch.randn(4, device=device)).softmax(-1))
+            action = m.sample()
+            history.append(m.log_prob(action).detach())
+            log_probs.append(m.log_prob(action))
+        optimizer.zero_grad()
+        (-torch.stack(log_probs).sum()).backward()
+        optimizer.step()
+
+
 def eval_under_no_grad(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     for _ in range(2):
@@ -420,6 +441,7 @@ CLEAN = [
     l2_penalty_summed_over_parameters,
     helper_stacks_its_losses_for_the_caller,
     reinforce_policy_loss_list,
+    policy_log_probs_and_a_detached_copy,
     frozen_backbone_accumulation,
     eval_under_no_grad,
     gan_fake_detach,
@@ -548,3 +570,25 @@ def test_looking_at_the_accumulating_frame_keeps_none_of_its_values_alive() -> N
         kept = [ref() is not None for ref in batches]
     assert total.grad_fn is not None
     assert kept == [False, False, False, False]
+
+
+@pytest.mark.parametrize("program_ends_there", [False, True])
+def test_losses_a_failed_backward_was_for_are_not_judged(program_ends_there: bool) -> None:
+    """Validation-style losses kept in a list, then a backward() that raises before it reaches
+    them (an in-place op broke the graph above them): whether a backward would have gone
+    through them cannot be known, so neither their drop nor the program's end reports them."""
+    model, _, batches = _setup()
+    with tensor_dap.watch(rules=["graph-kept"]) as watch:
+        losses = []
+        for x, y in batches:
+            losses.append(F.mse_loss(model(x), y))
+        scaled = torch.stack(losses).exp()
+        scaled.add_(1)  # exp saved its result: backward() raises at its node
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            scaled.sum().backward()
+        if program_ends_there:
+            reports = watch._modules["graph-kept"].finish(watch)
+        else:
+            del losses, scaled
+            reports = []
+    assert watch.findings == [] and reports == []

@@ -198,6 +198,19 @@ def _graph_gone(chain: _Chain, state: Any, life: GraphLife) -> None:
         _emit_dropped(state, _left_report(chain, None))
 
 
+def raised(
+    op: OpInfo, args: Args, kwargs: Kwargs, error: BaseException, caller: Any, state: Any
+) -> None:
+    """A ``backward()`` raised (a graph an in-place op broke, a loss without history): the
+    totals and lists waiting for one cannot be judged any more; they are let go."""
+    if not op.backward:
+        return
+    for chain in (state.rule_state.get(_CHAINS) or {}).values():
+        if chain.life is not None:
+            chain.life.forget()
+    kept_roots.forget_unused(state)
+
+
 def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     """A sampled op: losses a list keeps that no backward() goes through
     (:func:`kept_roots.observe`)."""
