@@ -136,7 +136,7 @@ def change_text(old: Any, new: Any) -> Optional[str]:
 def _condition_holds(armed: Armed, tensor: Any, frame: FrameType) -> tuple[bool, str]:
     """Whether the breakpoint's condition holds for ``value`` = the tensor, in the user's
     frame; one that raises stops, saying so."""
-    names = dict(frame.f_locals)
+    names = frames.read_locals(frame)
     names["value"] = tensor
     names.setdefault("torch", torch)
     try:

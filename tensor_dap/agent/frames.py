@@ -110,15 +110,29 @@ def read_locals(frame: FrameType) -> dict[str, Any]:
     for the whole loop. So the copy is emptied again after reading, when nothing but the frame
     holds it (no ``locals()`` result kept by the program, no debugger reading it now) and no
     Python trace or profile function is set (one would write the copy back into the variables
-    after it returns, ``PyFrame_LocalsToFast``: an emptied copy would delete them; under a
-    debugger the copy is left as it is). The variables themselves are untouched. Module-level
-    and class-body frames, whose ``f_locals`` is the namespace itself, are only read.
+    after it returns, ``PyFrame_LocalsToFast``: a copy without them would delete them; under a
+    debugger the copy is left as it is). Only the frame's own variables leave the copy (the
+    next read puts them back); names ``exec`` or ``locals()[k] = v`` put there stay. The
+    variables themselves are untouched. Module-level and class-body frames, whose ``f_locals``
+    is the namespace itself, are only read, and so is a frame of another thread (a thread a
+    debugger suspended sits inside its trace function, which writes the copy back).
     """
     snapshot = frame.f_locals
     values = dict(snapshot)
-    copied = _LOCALS_COPIED and frame.f_code.co_flags & inspect.CO_OPTIMIZED
+    code = frame.f_code
+    copied = _LOCALS_COPIED and code.co_flags & inspect.CO_OPTIMIZED
     untraced = sys.gettrace() is None and sys.getprofile() is None
     # the frame's reference, this function's, getrefcount's argument: no one else's
-    if copied and untraced and sys.getrefcount(snapshot) <= 3:
-        snapshot.clear()
+    if copied and untraced and sys.getrefcount(snapshot) <= 3 and _on_this_stack(frame):
+        for name in code.co_varnames + code.co_cellvars + code.co_freevars:
+            snapshot.pop(name, None)
     return values
+
+
+def _on_this_stack(frame: FrameType) -> bool:
+    here: Optional[FrameType] = sys._getframe(1)
+    while here is not None:
+        if here is frame:
+            return True
+        here = here.f_back
+    return False

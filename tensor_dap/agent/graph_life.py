@@ -71,8 +71,14 @@ class GraphLife:
     def forget(self) -> None:
         """Call nothing back any more."""
         self._on_gone = None
+        self.on_backward = None
 
     def _gone(self, _ref: Any) -> None:
         on_gone, self._on_gone = self._on_gone, None
-        if on_gone is not None and os.getpid() == self._pid and not sys.is_finalizing():
-            on_gone(self)
+        if on_gone is None or sys.is_finalizing():
+            return
+        try:
+            if os.getpid() == self._pid:
+                on_gone(self)
+        except Exception:  # a weak reference's callback: nothing may reach the program
+            pass

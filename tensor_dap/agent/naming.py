@@ -19,6 +19,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import device_fix
+from tensor_dap.agent import frames
 
 _TREES: dict[str, Optional[ast.Module]] = {}
 
@@ -134,7 +135,7 @@ def _is_module_path(node: ast.AST) -> bool:
 
 def _local_name(frame: FrameType, obj: Any) -> Optional[str]:
     try:
-        for name, value in frame.f_locals.items():
+        for name, value in frames.read_locals(frame).items():
             if value is obj and name != "self":
                 return name
     except Exception:
@@ -151,7 +152,7 @@ def object_name(frame: Optional[FrameType], obj: Any) -> Optional[str]:
     if name is not None:
         return name
     try:
-        owner = frame.f_locals.get("self")
+        owner = frames.read_locals(frame).get("self")
         for attribute, value in vars(owner).items() if owner is not None else ():
             if value is obj:
                 return f"self.{attribute}"
@@ -166,7 +167,7 @@ def object_name(frame: Optional[FrameType], obj: Any) -> Optional[str]:
 def _module_param_name(frame: FrameType, obj: Any) -> Optional[str]:
     """``Linear.weight`` when ``obj`` is a parameter or buffer of ``self`` in ``frame``."""
     try:
-        owner = frame.f_locals.get("self")
+        owner = frames.read_locals(frame).get("self")
     except Exception:
         return None
     if not isinstance(owner, torch.nn.Module):
@@ -210,7 +211,7 @@ def name_tensors(
 def _attribute_of_local_module(frame: FrameType, obj: Any) -> Optional[str]:
     """``model.fc1.weight`` when a module held in a variable of ``frame`` owns ``obj``."""
     try:
-        scopes = list(frame.f_locals.items()) + list(frame.f_globals.items())
+        scopes = list(frames.read_locals(frame).items()) + list(frame.f_globals.items())
     except Exception:
         return None
     for var, value in scopes:

@@ -175,6 +175,11 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     backward root a list keeps (:mod:`kept_roots`)."""
     backwards = state.rule_state.get(_BACKWARDS, 0)
     state.rule_state[_BACKWARDS] = backwards + 1
+    waiting: list[Report] = state.rule_state.get(_WAITING) or []
+    if waiting:  # found while another finding was being reported: here, paused here
+        report = waiting.pop(0)
+        report.frame = frames.user_frame(caller)
+        return report
     chains: dict[int, _Chain] = state.rule_state.get(_CHAINS) or {}
     for chain in chains.values():
         if (
@@ -225,11 +230,19 @@ def _emit_dropped(state: Any, report: Report) -> None:
     try:
         if not _on(state):
             return
+        if state._emitting:  # another finding is being reported (or paused on): later
+            state.rule_state.setdefault(_WAITING, []).append(report)
+            return
         caller = sys._getframe(1)  # the user's frame is above the callback's
         report.frame = frames.user_frame(caller)
         state._emit(RULE.id, report, _DROPPED, caller)
     except Exception as error:
         state._rule_failed(RULE.id, error)
+
+
+#: reports of graphs freed while another finding was being reported: made at the next
+#: backward() or the program's end
+_WAITING = "graph-kept.waiting"
 
 
 #: the op a report made where a tensor was dropped is worded with (no op runs there)
@@ -241,7 +254,8 @@ def finish(state: Any) -> list[Report]:
     alive, no backward() having gone through it (a module-level evaluation loop's total), and
     the losses a list keeps that no backward() went through."""
     chains: dict[int, _Chain] = state.rule_state.get(_CHAINS) or {}
-    reports = kept_roots.finish_unused(state)
+    reports = state.rule_state.pop(_WAITING, None) or []
+    reports += kept_roots.finish_unused(state)
     for chain in chains.values():
         if chain.life is not None and chain.life.alive and chain.waiting():
             chain.reported = True
