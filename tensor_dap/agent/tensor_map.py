@@ -28,13 +28,24 @@ _MISSING: Any = object()
 _TABLES: weakref.WeakSet[TensorMap[Any]] = weakref.WeakSet()
 
 
+#: entries a table may hold before its first sweep of dead ones
+_FIRST_SWEEP = 64
+
+
 class TensorMap(Generic[V]):
     """``id(tensor)`` -> (weak reference, value), bounded by ``capacity`` when one is given
-    (past it, dead entries go, then the oldest tenth)."""
+    (past it, dead entries go, then the oldest tenth).
+
+    Entries of tensors that died are swept out once the table holds twice what was alive at
+    the last sweep: a table written at each step (a sampled op's result, each step's new
+    gradients) stays within twice its live entries, at a cost that is constant per entry
+    written, rather than growing with the program's steps up to ``capacity`` (and the garbage
+    collector walking every dead entry meanwhile)."""
 
     def __init__(self, capacity: Optional[int] = None) -> None:
         self.capacity = capacity
         self._table: dict[int, tuple[weakref.ref[Any], V]] = {}
+        self._sweep_at = _FIRST_SWEEP
         _TABLES.add(self)
 
     def __len__(self) -> int:
@@ -46,8 +57,11 @@ class TensorMap(Generic[V]):
             table[id(tensor)] = (weakref.ref(tensor), value)
         except TypeError:  # not weak-referenceable
             return
-        if self.capacity is not None and len(table) > self.capacity:
-            self._evict()
+        size = len(table)
+        if size > self._sweep_at or (self.capacity is not None and size > self.capacity):
+            self._sweep()
+            if self.capacity is not None and len(table) > self.capacity:
+                self._evict()
 
     def get(self, tensor: Any, default: Any = None) -> Any:
         entry = self._table.get(id(tensor))
@@ -76,10 +90,15 @@ class TensorMap(Generic[V]):
     def clear(self) -> None:
         self._table.clear()
 
-    def _evict(self) -> None:
+    def _sweep(self) -> None:
         table = self._table
         for key in [key for key, (ref, _) in table.items() if ref() is None]:
             del table[key]
+        self._sweep_at = max(_FIRST_SWEEP, 2 * len(table))
+
+    def _evict(self) -> None:
+        """Past ``capacity`` with only live entries: the oldest tenth goes."""
+        table = self._table
         assert self.capacity is not None
         excess = len(table) - int(self.capacity * 0.9)
         for key in list(table)[: max(excess, 0)]:

@@ -16,6 +16,7 @@ hand-written ``grad.mul_(0.5)`` modify gradients without resetting them.
 
 from __future__ import annotations
 
+import weakref
 from types import FrameType
 from typing import Any, Optional
 
@@ -31,6 +32,7 @@ from tensor_dap.agent.tensor_map import TensorMap
 RULE = catalog.rule("missing-zero-grad")
 
 _ZEROED = "missing-zero-grad.zeroed"
+#: rule_state key: id(optimizer) -> (a weak reference to it, :func:`_after_step`'s table)
 _AFTER_STEP = "missing-zero-grad.after-step"
 #: ops that always reset their target, and those that do with a factor or value of 0
 _ZEROING = frozenset(["zero_", "_foreach_zero_"])
@@ -97,45 +99,65 @@ def _params(optimizer: Any) -> list[Any]:
 
 
 def _remember(optimizer: Any, state: Any) -> None:
-    """Each gradient this step used, and its version now."""
-    after_step = _after_step(state)
-    zeroed = state.rule_state.setdefault(_ZEROED, set())
-    for param in _params(optimizer):
-        grad = param.grad
-        if grad is not None:
-            after_step.set(grad, grad._version)
-            # this optimizer's step used them: zeroing before it no longer counts
-            zeroed.discard(id(grad))
-            zeroed.discard(storage_key(grad))
-
-
-def _after_step(state: Any) -> TensorMap[int]:
-    """gradient -> its version after the last step that used it (kept weakly)."""
-    table: Optional[TensorMap[int]] = state.rule_state.get(_AFTER_STEP)
+    """Each gradient this step used, and its version now: this step's only (a table per
+    optimizer, emptied at each of its steps: ``zero_grad()`` sets gradients to None, so each
+    step's are new tensors, and a table kept across steps would grow by the parameter count at
+    each one)."""
+    table = _after_step(optimizer, state, create=True)
     if table is None:
-        table = state.rule_state[_AFTER_STEP] = TensorMap()
+        return
+    table.clear()
+    zeroed = state.rule_state.get(_ZEROED)
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            grad = param.grad
+            if grad is not None:
+                table.set(grad, grad._version)
+                if zeroed:  # this optimizer's step used them: zeroing before it no longer counts
+                    zeroed.discard(id(grad))
+                    zeroed.discard(storage_key(grad))
+
+
+def _after_step(optimizer: Any, state: Any, create: bool = False) -> Optional[TensorMap[int]]:
+    """``optimizer``'s gradients -> their versions after its last step (kept weakly), or None
+    (none yet and not ``create``; an optimizer without weak references: not judged)."""
+    tables: dict[int, tuple[Any, TensorMap[int]]] = state.rule_state.setdefault(_AFTER_STEP, {})
+    entry = tables.get(id(optimizer))
+    if entry is not None and entry[0]() is optimizer:
+        return entry[1]
+    if not create:
+        return None
+    try:
+        ref = weakref.ref(optimizer)
+    except TypeError:
+        return None
+    for key in [key for key, (held, _) in tables.items() if held() is None]:
+        del tables[key]  # optimizers gone (the id may be this one's now)
+    table: TensorMap[int] = TensorMap()
+    tables[id(optimizer)] = (ref, table)
     return table
 
 
 def _stale(optimizer: Any, state: Any) -> list[Any]:
     """The parameters whose gradient was added to since the last step that used it and not
     zeroed in between."""
-    after_step = state.rule_state.get(_AFTER_STEP)
+    after_step = _after_step(optimizer, state)
     if not after_step:
         return []
-    zeroed = state.rule_state.get(_ZEROED, set())
+    zeroed = state.rule_state.get(_ZEROED, ())
     stale = []
-    for param in _params(optimizer):
-        grad = param.grad
-        if grad is None:
-            continue
-        version = after_step.get(grad)
-        if version is not None and grad._version != version and not _was_zeroed(grad, zeroed):
-            stale.append(param)
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            grad = param.grad
+            if grad is None:
+                continue
+            version = after_step.get(grad)
+            if version is not None and grad._version != version and not _was_zeroed(grad, zeroed):
+                stale.append(param)
     return stale
 
 
-def _was_zeroed(grad: Any, zeroed: set[Any]) -> bool:
+def _was_zeroed(grad: Any, zeroed: Any) -> bool:
     return id(grad) in zeroed or storage_key(grad) in zeroed
 
 
