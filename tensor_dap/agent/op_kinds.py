@@ -238,6 +238,11 @@ class OpInfo:
 _CACHE: dict[Any, OpInfo] = {}
 
 
+#: the module of the profiler's ops (``torch.ops.profiler._record_function_enter_new``...): marks
+#: in a trace, with no tensor in or out
+_PROFILER_OPS = "torch._ops.profiler"
+
+
 def op_name(func: Callable[..., Any]) -> str:
     """A readable name: ``add``, ``data`` (attribute read), ``masked_scatter_``..."""
     name = getattr(func, "__name__", None) or repr(func)
@@ -263,6 +268,8 @@ def _classify(func: Callable[..., Any]) -> OpInfo:
     if raw == "__get__" and name in _METADATA_ATTRS:
         return OpInfo(name, passthrough=True)
     if raw == "__set__" or name in _METADATA_METHODS:
+        return OpInfo(name, passthrough=True)
+    if module == _PROFILER_OPS:  # record_function's marks (each optimizer.step() sets two)
         return OpInfo(name, passthrough=True)
     if name in BACKWARD_CALLS and (name == "backward" or "autograd" in module):
         return OpInfo(name, backward=True)

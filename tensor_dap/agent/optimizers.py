@@ -55,13 +55,18 @@ class Subscriber:
     zeroed: Optional[Callable[[Any], None]] = None
 
     def remove(self) -> None:
+        global _subscribers
         with _lock:
             if self in _subscribers:
-                _subscribers.remove(self)
+                _subscribers = tuple(s for s in _subscribers if s is not self)
+                _index_callbacks()
 
 
 _lock = threading.Lock()
-_subscribers: list[Subscriber] = []
+#: replaced, never changed in place: :func:`_notify` reads it with no lock and no copy
+_subscribers: tuple[Subscriber, ...] = ()
+#: kind -> the subscribers' callbacks for it, in order (rebuilt from _subscribers)
+_callbacks: dict[str, tuple[Callable[..., None], ...]] = {}
 #: the watch mode types to step aside from (set by the first install)
 _modes: tuple[type, ...] = ()
 _users = 0
@@ -79,9 +84,23 @@ _aside = threading.local()
 
 
 def subscribe(subscriber: Subscriber) -> Subscriber:
+    global _subscribers
     with _lock:
-        _subscribers.append(subscriber)
+        _subscribers = (*_subscribers, subscriber)
+        _index_callbacks()
     return subscriber
+
+
+def _index_callbacks() -> None:
+    global _callbacks
+    _callbacks = {
+        kind: tuple(
+            callback
+            for subscriber in _subscribers
+            if (callback := getattr(subscriber, kind)) is not None
+        )
+        for kind in ("before_step", "after_step", "zeroed")
+    }
 
 
 def _step_aside() -> list[Any]:
@@ -121,13 +140,11 @@ def resume() -> None:
 
 
 def _notify(kind: str, *args: Any) -> None:
-    for subscriber in list(_subscribers):
-        callback = getattr(subscriber, kind)
-        if callback is not None:
-            try:
-                callback(*args)
-            except Exception:  # a rule's bug must not break the user's step
-                log.exception("tensor-dap: an optimizer subscriber failed")
+    for callback in _callbacks.get(kind, ()):
+        try:
+            callback(*args)
+        except Exception:  # a rule's bug must not break the user's step
+            log.exception("tensor-dap: an optimizer subscriber failed")
 
 
 def _has_closure(args: Any, kwargs: Any) -> bool:
@@ -137,10 +154,11 @@ def _has_closure(args: Any, kwargs: Any) -> bool:
 
 
 def _pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    resume()
+    if getattr(_aside, "popped", None):
+        resume()
     # (args holds the optimizer first; a step with a closure stays watched: the closure is
     # the user's code)
-    popped = [] if _has_closure(args, kwargs) else _step_aside()
+    popped = [] if (len(args) > 1 or kwargs) and _has_closure(args, kwargs) else _step_aside()
     _aside.popped = (popped, _stack_length()) if popped else None
     _notify("before_step", optimizer, sys._getframe(1))
 

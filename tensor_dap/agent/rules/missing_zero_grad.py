@@ -32,7 +32,7 @@ from tensor_dap.agent.tensor_map import TensorMap
 RULE = catalog.rule("missing-zero-grad")
 
 _ZEROED = "missing-zero-grad.zeroed"
-#: rule_state key: id(optimizer) -> (a weak reference to it, :func:`_after_step`'s table)
+#: rule_state key: id(optimizer) -> its :class:`_Steps`
 _AFTER_STEP = "missing-zero-grad.after-step"
 #: ops that always reset their target, and those that do with a factor or value of 0
 _ZEROING = frozenset(["zero_", "_foreach_zero_"])
@@ -83,8 +83,13 @@ def install(state: RuleState) -> list[Any]:
             state._rule_failed(RULE.id)
 
     def zeroed(optimizer: Any) -> None:
-        """``zero_grad()`` ran unwatched (see optimizers): the gradients it left are zeros."""
+        """``zero_grad()`` ran unwatched (see optimizers): nothing of this optimizer is stale
+        until its next step; the gradients it left are zeros (in case another optimizer
+        steps them)."""
         try:
+            steps = _steps(optimizer, state)
+            if steps is not None:
+                steps.zeroed = True
             grads = state.rule_state.setdefault(_ZEROED, set())
             grads.update(id(p.grad) for p in _params(optimizer) if p.grad is not None)
         except Exception:
@@ -98,52 +103,65 @@ def _params(optimizer: Any) -> list[Any]:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 
+class _Steps:
+    """What the rule knows of one optimizer: its gradients' versions after its last step (kept
+    weakly), and whether its ``zero_grad()`` ran since."""
+
+    __slots__ = ("optimizer", "versions", "zeroed")
+
+    def __init__(self, optimizer: weakref.ref[Any]) -> None:
+        self.optimizer = optimizer
+        self.versions: TensorMap[int] = TensorMap()
+        self.zeroed = False
+
+
 def _remember(optimizer: Any, state: Any) -> None:
-    """Each gradient this step used, and its version now: this step's only (a table per
-    optimizer, emptied at each of its steps: ``zero_grad()`` sets gradients to None, so each
-    step's are new tensors, and a table kept across steps would grow by the parameter count at
-    each one)."""
-    table = _after_step(optimizer, state, create=True)
-    if table is None:
+    """Each gradient this step used, and its version now: this step's only (``zero_grad()``
+    sets gradients to None, so each step's are new tensors, and a table kept across steps
+    would grow by the parameter count at each one)."""
+    steps = _steps(optimizer, state, create=True)
+    if steps is None:
         return
-    table.clear()
+    steps.zeroed = False
+    versions = steps.versions
+    versions.clear()
     zeroed = state.rule_state.get(_ZEROED)
     for group in optimizer.param_groups:
         for param in group["params"]:
             grad = param.grad
             if grad is not None:
-                table.set(grad, grad._version)
+                versions.set(grad, grad._version)
                 if zeroed:  # this optimizer's step used them: zeroing before it no longer counts
                     zeroed.discard(id(grad))
                     zeroed.discard(storage_key(grad))
 
 
-def _after_step(optimizer: Any, state: Any, create: bool = False) -> Optional[TensorMap[int]]:
-    """``optimizer``'s gradients -> their versions after its last step (kept weakly), or None
-    (none yet and not ``create``; an optimizer without weak references: not judged)."""
-    tables: dict[int, tuple[Any, TensorMap[int]]] = state.rule_state.setdefault(_AFTER_STEP, {})
-    entry = tables.get(id(optimizer))
-    if entry is not None and entry[0]() is optimizer:
-        return entry[1]
+def _steps(optimizer: Any, state: Any, create: bool = False) -> Optional[_Steps]:
+    """What is known of ``optimizer`` (None: not stepped yet, unless ``create``; an optimizer
+    without weak references: not judged)."""
+    known: dict[int, _Steps] = state.rule_state.setdefault(_AFTER_STEP, {})
+    steps = known.get(id(optimizer))
+    if steps is not None and steps.optimizer() is optimizer:
+        return steps
     if not create:
         return None
     try:
-        ref = weakref.ref(optimizer)
+        steps = _Steps(weakref.ref(optimizer))
     except TypeError:
         return None
-    for key in [key for key, (held, _) in tables.items() if held() is None]:
-        del tables[key]  # optimizers gone (the id may be this one's now)
-    table: TensorMap[int] = TensorMap()
-    tables[id(optimizer)] = (ref, table)
-    return table
+    for key in [key for key, held in known.items() if held.optimizer() is None]:
+        del known[key]  # optimizers gone (the id may be this one's now)
+    known[id(optimizer)] = steps
+    return steps
 
 
 def _stale(optimizer: Any, state: Any) -> list[Any]:
     """The parameters whose gradient was added to since the last step that used it and not
     zeroed in between."""
-    after_step = _after_step(optimizer, state)
-    if not after_step:
+    steps = _steps(optimizer, state)
+    if steps is None or steps.zeroed or not steps.versions:
         return []
+    versions = steps.versions
     zeroed = state.rule_state.get(_ZEROED, ())
     stale = []
     for group in optimizer.param_groups:
@@ -151,7 +169,7 @@ def _stale(optimizer: Any, state: Any) -> list[Any]:
             grad = param.grad
             if grad is None:
                 continue
-            version = after_step.get(grad)
+            version = versions.get(grad)
             if version is not None and grad._version != version and not _was_zeroed(grad, zeroed):
                 stale.append(param)
     return stale
