@@ -133,10 +133,11 @@ def applies_before(op: OpInfo) -> bool:
 
 
 def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> Any:
-    if not isinstance(out, _Tensor):
+    # (one element first: a residual ``x + f(x)`` leaves here without a grad_fn object made)
+    if not isinstance(out, _Tensor) or out.numel() != 1:
         return None
     node = out.grad_fn
-    if node is None or out.numel() != 1:
+    if node is None:
         return None
     code = caller.f_code
     if not frames.is_user_code(code):
