@@ -164,3 +164,22 @@ def test_a_history_that_cannot_be_followed_is_not_called_unknown_or_grad_free() 
     assert "nothing it was computed from requires grad" not in message
     assert f":{_line_of(chain_through_a_hot_line, 'loss = z.sum()')} `loss = z.sum()`" in message
     assert "Look upstream" in message
+
+
+def test_parameters_without_gradient_at_step_are_all_counted_in_the_message() -> None:
+    """Six parameters lose their gradient (the body's output is detached): four are named, the
+    message says how many more there are."""
+    torch.manual_seed(0)
+    body = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+    head = nn.Linear(8, 1)
+    optimizer = torch.optim.SGD([*body.parameters(), *head.parameters()], lr=0.1)
+    with tensor_dap.watch(rules=["grad-lost"]) as watch:
+        for _ in range(2):
+            optimizer.zero_grad()
+            features = body(torch.randn(16, 4)).detach()
+            head(features).pow(2).mean().backward()
+            optimizer.step()
+    messages = [f.message for f in watch.findings]
+    assert messages, "the step with six parameters without gradient was not reported"
+    assert "6 parameter(s) took part in this step's forward but got no gradient" in messages[0]
+    assert "and 2 more" in messages[0]

@@ -432,6 +432,42 @@ def scalar_recurrence(device: torch.device) -> None:
         optimizer.step()
 
 
+def actor_critic_with_a_critic_step_each_step(device: torch.device) -> None:
+    """An episode's actor loss summed with `+=` and backpropagated at the episode's end, while
+    the critic learns online: its own backward() and step() at every step (other graphs)."""
+    torch.manual_seed(0)
+    actor, critic = nn.Linear(4, 2).to(device), nn.Linear(4, 1).to(device)
+    actor_optimizer = torch.optim.SGD(actor.parameters(), lr=0.1)
+    critic_optimizer = torch.optim.SGD(critic.parameters(), lr=0.1)
+    for _ in range(3):
+        actor_loss = 0
+        for _ in range(6):
+            state = torch.randn(4, device=device)
+            actor_loss += -actor(state).log_softmax(0)[0]
+            value_loss = critic(state).pow(2).sum()
+            critic_optimizer.zero_grad()
+            value_loss.backward()
+            critic_optimizer.step()
+        actor_optimizer.zero_grad()
+        actor_loss.backward()
+        actor_optimizer.step()
+
+
+def weight_norm_logged_after_evaluation(device: torch.device) -> None:
+    """The weights' norm logged with `sum(...)` over the parameters, the model left in eval mode
+    after validation and no `no_grad` around it: one statement's adds, nothing kept."""
+    model, optimizer, batches = _setup(device)
+    for _ in range(3):
+        model.train()
+        for x, y in batches:
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        norm = sum(p.pow(2).sum() for p in model.parameters()).sqrt().item()
+        assert norm > 0
+
+
 CLEAN = [
     item_totals,
     gradient_accumulation,
@@ -449,6 +485,8 @@ CLEAN = [
     ema_under_no_grad,
     reinforce_episode_sums,
     scalar_recurrence,
+    actor_critic_with_a_critic_step_each_step,
+    weight_norm_logged_after_evaluation,
 ]
 
 

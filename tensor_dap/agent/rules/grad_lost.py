@@ -111,6 +111,8 @@ def _no_grad_message(count: int, wheres: list[Optional[Prov]]) -> Any:
         for d, where in zip(described, wheres):
             used_at = f" (used at {where.where()} by {where.op})" if where else ""
             parts.append(f"{d.name} {d.shape_text}{used_at}")
+        if count > len(parts):
+            parts.append(f"and {count - len(parts)} more")
         return (
             f"`{expression}`: {count} parameter(s) took part in this step's forward but got no "
             f"gradient: {', '.join(parts)}. Their history was cut between that use and the loss "

@@ -14,11 +14,15 @@ site made the time before (the result's node has the previous result's node as a
 sequence number is higher), which ``sum(list_of_losses)`` of losses made beforehand is not.
 A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations, when
 
-- a ``backward()`` ran since the chain started and did not go through it (a hook on each
-  node the chain grew by says when one does), and the chain grew again: the training-loop form;
-- or it stopped growing and a whole ``backward()`` ran after it without going through it: the
-  evaluation-loop form, reported at the chain's line when the next training step runs
-  backward;
+- a ``backward()`` went through one of its terms on its own (``loss.backward(); total +=
+  loss``: the term's node was that backward's root, or a hook on it says one ran through it)
+  and not through the chain (a hook on each node the chain grew by says when one does), and
+  the chain grew again: the training-loop form. ``backward()`` calls of other graphs only (an
+  actor-critic's critic stepping while the actor's loss sums over the episode) leave the chain
+  to be judged when its graph goes;
+- or it stopped growing and whole ``backward()`` calls ran after it without going through it,
+  more than ran between two of its growths: the evaluation-loop form, reported at the chain's
+  line when the next training step runs backward;
 - or its graph was freed (its total dropped, and nothing made from it, such as ``total / n``,
   holding the graph) and no ``backward()`` had gone through it, nor through a chain this line
   made before: the evaluation loop no backward follows (the program's last evaluation, in
@@ -33,6 +37,9 @@ A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations
   too (dropout off while training is rare; a frozen backbone in eval mode under a head in
   training mode is not reported).
 
+The adds of one call on the user's line (``sum(p.pow(2).sum() for p in params)``,
+``functools.reduce``) are one statement's, not one per iteration: not a chain.
+
 Gradient accumulation (micro-batch losses summed, then ``backward()`` through the sum every
 few steps) sends a backward through the chain: never reported (nor the window an epoch's end
 cuts short, dropped without backward: that line's totals went through backward before).
@@ -46,6 +53,8 @@ rule runs at each ``backward()`` and on a sample of ops (``observe``).
 
 from __future__ import annotations
 
+import ast
+import collections
 import functools
 import os
 import sys
@@ -71,6 +80,11 @@ _ADDS = frozenset(("add", "add_", "__add__", "__radd__", "__iadd__"))
 _Tensor = torch.Tensor
 _CHAINS = "graph-kept.chains"
 _BACKWARDS = "graph-kept.backwards"
+#: the node keys of the last backward() roots (a term backpropagated before it is added)
+_ROOTS = "graph-kept.backward-roots"
+_RECENT_ROOTS = 4
+#: (code, instruction offset) -> whether an add there runs inside a call (:func:`_inside_call`)
+_CALL_SITES = "graph-kept.call-sites"
 #: nodes walked to size one iteration's graph and check it does not use the total
 _TERM_LIMIT = 5000
 
@@ -102,18 +116,34 @@ class _Chain:
     #: a backward() went through a chain of this site once: gradient accumulation, whose
     #: windows may end without one (the last of an epoch): a dropped total is not reported
     ever_consumed: bool = False
+    #: a backward() went through a term on its own (``loss.backward(); total += loss``): the
+    #: training-loop form; backward()s of other graphs only (an actor-critic's critic stepping
+    #: while the actor's loss sums over the episode) leave the chain to be judged when it goes
+    term_backward: bool = False
+    #: the token hooked on each term's node (says when a backward goes through one)
+    terms: Optional[GraphLife] = None
+    #: the most backward()s that ran between two of its growths (a critic's between the
+    #: steps of an episode's sum): it has stopped growing once more than that ran since
+    gap: int = 0
 
     def restart(self, node: NodeKey, backwards: int) -> None:
         """The site starts a new chain (kept as one record: most adds start one)."""
         self.node, self.started, self.grown, self.iterations = node, backwards, backwards, 1
         self.consumed = self.reported = self.dependent = self.evaluating = False
-        if self.life is not None:
-            self.life.forget()
-        self.life = None
+        self.term_backward = False
+        self.gap = 0
+        for life in (self.life, self.terms):
+            if life is not None:
+                life.forget()
+        self.life = self.terms = None
 
     def on_backward(self) -> None:
         """A backward went through the chain (gradient accumulation)."""
         self.consumed = self.ever_consumed = True
+
+    def on_term_backward(self) -> None:
+        """A backward went through one of the chain's terms."""
+        self.term_backward = True
 
     def waiting(self) -> bool:
         """Whether the chain is to be reported if its graph goes without a backward()."""
@@ -155,17 +185,22 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     if term is None:
         chain.restart(node_key(node), backwards)
         return None
+    if chain.iterations == 1 and _inside_call(caller, state):
+        chain.restart(node_key(node), backwards)  # the adds of one sum(...) or reduce(...)
+        return None
     chain.node = node_key(node)
+    chain.gap = max(chain.gap, backwards - chain.grown)
     chain.grown = backwards
     chain.iterations += 1
     _hook(node, chain, state)
+    _watch_term(term, chain, state)
     if chain.iterations == 2:
         leaves = _size_term(chain, term, node)
         chain.evaluating = not chain.dependent and _evaluating(leaves, caller)
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
-    if chain.started == backwards and not chain.evaluating:  # maybe gradient accumulation:
-        return None  # judged when its graph goes (_graph_gone)
+    if not (chain.term_backward or chain.evaluating):  # maybe gradient accumulation, or a
+        return None  # backward of another graph: judged when its graph goes (_graph_gone)
     chain.reported = True
     acc = args[0] if isinstance(args[0], _Tensor) and args[0] is not term else out
     return Report(tensors=[acc, term], message=_live_message(chain, out))
@@ -176,6 +211,12 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     backward root a list keeps (:mod:`kept_roots`)."""
     backwards = state.rule_state.get(_BACKWARDS, 0)
     state.rule_state[_BACKWARDS] = backwards + 1
+    roots = state.rule_state.get(_ROOTS)
+    if roots is None:
+        roots = state.rule_state[_ROOTS] = collections.deque(maxlen=_RECENT_ROOTS)
+    first = args[0] if args else (kwargs or {}).get("tensors")
+    if isinstance(first, _Tensor) and first.grad_fn is not None:
+        roots.append(node_key(first.grad_fn))
     waiting: list[Report] = state.rule_state.get(_WAITING) or []
     if waiting:  # found while another finding was being reported: here, paused here
         report = waiting.pop(0)
@@ -185,7 +226,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     for chain in chains.values():
         if (
             chain.iterations >= MIN_ITERATIONS
-            and backwards > chain.grown
+            and backwards - chain.grown > chain.gap
             and not (chain.reported or chain.consumed or chain.dependent)
         ):
             chain.reported = True
@@ -289,6 +330,41 @@ def _hook(node: Any, chain: _Chain, state: Any) -> None:
         )
     if not chain.life.hold(node):  # a node type that takes no hooks: never reported
         chain.dependent = True
+
+
+def _watch_term(term: Any, chain: _Chain, state: Any) -> None:
+    """Whether a backward() goes, or went, through ``term`` on its own: its node was the root
+    of a recent backward(), or one runs through it later (a token hooked on it)."""
+    node = term.grad_fn
+    if node is None or chain.term_backward:
+        return
+    if node_key(node) in state.rule_state.get(_ROOTS, ()):
+        chain.term_backward = True
+        return
+    if chain.terms is None:
+        chain.terms = GraphLife(_ignore, on_backward=chain.on_term_backward)
+    chain.terms.hold(node)
+
+
+def _ignore(_life: GraphLife) -> None:
+    """A term's graph going says nothing (its chain holds it, or a backward freed it)."""
+
+
+def _inside_call(caller: Any, state: Any) -> bool:
+    """Whether the add runs inside a call on the user's line rather than at a ``+`` / ``+=``
+    or an ``add`` call of it: ``sum(p.pow(2).sum() for p in params)``, ``reduce(...)`` make a
+    chain of adds within one statement, not one add per iteration (one answer per site)."""
+    sites: dict[Any, bool] = state.rule_state.setdefault(_CALL_SITES, {})
+    key = (caller.f_code, caller.f_lasti)
+    inside = sites.get(key)
+    if inside is None:
+        node = naming.current_node(caller)
+        callee = None
+        if isinstance(node, ast.Call):
+            func = node.func
+            callee = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        inside = sites[key] = callee is not None and callee not in _ADDS
+    return inside
 
 
 def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
