@@ -182,3 +182,27 @@ def test_reported_exactly_when_backward_fails(scenario: Scenario, kind: str) -> 
     watched_failed, findings = _run(scenario, kind, watched=True)
     assert watched_failed == failed
     assert findings == (1 if failed else 0)
+
+
+def test_one_watch_over_every_scenario_in_turn(kind: str) -> None:
+    """The scenarios one after another in one watch, as a long program runs them: what the rule
+    learned of the graphs before (freed since, their memory reused by later tensors) neither
+    hides a write that breaks backward nor reports one that does not; a write to an unrelated
+    fresh tensor before each scenario's own has the rule look at the graphs first."""
+    expected = []
+    for scenario in SCENARIOS:
+        expected.append(_run(scenario, kind, watched=False)[0])
+    torch.manual_seed(0)
+    reported = []
+    with tensor_dap.watch(rules=["inplace-saved"]) as watch:
+        for scenario in SCENARIOS:
+            before = len(watch.findings)
+            loss, write = scenario(lambda t: kinds.kind(t, kind))
+            unrelated = torch.zeros(4)
+            unrelated.add_(1.0)
+            write()
+            with contextlib.suppress(RuntimeError):
+                loss.backward()
+            reported.append(len(watch.findings) > before)
+            del loss, write
+    assert reported == expected

@@ -18,7 +18,10 @@ or for a wrapper subclass, that of the tensors it wraps: :func:`~tensor_dap.agen
 storage_key`) — so a ``.data`` alias (same memory, own counter) at the same version is reported
 too. A node that an in-place op on a view saved
 sits inside a ``CopySlices`` node, which does not expose it: not checked.
-Nothing is done on other ops: the rule costs nothing until an in-place op runs.
+Nothing is done on other ops: the rule costs nothing until an in-place op runs. Before walking,
+the watch's index of the storages the graphs saved (:mod:`tensor_dap.agent.saved_index`, read
+once per node as the graphs grow) rules out a write to memory no node saved: a write per step
+to a fresh buffer while an episode's graph grows costs the new nodes, not the whole graph.
 Saved-tensor hooks are not used: installing them switches off PyTorch's own
 version check, which would change the program.
 
@@ -41,12 +44,15 @@ from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.hooks import Args, Kwargs
+from tensor_dap.agent.saved_index import SavedIndex
 from tensor_dap.agent.storage import storage_key
 
 RULE = catalog.rule("inplace-saved")
 
 _Tensor = torch.Tensor
 _MAX_NODES = 5000
+#: rule_state key: the watch's :class:`SavedIndex`
+_INDEX = "inplace-saved.index"
 _FREED = "after they have already been freed"
 
 
@@ -70,16 +76,27 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     roots.extend(_roots_in_frames(caller))
     if not roots:
         return None
+    index = state.rule_state.get(_INDEX)
+    if index is None:
+        index = state.rule_state[_INDEX] = SavedIndex()
     if torch.is_inference_mode_enabled():
         # a wrapper subclass's saved output cannot be unpacked in inference mode (the unpacked
         # tensor would be an inference tensor, which has no version counter)
         with torch.inference_mode(False):
-            found = _find_saver(roots, _Target(target))
+            found = _saver(index, roots, target)
     else:
-        found = _find_saver(roots, _Target(target))
+        found = _saver(index, roots, target)
     if found is None:
         return None
     return Report(tensors=[target], message=_message(op.name, found))
+
+
+def _saver(index: SavedIndex, roots: list[Any], target: Any) -> Optional[Any]:
+    """The node that saved a tensor sharing ``target``'s version counter: looked for only when
+    the index of saved memory says one may have (:mod:`tensor_dap.agent.saved_index`)."""
+    if not index.may_have_saved(target, roots):
+        return None
+    return _find_saver(roots, _Target(target))
 
 
 def _roots_in_frames(frame: Any, depth: int = 6) -> list[Any]:

@@ -1,0 +1,143 @@
+"""Which memory the live autograd graphs saved for backward, kept up to date as they grow.
+
+``inplace-saved`` asks, before each in-place op of user code, whether a node of the live
+graphs saved a tensor that the write would invalidate. Walking every graph for each write costs
+the size of the graphs: a program that writes to a fresh tensor at each step (an environment's
+observation buffer) while a graph grows over the steps (an episode's loss) pays for the whole
+graph at every step, quadratic in the episode's length (20× the run time of an actor-critic
+program). A tensor that shares a saved tensor's version counter shares its memory too (itself,
+a view of one base, a saved output, a ``detach()`` alias), so an index of the storages the
+graphs saved answers "no saved tensor can be this one" for most writes; only when the target's
+memory is in it does the rule walk the graphs to find the node and check the counter.
+
+The index grows with the graphs: a node is read once, the walk stops at nodes read before
+(a node never changes; what it points to was read with it). Nodes are named by their sequence
+number (unique per thread: an ``id()`` changes when torch makes a new Python object for the
+same node). A saved storage is named by a weak reference to it (the ``int`` torch's
+``StorageWeakRef`` holds: the address of the storage's record, which stays allocated, and so
+unique, while the reference lives; not its memory): the memory of graphs freed since is never
+taken for the target's. Storages that share memory without sharing the record (two
+``torch.from_numpy`` of one array) are not told apart: the rule misses those. The index starts
+over, letting go of its references, past :data:`LIMIT` nodes and when the watch ends.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Optional
+
+import torch
+
+from tensor_dap.agent.graph_nodes import saved_attribute_names
+
+#: nodes remembered before the index starts over
+LIMIT = 20_000
+#: new nodes read in one update at most (past it the index cannot answer: the rule walks)
+_MAX_NEW = 5000
+
+_Tensor = torch.Tensor
+_free_weak_ref: Any = torch.UntypedStorage._free_weak_ref
+
+
+class SavedIndex:
+    """The storages the live graphs' nodes saved (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._read: set[int] = set()
+        #: weak references to the saved storages (their records' addresses)
+        self._storages: set[int] = set()
+        #: a saved tensor without a storage of its own was seen (a wrapper subclass, sparse):
+        #: the index cannot rule out
+        self._unkeyed = False
+
+    def __del__(self) -> None:
+        self._let_go()
+
+    def may_have_saved(self, target: Any, roots: list[Any]) -> bool:
+        """False when no node reachable from ``roots`` saved a tensor sharing ``target``'s
+        storage; True when one may have (or the index cannot tell)."""
+        key = _record(target)
+        if key is None or not self._update(roots):
+            return True
+        return self._unkeyed or key in self._storages
+
+    def _let_go(self) -> None:
+        storages, self._storages = self._storages, set()
+        self._read = set()
+        self._unkeyed = False
+        try:
+            for reference in storages:
+                _free_weak_ref(reference)
+        except Exception:  # at interpreter exit torch may be gone first: the process frees all
+            pass
+
+    def _update(self, roots: list[Any]) -> bool:
+        """Read the nodes not read yet; False when there were too many to read."""
+        if len(self._read) > LIMIT:
+            self._let_go()
+        read, storages = self._read, self._storages
+        queue = collections.deque(roots)
+        new = 0
+        while queue:
+            node = queue.popleft()
+            if node is None:
+                continue
+            number = _number(node)
+            if number is None or number in read:  # (AccumulateGrad: saves nothing, a leaf)
+                continue
+            new += 1
+            if new > _MAX_NEW:  # what was read of this walk leads to nodes not read: forget
+                self._let_go()
+                return False
+            for attr in saved_attribute_names(node):
+                try:
+                    value = getattr(node, attr)
+                except Exception:  # freed by backward(), or already modified in place
+                    continue
+                for item in value if isinstance(value, (tuple, list)) else (value,):
+                    if isinstance(item, _Tensor):
+                        self._add(item, storages)
+            read.add(number)
+            queue.extend(next_node for next_node, _ in node.next_functions)
+        return True
+
+    def _add(self, saved: Any, storages: set[int]) -> None:
+        if _record(saved) is None:
+            # (an empty storage: a target sharing it is empty too, and is looked for by walking)
+            self._unkeyed = self._unkeyed or not _empty(saved)
+            return
+        reference = saved.untyped_storage()._weak_ref()
+        if reference in storages:
+            _free_weak_ref(reference)  # (a second reference to a record already held)
+        else:
+            storages.add(reference)
+
+
+def _empty(tensor: Any) -> bool:
+    try:
+        return bool(tensor.layout == torch.strided and tensor.untyped_storage().nbytes() == 0)
+    except Exception:
+        return False
+
+
+def _record(tensor: Any) -> Optional[int]:
+    """The address of the record of the storage behind ``tensor``: the same for its views,
+    aliases and saved copies; None for a tensor without a real storage of its own."""
+    try:
+        storage = tensor.untyped_storage()
+        return int(storage._cdata) if storage.data_ptr() else None
+    except Exception:  # sparse, nested and other layouts without one storage
+        return None
+
+
+def _number(node: Any) -> Optional[int]:
+    """The node's sequence number; None for ``AccumulateGrad`` (all share the largest)."""
+    try:
+        number = int(node._sequence_nr())
+    except Exception:
+        return None
+    return None if number >= _NO_SEQUENCE else number
+
+
+#: the sequence number every AccumulateGrad node has (UINT64_MAX)
+_NO_SEQUENCE = 2**64 - 1
