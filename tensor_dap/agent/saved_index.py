@@ -28,14 +28,13 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent.graph_nodes import saved_attribute_names
+from tensor_dap.agent.graph_nodes import saved_tensors
 
 #: nodes remembered before the index starts over
 LIMIT = 20_000
 #: new nodes read in one update at most (past it the index cannot answer: the rule walks)
 _MAX_NEW = 5000
 
-_Tensor = torch.Tensor
 _free_weak_ref: Any = torch.UntypedStorage._free_weak_ref
 
 
@@ -89,14 +88,8 @@ class SavedIndex:
             if new > _MAX_NEW:  # what was read of this walk leads to nodes not read: forget
                 self._let_go()
                 return False
-            for attr in saved_attribute_names(node):
-                try:
-                    value = getattr(node, attr)
-                except Exception:  # freed by backward(), or already modified in place
-                    continue
-                for item in value if isinstance(value, (tuple, list)) else (value,):
-                    if isinstance(item, _Tensor):
-                        self._add(item, storages)
+            for saved in saved_tensors(node):
+                self._add(saved, storages)
             read.add(number)
             queue.extend(next_node for next_node, _ in node.next_functions)
         return True
