@@ -10,15 +10,18 @@ a view of one base, a saved output, a ``detach()`` alias), so an index of the st
 graphs saved answers "no saved tensor can be this one" for most writes; only when the target's
 memory is in it does the rule walk the graphs to find the node and check the counter.
 
-The index grows with the graphs: a node is read once, the walk stops at nodes read before
-(a node never changes; what it points to was read with it). Nodes are named by their sequence
-number (unique per thread: an ``id()`` changes when torch makes a new Python object for the
-same node). A saved storage is named by a weak reference to it (the ``int`` torch's
-``StorageWeakRef`` holds: the address of the storage's record, which stays allocated, and so
-unique, while the reference lives; not its memory): the memory of graphs freed since is never
-taken for the target's. Storages that share memory without sharing the record (two
-``torch.from_numpy`` of one array) are not told apart: the rule misses those. The index starts
-over, letting go of its references, past :data:`LIMIT` nodes and when the watch ends.
+The index grows with the graphs: a node is read once (marked as read in its own ``metadata``,
+which lives as long as the node; a sequence number would not do, being counted per thread),
+and the walk stops at nodes read before (what a node points to was read with it). A saved
+storage is named by a weak reference to it (the ``int`` torch's ``StorageWeakRef`` holds: the
+address of the storage's record, which stays allocated, and so unique, while the reference
+lives; not its memory): the memory of graphs freed since is never taken for the target's. A
+tensor whose storage is replaced (``t.data = ...``, ``torch.utils.swap_tensors``:
+:func:`storages_moved`) makes every index start over. Missed: a saved tensor given another
+storage by ``set_`` (torch hands no mode that call) and then written to, and storages that
+share memory without sharing the record (two ``torch.from_numpy`` of one array); walking every
+graph at each write found those. The index starts over, letting go of its references, past
+:data:`LIMIT` storages and when the watch ends.
 """
 
 from __future__ import annotations
@@ -30,19 +33,31 @@ import torch
 
 from tensor_dap.agent.graph_nodes import saved_tensors
 
-#: nodes remembered before the index starts over
+#: storages remembered before the index starts over
 LIMIT = 20_000
+#: the key of the mark a read node carries in its ``metadata``
+_READ = "tensor_dap.saved_index"
+#: bumped when a tensor's storage is replaced: every index starts over
+_epoch = 0
 #: new nodes read in one update at most (past it the index cannot answer: the rule walks)
 _MAX_NEW = 5000
 
 _free_weak_ref: Any = torch.UntypedStorage._free_weak_ref
 
 
+def storages_moved() -> None:
+    """A tensor's storage was replaced: what the indexes read of saved tensors may be stale."""
+    global _epoch
+    _epoch += 1
+
+
 class SavedIndex:
     """The storages the live graphs' nodes saved (see the module's docstring)."""
 
     def __init__(self) -> None:
-        self._read: set[int] = set()
+        #: the mark this index puts on the nodes it read (a new one when it starts over)
+        self._mark = object()
+        self._epoch = _epoch
         #: weak references to the saved storages (their records' addresses)
         self._storages: set[int] = set()
         #: a saved tensor without a storage of its own was seen (a wrapper subclass, sparse):
@@ -62,7 +77,8 @@ class SavedIndex:
 
     def _let_go(self) -> None:
         storages, self._storages = self._storages, set()
-        self._read = set()
+        self._mark = object()
+        self._epoch = _epoch
         self._unkeyed = False
         try:
             for reference in storages:
@@ -72,17 +88,20 @@ class SavedIndex:
 
     def _update(self, roots: list[Any]) -> bool:
         """Read the nodes not read yet; False when there were too many to read."""
-        if len(self._read) > LIMIT:
+        if len(self._storages) > LIMIT or self._epoch != _epoch:
             self._let_go()
-        read, storages = self._read, self._storages
+        mark, storages = self._mark, self._storages
         queue = collections.deque(roots)
         new = 0
         while queue:
             node = queue.popleft()
             if node is None:
                 continue
-            number = _number(node)
-            if number is None or number in read:  # (AccumulateGrad: saves nothing, a leaf)
+            try:
+                metadata = node.metadata
+            except Exception:  # a node without metadata: read each time
+                metadata = None
+            if metadata is not None and metadata.get(_READ) is mark:
                 continue
             new += 1
             if new > _MAX_NEW:  # what was read of this walk leads to nodes not read: forget
@@ -90,7 +109,8 @@ class SavedIndex:
                 return False
             for saved in saved_tensors(node):
                 self._add(saved, storages)
-            read.add(number)
+            if metadata is not None:
+                metadata[_READ] = mark
             queue.extend(next_node for next_node, _ in node.next_functions)
         return True
 
@@ -121,16 +141,3 @@ def _record(tensor: Any) -> Optional[int]:
         return int(storage._cdata) if storage.data_ptr() else None
     except Exception:  # sparse, nested and other layouts without one storage
         return None
-
-
-def _number(node: Any) -> Optional[int]:
-    """The node's sequence number; None for ``AccumulateGrad`` (all share the largest)."""
-    try:
-        number = int(node._sequence_nr())
-    except Exception:
-        return None
-    return None if number >= _NO_SEQUENCE else number
-
-
-#: the sequence number every AccumulateGrad node has (UINT64_MAX)
-_NO_SEQUENCE = 2**64 - 1

@@ -20,6 +20,8 @@ from typing import Any, Callable, Generic, Optional, TypeVar
 
 import torch
 
+from tensor_dap.agent import saved_index
+
 V = TypeVar("V")
 
 _MISSING: Any = object()
@@ -111,6 +113,7 @@ def _swap_guarded(original: Callable[[Any, Any], Any], t1: Any, t2: Any) -> Any:
     try:
         result = original(t1, t2)
         swapped = True
+        saved_index.storages_moved()  # each tensor now has the other's storage
         return result
     finally:
         for table, first, second in held:

@@ -206,3 +206,66 @@ def test_one_watch_over_every_scenario_in_turn(kind: str) -> None:
             reported.append(len(watch.findings) > before)
             del loss, write
     assert reported == expected
+
+
+def _saved_x_written_after(replace: Callable[[torch.Tensor], None]) -> tuple[list[str], bool]:
+    """``y = w * x`` saves ``x``; an unrelated write has the rule look at the graph; then
+    ``replace(x)`` and ``x.mul_(2)``: (the rule's findings, whether backward() failed)."""
+    failed = False
+    with tensor_dap.watch(rules=["inplace-saved"]) as watch:
+        w = torch.randn(3, requires_grad=True)
+        x = torch.randn(3)
+        y = w * x
+        unrelated = torch.zeros(3)
+        unrelated.add_(1.0)
+        replace(x)
+        x.mul_(2)
+        try:
+            y.sum().backward()
+        except RuntimeError as error:
+            assert "modified by an inplace operation" in str(error)
+            failed = True
+    return [f.message for f in watch.findings], failed
+
+
+def _new_data(x: torch.Tensor) -> None:
+    x.data = torch.randn(3)
+
+
+def test_a_saved_tensor_given_another_storage_is_still_matched() -> None:
+    """The tensor autograd saved keeps its version counter when ``.data =`` gives it another
+    storage: the write after it breaks backward and is reported."""
+    messages, failed = _saved_x_written_after(_new_data)
+    assert failed
+    assert len(messages) == 1 and "in-place mul_ modifies x" in messages[0]
+
+
+def test_a_graph_built_in_another_thread_is_looked_at() -> None:
+    """Nodes built in another thread (counted from their own sequence numbers) after the rule
+    looked at this thread's graph: a write to what they saved is reported."""
+    import threading
+
+    failed = False
+    with tensor_dap.watch(rules=["inplace-saved"]) as watch:
+        w = torch.randn(3, requires_grad=True)
+        first = (w * torch.randn(3)).sin().sum()
+        unrelated = torch.zeros(3)
+        unrelated.add_(1.0)
+        built: dict[str, torch.Tensor] = {}
+
+        def build() -> None:
+            built["x"] = torch.randn(3)
+            built["loss"] = (w * built["x"]).cos().sum()
+
+        thread = threading.Thread(target=build)
+        thread.start()
+        thread.join()
+        x, loss = built["x"], built["loss"]
+        x.mul_(2)
+        try:
+            loss.backward()
+        except RuntimeError:
+            failed = True
+        del first
+    assert failed
+    assert len(watch.findings) == 1 and watch.findings[0].rule == "inplace-saved"

@@ -38,7 +38,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import frames, naming
+from tensor_dap.agent import frames, naming, saved_index
 from tensor_dap.agent.graph_nodes import saved_attribute_names
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
@@ -53,16 +53,26 @@ _Tensor = torch.Tensor
 _MAX_NODES = 5000
 #: rule_state key: the watch's :class:`SavedIndex`
 _INDEX = "inplace-saved.index"
+_DATA_SET = "data.__set__"
+#: ops that give a tensor another storage (what a node saved may now live elsewhere)
+_MOVES_STORAGE = frozenset((_DATA_SET, "set_"))
 _FREED = "after they have already been freed"
 
 
 def applies(op: OpInfo) -> bool:
     """Only in-place ops (``add_``, ``__setitem__``, ``copy_``...) are checked: every other op
     leaves the plan without a call."""
-    return op.inplace and not op.passthrough
+    return (op.inplace and not op.passthrough) or op.name in _MOVES_STORAGE
+
+
+def applies_passthrough(op: OpInfo) -> bool:
+    """``t.data = x`` gives ``t`` another storage: the index of saved storages starts over."""
+    return op.name == _DATA_SET
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
+    if op.name in _MOVES_STORAGE:
+        saved_index.storages_moved()
     if not op.inplace or not args or not isinstance(args[0], _Tensor):
         return None
     if not frames.is_user_code(caller.f_code):
