@@ -42,8 +42,6 @@ _epoch = 0
 #: new nodes read in one update at most (past it the index cannot answer: the rule walks)
 _MAX_NEW = 5000
 
-_free_weak_ref: Any = torch.UntypedStorage._free_weak_ref
-
 
 def storages_moved() -> None:
     """A tensor's storage was replaced: what the indexes read of saved tensors may be stale."""
@@ -82,7 +80,7 @@ class SavedIndex:
         self._unkeyed = False
         try:
             for reference in storages:
-                _free_weak_ref(reference)
+                _free(reference)
         except Exception:  # at interpreter exit torch may be gone first: the process frees all
             pass
 
@@ -120,10 +118,17 @@ class SavedIndex:
             self._unkeyed = self._unkeyed or not _empty(saved)
             return
         reference = saved.untyped_storage()._weak_ref()
-        if reference in storages:
-            _free_weak_ref(reference)  # (a second reference to a record already held)
+        if reference in storages:  # a second reference to a record already held
+            _free(reference)
         else:
             storages.add(reference)
+
+
+def _free(reference: int) -> None:
+    """Let go of a storage's weak reference (torch's read at the call: a stub torch that the
+    line tracer's tests import may lack it)."""
+    free: Any = torch.UntypedStorage._free_weak_ref
+    free(reference)
 
 
 def _empty(tensor: Any) -> bool:
