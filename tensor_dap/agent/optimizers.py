@@ -154,11 +154,10 @@ def _has_closure(args: Any, kwargs: Any) -> bool:
 
 
 def _pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    if getattr(_aside, "popped", None):
-        resume()
+    resume()
     # (args holds the optimizer first; a step with a closure stays watched: the closure is
     # the user's code)
-    popped = [] if (len(args) > 1 or kwargs) and _has_closure(args, kwargs) else _step_aside()
+    popped = [] if _has_closure(args, kwargs) else _step_aside()
     _aside.popped = (popped, _stack_length()) if popped else None
     _notify("before_step", optimizer, sys._getframe(1))
 

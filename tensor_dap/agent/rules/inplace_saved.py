@@ -53,16 +53,16 @@ _Tensor = torch.Tensor
 _MAX_NODES = 5000
 #: rule_state key: the watch's :class:`SavedIndex`
 _INDEX = "inplace-saved.index"
+#: ``t.data = x``: gives ``t`` another storage (what a node saved may now live elsewhere; ``set_``
+#: does too, but torch hands no mode that call)
 _DATA_SET = "data.__set__"
-#: ops that give a tensor another storage (what a node saved may now live elsewhere)
-_MOVES_STORAGE = frozenset((_DATA_SET, "set_"))
 _FREED = "after they have already been freed"
 
 
 def applies(op: OpInfo) -> bool:
     """Only in-place ops (``add_``, ``__setitem__``, ``copy_``...) are checked: every other op
     leaves the plan without a call."""
-    return (op.inplace and not op.passthrough) or op.name in _MOVES_STORAGE
+    return op.inplace and not op.passthrough
 
 
 def applies_passthrough(op: OpInfo) -> bool:
@@ -71,8 +71,9 @@ def applies_passthrough(op: OpInfo) -> bool:
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
-    if op.name in _MOVES_STORAGE:
+    if op.name == _DATA_SET:
         saved_index.storages_moved()
+        return None
     if not op.inplace or not args or not isinstance(args[0], _Tensor):
         return None
     if not frames.is_user_code(caller.f_code):
