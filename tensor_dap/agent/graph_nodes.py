@@ -45,3 +45,28 @@ def is_parameter(tensor: Any) -> bool:
     """A leaf that requires grad (or a view of one): a model holds it anyway."""
     base = tensor._base if tensor._base is not None else tensor
     return bool(base.is_leaf and base.requires_grad)
+
+
+def freed_by_backward(node: Any, limit: int = 16) -> bool:
+    """Whether a ``backward()`` already ran through ``node`` (without ``retain_graph``): the
+    first tensor saved for backward met, breadth first from ``node``, was freed. A backward
+    started from a tensor made of this one (``(loss * 0.5).backward()``,
+    ``scaler.scale(loss).backward()``) frees it as well as one started from it."""
+    queue = [node]
+    seen = 0
+    while queue and seen < limit:
+        current = queue.pop(0)
+        seen += 1
+        for attr in saved_attribute_names(current):
+            try:
+                value = getattr(current, attr)
+            except RuntimeError as error:  # "... saved tensors after they have been freed"
+                if "freed" in str(error):
+                    return True
+                continue
+            except Exception:
+                continue
+            if isinstance(value, torch.Tensor):
+                return False
+        queue.extend(n for n, _ in current.next_functions if n is not None)
+    return False

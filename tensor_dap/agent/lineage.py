@@ -39,10 +39,17 @@ def history(
     for arg in args:
         items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
         for item in items:
+            if item.__class__ is list:  # torch.tensor(h.tolist()): the lists' first number
+                while item.__class__ is list and item:
+                    item = item[0]
             if item.__class__ is float:  # a number read by .item() from a tensor with history
                 read = registry.lookup_number(item)
                 if read is not None:
                     parents.append(read)
+            elif item.__class__.__name__ == "ndarray":  # torch.as_tensor(h.detach().numpy())
+                handed = registry.lookup_array(item.__array_interface__["data"][0])
+                if handed is not None:
+                    parents.append(handed)
             elif isinstance(item, _Tensor):
                 if item.requires_grad:
                     cut = _cut_description(op_name, grad_enabled)

@@ -77,6 +77,7 @@ class ProvenanceRegistry(TensorMap[Prov]):
     def __init__(self, capacity: int = 200_000) -> None:
         super().__init__(capacity)
         self._numbers: dict[int, tuple[float, Prov]] = {}
+        self._arrays: dict[int, Prov] = {}
 
     def record(self, tensor: Any, prov: Prov) -> None:
         self.set(tensor, prov)
@@ -99,10 +100,28 @@ class ProvenanceRegistry(TensorMap[Prov]):
     def clear(self) -> None:
         super().clear()
         self._numbers.clear()
+        self._arrays.clear()
 
     def lookup_number(self, number: float) -> Optional[Prov]:
         entry = self._numbers.get(id(number))
         return entry[1] if entry is not None and entry[0] is number else None
+
+    #: how many memory addresses handed to NumPy by ``.numpy()`` are remembered (the newest)
+    ARRAYS = 256
+
+    def record_array(self, address: int, prov: Prov) -> None:
+        """The memory of a tensor handed to NumPy by ``.numpy()``: a tensor made on it again
+        (``torch.from_numpy``, ``torch.as_tensor``) is the same data, with the same history.
+        Only the address is kept (nothing alive); an address reused after a free can name a
+        stale Prov, which only ever reads as "this came from .numpy()"."""
+        arrays = self._arrays
+        arrays.pop(address, None)
+        arrays[address] = prov
+        if len(arrays) > self.ARRAYS:
+            del arrays[next(iter(arrays))]
+
+    def lookup_array(self, address: int) -> Optional[Prov]:
+        return self._arrays.get(address) if self._arrays else None
 
 
 def first_cut(prov: Optional[Prov], limit: int = 64) -> Optional[Prov]:

@@ -51,6 +51,8 @@ def sample(
                 watch._rule_failed(rule_id)
         if isinstance(out, _Tensor):
             _record(watch, info, args, out, caller)
+        elif info.name in _TO_PYTHON and args and isinstance(args[0], _Tensor):
+            _record_handed_out(watch, info, args[0], out, caller)
         elif isinstance(out, tuple) or out.__class__ is list:
             for item in out:
                 if isinstance(item, _Tensor):
@@ -95,12 +97,39 @@ def _record(watch: Watch, info: OpInfo, args: tuple[Any, ...], out: Any, caller:
     provenance.record(out, prov)
 
 
+#: ops that hand a tensor's values to Python or NumPy: ``tolist`` (nested lists of numbers) and
+#: ``numpy`` (an array on the tensor's memory)
+_TO_PYTHON = frozenset({"tolist", "numpy"})
+
+
+def _record_handed_out(
+    watch: Watch, info: OpInfo, tensor: Any, out: Any, caller: FrameType
+) -> None:
+    """What ``tolist()`` and ``numpy()`` hand out, so that a tensor made of it again
+    (``torch.tensor(h.tolist())``, ``torch.from_numpy(h.detach().numpy())``) names the cut:
+    the first number of the lists, the address of the array's memory."""
+    if info.name == "numpy":
+        prov = watch.provenance.lookup(tensor)
+        if prov is not None and prov.cut_at is not None:
+            watch.provenance.record_array(tensor.data_ptr(), prov)
+        return
+    first = out
+    while first.__class__ is list and first:
+        first = first[0]
+    if first.__class__ is float:
+        _record_number(watch, info, tensor, first, caller)
+
+
 def _record_number(
     watch: Watch, info: OpInfo, tensor: Any, number: float, caller: FrameType
 ) -> None:
-    """A Python number read from a tensor with gradient history (``loss.item()``): kept, so
-    that ``torch.tensor(losses)`` made of such numbers names the cut (see lineage.history)."""
+    """A Python number read from a tensor whose history was cut there (``loss.item()``) or
+    before (``h.detach().item()``): kept, so that ``torch.tensor(losses)`` made of such numbers
+    names the cut (see lineage.history)."""
     if not tensor.requires_grad:
+        earlier = watch.provenance.lookup(tensor)
+        if earlier is not None and earlier.cut_at is not None:
+            watch.provenance.record_number(number, earlier)
         return
     user = frames.user_frame(caller)
     if user is not None:

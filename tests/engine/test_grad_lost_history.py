@@ -183,3 +183,109 @@ def test_parameters_without_gradient_at_step_are_all_counted_in_the_message() ->
     assert messages, "the step with six parameters without gradient was not reported"
     assert "6 parameter(s) took part in this step's forward but got no gradient" in messages[0]
     assert "and 2 more" in messages[0]
+
+
+def _step_findings(train) -> list[str]:  # noqa: ANN001
+    with tensor_dap.watch(rules=["grad-lost"]) as watch:
+        train()
+    return [f.message for f in watch.findings if f.rule == "grad-lost"]
+
+
+class _Heads(nn.Module):
+    """A shared body and four heads: the multiple-hypothesis and multi-task shape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 16), nn.ReLU())
+        self.heads = nn.ModuleList([nn.Linear(16, 2) for _ in range(4)])
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        h = self.body(x)
+        return [head(h) for head in self.heads]
+
+
+def winner_takes_all() -> None:
+    torch.manual_seed(0)
+    model = _Heads()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):
+        x, y = torch.randn(8, 4), torch.randn(8, 2)
+        losses = [F.mse_loss(p, y) for p in model(x)]
+        best = min(range(4), key=lambda k: losses[k].item())
+        optimizer.zero_grad()
+        losses[best].backward()
+        optimizer.step()
+
+
+def tasks_without_labels_this_batch() -> None:
+    torch.manual_seed(0)
+    model = _Heads()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(4):
+        x = torch.randn(8, 4)
+        outputs = model(x)
+        loss = F.mse_loss(outputs[0], torch.randn(8, 2))
+        if step % 2:  # the other tasks have targets every other batch
+            for out in outputs[1:]:
+                loss = loss + F.mse_loss(out, torch.randn(8, 2))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def encoder_output_left_unused() -> None:
+    """A model that returns (logits, pooled) where training uses the logits only (a pooler,
+    an auxiliary head): those parameters get no gradient, but nothing was cut."""
+    torch.manual_seed(0)
+    model = _Heads()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        logits = model(torch.randn(8, 4))[0]
+        optimizer.zero_grad()
+        logits.pow(2).mean().backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize(
+    "train", [winner_takes_all, tasks_without_labels_this_batch, encoder_output_left_unused]
+)
+def test_heads_left_out_of_the_loss_are_not_a_cut_history(train) -> None:  # noqa: ANN001
+    assert _step_findings(train) == []
+
+
+class _NumpyInForward(nn.Module):
+    def __init__(self, rewrap: str) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 1)
+        self.rewrap = rewrap
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.fc1(x))
+        array = h.detach().numpy()  # a NumPy step in the middle of the forward
+        if self.rewrap == "from_numpy":
+            h = torch.from_numpy(array)
+        elif self.rewrap == "as_tensor":
+            h = torch.as_tensor(array)
+        else:
+            h = torch.tensor(h.detach().tolist())
+        return self.fc2(h)
+
+
+@pytest.mark.parametrize("rewrap", ["from_numpy", "as_tensor", "tolist"])
+def test_a_cut_through_numpy_or_python_lists_is_named_at_the_step(rewrap: str) -> None:
+    def train() -> None:
+        torch.manual_seed(0)
+        model = _NumpyInForward(rewrap)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            optimizer.zero_grad()
+            model(torch.randn(16, 4)).pow(2).mean().backward()
+            optimizer.step()
+
+    messages = _step_findings(train)
+    assert messages, f"fc1 lost its gradient through {rewrap} and nothing was reported"
+    line = _line_of(_NumpyInForward.forward, "array = h.detach().numpy()")
+    named = _line_of(_NumpyInForward.forward, "h = torch.tensor(h.detach().tolist())")
+    cut_line = named if rewrap == "tolist" else line
+    assert "2 parameter(s) took part in this step's forward but got no gradient" in messages[0]
+    assert f"cut after that use, at test_grad_lost_history.py:{cut_line}" in messages[0]

@@ -174,8 +174,27 @@ def validation_losses_appended_in_train_mode(device: torch.device) -> None:
     print(f"validation loss {validate():.3f}")
 
 
+def train_total_of_a_scaled_backward(device: torch.device) -> None:
+    """The backward starts from a tensor made of the loss, not from the loss itself."""
+    model, optimizer, batches = _setup(device)
+    scaler = torch.amp.GradScaler(device.type)
+    total_loss = 0.0
+    for step, (x, y) in enumerate(batches):
+        loss = F.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        if step % 3 == 0:
+            (loss * 0.5).backward()
+        elif step % 3 == 1:
+            (loss + 1e-4 * model[0].weight.pow(2).sum()).backward()
+        else:
+            scaler.scale(loss).backward()
+        optimizer.step()
+        total_loss += loss  # kept
+
+
 LEAKS = [
     train_total_inplace,
+    train_total_of_a_scaled_backward,
     train_total_rebound_before_backward,
     eval_without_no_grad,
     losses_appended,
@@ -468,7 +487,22 @@ def weight_norm_logged_after_evaluation(device: torch.device) -> None:
         assert norm > 0
 
 
+def eval_mode_finetuning_with_micro_batches(device: torch.device) -> None:
+    """Dropout off for the whole run (model.eval(), as RLHF code fine-tunes), micro-batch
+    losses summed before one backward per step: the first step's sum is not an evaluation."""
+    model, optimizer, batches = _setup(device)
+    model.eval()
+    for _ in range(2):
+        optimizer.zero_grad()
+        total = 0
+        for x, y in batches[:4]:
+            total = total + F.mse_loss(model(x), y) / 4
+        total.backward()
+        optimizer.step()
+
+
 CLEAN = [
+    eval_mode_finetuning_with_micro_batches,
     item_totals,
     gradient_accumulation,
     gradient_accumulation_inplace,
@@ -532,6 +566,14 @@ def test_the_message_says_how_many_iterations_and_what_is_kept() -> None:
     ((_, _, evaluating),) = _run(final_eval_in_eval_mode, DEVICE)
     assert "after 3 iterations val_loss holds the graphs of all 3" in evaluating
     assert "the model it runs is in eval mode and no backward() has gone through it" in evaluating
+
+
+def test_a_total_of_losses_whose_backward_started_elsewhere_is_reported_as_it_grows() -> None:
+    """``(loss * 0.5).backward()``, ``(loss + penalty).backward()``,
+    ``scaler.scale(loss).backward()``: the loss is not the backward's root, but the backward
+    freed its graph; reported at the third iteration, not when the total is dropped."""
+    ((_, _, message),) = _run(train_total_of_a_scaled_backward, DEVICE)
+    assert "after 3 iterations total_loss holds the graphs of all 3" in message
 
 
 def test_a_list_of_losses_never_backpropagated_names_the_list_and_what_each_keeps() -> None:

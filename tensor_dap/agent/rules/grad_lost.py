@@ -7,13 +7,18 @@ under ``no_grad``) — or, when nothing it came from ever required grad, the ten
 computed from and where they were created.
 
 It goes one step further at ``optimizer.step()``: a parameter that took part in this step's
-forward (an op with grad enabled used it) but got no gradient had its history cut inside the
-forward — a silent bug PyTorch never reports. Learned from sampled ops, so it looks at the
+forward (an op with grad enabled used it) but got no gradient, when a tensor whose history was
+cut went on into the graph after that use (``self.fc2(h.detach())``), had its history cut inside
+the forward — a silent bug PyTorch never reports. A parameter whose output was simply left out of
+the loss (the heads a winner-takes-all loss did not pick, a multi-task head without a target
+this step) is not that bug and is not reported. Learned from sampled ops, so it looks at the
 first steps of each loop, which is where such a bug shows.
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
 from types import FrameType
 from typing import Any, Optional
 
@@ -32,6 +37,7 @@ RULE = catalog.rule("grad-lost")
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
+_SEQUENCES = (list, tuple)
 
 
 def applies(op: OpInfo) -> bool:
@@ -58,25 +64,77 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     return None
 
 
-#: rule_state key: parameter -> where a forward used it (a TensorMap)
+#: rule_state key: parameter -> (when, where) a forward used it (a TensorMap)
 _USED = "grad-lost.used-params"
+#: rule_state key: the newest cuts whose tensors went on into an op that builds a graph,
+#: as (when, the cut's Prov)
+_REJOINED = "grad-lost.rejoined-cuts"
 _UNUSED = object()
+_KEPT_CUTS = 8
+_LIST_INPUTS = 64
+#: the order of observed ops: a cut is evidence for a parameter's use only when it came after it
+_clock = itertools.count()
 
 
 def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
-    """Remember parameters used by ops that build a graph (grad enabled)."""
+    """Remember parameters used by ops that build a graph (grad enabled), and cut tensors that
+    go on into such an op (``self.fc2(h.detach())``): a parameter without gradient at the step
+    is reported only when its history was cut after it was used, not when its output was
+    simply left out of the loss (a head a winner-takes-all loss did not pick)."""
     if not torch.is_grad_enabled():
         return
+    used: Optional[TensorMap[tuple[int, Optional[Prov]]]] = None
+    cut_inputs = False
     for arg in args:
         # (Parameter's isinstance is a Python call: only tensors that could be one get there)
-        if isinstance(arg, _Tensor) and arg.requires_grad and isinstance(arg, _Parameter):
-            used = state.rule_state.get(_USED)
-            if used is None:
-                used = state.rule_state[_USED] = TensorMap()
-            if used.get(arg, _UNUSED) is _UNUSED:
-                user = frames.user_frame(caller)
-                where = Prov(user.f_code.co_filename, user.f_lineno, op.name) if user else None
-                used.set(arg, where)
+        if isinstance(arg, _Tensor):
+            if not arg.requires_grad:
+                cut_inputs = True
+            elif isinstance(arg, _Parameter):
+                if used is None:
+                    used = state.rule_state.get(_USED)
+                    if used is None:
+                        used = state.rule_state[_USED] = TensorMap()
+                if used.get(arg, _UNUSED) is _UNUSED:
+                    user = frames.user_frame(caller)
+                    where = Prov(user.f_code.co_filename, user.f_lineno, op.name) if user else None
+                    used.set(arg, (next(_clock), where))
+        elif arg.__class__ in _SEQUENCES:
+            cut_inputs = True
+    if cut_inputs and _builds_graph(out):
+        _note_rejoined_cuts(args, state)
+
+
+def _builds_graph(out: Any) -> bool:
+    if isinstance(out, _Tensor):
+        return bool(out.requires_grad)
+    if out.__class__ is tuple:  # torch._VF.lstm, torch.split
+        return any(isinstance(item, _Tensor) and item.requires_grad for item in out)
+    return False
+
+
+def _note_rejoined_cuts(args: Args, state: Any) -> None:
+    """Remember the cut behind each input without history that had one."""
+    provenance = state.provenance
+    for arg in args:
+        items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
+        for item in items:
+            if not isinstance(item, _Tensor) or item.requires_grad:
+                continue
+            prov = provenance.lookup(item)
+            if prov is None:  # made where the watch does not see: torch.from_numpy(array)
+                prov = provenance.lookup_array(_address(item))
+            cut = prov.cut_at if prov is not None else None
+            if cut is not None:
+                kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
+                kept.append((next(_clock), cut))
+
+
+def _address(tensor: Any) -> int:
+    try:
+        return int(tensor.data_ptr())
+    except Exception:  # a tensor without plain memory (sparse, a wrapper subclass)
+        return 0
 
 
 def install(state: RuleState) -> list[Any]:
@@ -90,22 +148,31 @@ def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
     used = state.rule_state.get(_USED)
     if not used:
         return None
+    rejoined = state.rule_state.get(_REJOINED, ())
     missing = []
+    cuts: list[Prov] = []
     for group in optimizer.param_groups:
         for param in group["params"]:
-            where = used.pop(param, _UNUSED)
-            if where is not _UNUSED and param.grad is None:
-                missing.append((param, where))
+            use = used.pop(param, _UNUSED)
+            if use is _UNUSED or param.grad is not None:
+                continue
+            when, where = use
+            cut = next((c for at, c in rejoined if at > when), None)
+            if cut is None:  # its output was left out of the loss: not a cut history
+                continue
+            missing.append((param, where))
+            if all(cut is not c for c in cuts):
+                cuts.append(cut)
     if not missing:
         return None
     return Report(
         tensors=[p for p, _ in missing[:4]],
-        message=_no_grad_message(len(missing), [w for _, w in missing[:4]]),
+        message=_no_grad_message(len(missing), [w for _, w in missing[:4]], cuts),
         operands=False,
     )
 
 
-def _no_grad_message(count: int, wheres: list[Optional[Prov]]) -> Any:
+def _no_grad_message(count: int, wheres: list[Optional[Prov]], cuts: list[Prov]) -> Any:
     def build(described: list[Any], expression: str) -> str:
         parts = []
         for d, where in zip(described, wheres):
@@ -113,10 +180,11 @@ def _no_grad_message(count: int, wheres: list[Optional[Prov]]) -> Any:
             parts.append(f"{d.name} {d.shape_text}{used_at}")
         if count > len(parts):
             parts.append(f"and {count - len(parts)} more")
+        named = " or ".join(f"{_where(c)} by {c.cut}" for c in cuts[:2])
         return (
             f"`{expression}`: {count} parameter(s) took part in this step's forward but got no "
-            f"gradient: {', '.join(parts)}. Their history was cut between that use and the loss "
-            "(.detach(), .data, torch.tensor(...), .item()/.tolist(), a no_grad block)."
+            f"gradient: {', '.join(parts)}. Their history was cut after that use, at {named}. "
+            "Keep the tensors between that use and the loss in the graph."
         )
 
     return build

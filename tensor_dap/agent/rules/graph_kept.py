@@ -15,11 +15,12 @@ sequence number is higher), which ``sum(list_of_losses)`` of losses made beforeh
 A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations, when
 
 - a ``backward()`` went through one of its terms on its own (``loss.backward(); total +=
-  loss``: the term's node was that backward's root, or a hook on it says one ran through it)
-  and not through the chain (a hook on each node the chain grew by says when one does), and
-  the chain grew again: the training-loop form. ``backward()`` calls of other graphs only (an
-  actor-critic's critic stepping while the actor's loss sums over the episode) leave the chain
-  to be judged when its graph goes;
+  loss``: the term's node was that backward's root, or its saved tensors were freed by a
+  backward started from a tensor made of it, ``scaler.scale(loss).backward()``, or a hook on
+  it says one ran through it later) and not through the chain (a hook on each node the chain
+  grew by says when one does), and the chain grew again: the training-loop form.
+  ``backward()`` calls of other graphs only (an actor-critic's critic stepping while the
+  actor's loss sums over the episode) leave the chain to be judged when its graph goes;
 - or it stopped growing and whole ``backward()`` calls ran after it without going through it,
   more than ran between two of its growths: the evaluation-loop form, reported at the chain's
   line when the next training step runs backward;
@@ -32,10 +33,10 @@ A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations
 - or, before any ``backward()``, the graphs it accumulates use only parameters of modules in
   eval mode (``model.eval()``), modules the accumulating frame names (a local or global
   variable, or an attribute of its ``self``, or ``self``): the evaluation-loop form again, as
-  it grows, also when no backward follows (the last evaluation of a program). A model trained
-  in eval mode with losses summed over micro-batches before ``backward()`` would be reported
-  too (dropout off while training is rare; a frozen backbone in eval mode under a head in
-  training mode is not reported).
+  it grows, also when no backward follows (the last evaluation of a program), unless an
+  optimizer's ``zero_grad()`` ran and its ``step()`` has not yet: a model fine-tuned in eval
+  mode (dropout off, as RLHF code does) summing micro-batch losses before ``backward()``. A
+  frozen backbone in eval mode under a head in training mode is not reported either.
 
 The adds of one call on the user's line (``sum(p.pow(2).sum() for p in params)``,
 ``functools.reduce``) are one statement's, not one per iteration: not a chain.
@@ -64,8 +65,9 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import frames, kept_roots, naming
+from tensor_dap.agent import frames, kept_roots, naming, optimizers
 from tensor_dap.agent.graph_life import GraphLife
+from tensor_dap.agent.graph_nodes import freed_by_backward
 from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
@@ -152,6 +154,23 @@ class _Chain:
         return not (self.reported or self.consumed or self.dependent or self.ever_consumed)
 
 
+#: rule_state key: an optimizer's ``zero_grad()`` ran and its ``step()`` has not yet: a
+#: training step is under way, whose micro-batch losses may be summed in eval mode
+_IN_STEP = "graph-kept.in-step"
+
+
+def install(state: Any) -> list[Any]:
+    """Follow the optimizers' ``zero_grad()`` and ``step()`` (see :data:`_IN_STEP`)."""
+
+    def zeroed(_optimizer: Any) -> None:
+        state.rule_state[_IN_STEP] = True
+
+    def stepped(_optimizer: Any) -> None:
+        state.rule_state[_IN_STEP] = False
+
+    return [optimizers.subscribe(optimizers.Subscriber(after_step=stepped, zeroed=zeroed))]
+
+
 def applies(op: OpInfo) -> bool:
     """``after`` runs on adds only."""
     return op.name in _ADDS
@@ -196,7 +215,8 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     _watch_term(term, chain, state)
     if chain.iterations == 2:
         leaves = _size_term(chain, term, node)
-        chain.evaluating = not chain.dependent and _evaluating(leaves, caller)
+        in_step = state.rule_state.get(_IN_STEP, False)
+        chain.evaluating = not (chain.dependent or in_step) and _evaluating(leaves, caller)
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
     if not (chain.term_backward or chain.evaluating):  # maybe gradient accumulation, or a
@@ -334,11 +354,13 @@ def _hook(node: Any, chain: _Chain, state: Any) -> None:
 
 def _watch_term(term: Any, chain: _Chain, state: Any) -> None:
     """Whether a backward() goes, or went, through ``term`` on its own: its node was the root
-    of a recent backward(), or one runs through it later (a token hooked on it)."""
+    of a recent backward(), or it went through a backward started from a tensor made of it
+    (its saved tensors are freed: ``(loss * 0.5).backward()``, ``scaler.scale(loss)``), or one
+    runs through it later (a token hooked on it)."""
     node = term.grad_fn
     if node is None or chain.term_backward:
         return
-    if node_key(node) in state.rule_state.get(_ROOTS, ()):
+    if node_key(node) in state.rule_state.get(_ROOTS, ()) or freed_by_backward(node):
         chain.term_backward = True
         return
     if chain.terms is None:
