@@ -70,3 +70,14 @@ def freed_by_backward(node: Any, limit: int = 16) -> bool:
                 return False
         queue.extend(n for n, _ in current.next_functions if n is not None)
     return False
+
+
+def graph_node(tensor: Any) -> Any:
+    """``tensor.grad_fn``, or None where reading it raises: the result of an in-place op on a
+    view made under ``no_grad`` (``with torch.no_grad(): weight[pad].fill_(0)``, as
+    ``nn.Embedding(padding_idx=...)`` initialises itself), which PyTorch forbids using with
+    grad mode on — the program's own next use of it raises, not the watch's look at it."""
+    try:
+        return tensor.grad_fn
+    except RuntimeError:
+        return None

@@ -40,6 +40,7 @@ import torch
 
 from tensor_dap.agent import frames
 from tensor_dap.agent.graph_life import GraphLife
+from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import footprint
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
@@ -68,7 +69,7 @@ def check(args: Any, caller: FrameType, state: Any, backwards: int) -> Optional[
                 found = _holder(root, caller)
                 kept = root
     root = args[0] if args else None
-    if isinstance(root, _Tensor) and root.grad_fn is not None and root.numel() == 1:
+    if isinstance(root, _Tensor) and graph_node(root) is not None and root.numel() == 1:
         roots.set(root, backwards)
     if found is None:
         return None
@@ -129,8 +130,8 @@ def _append_line(frame: FrameType, name: str) -> int:
 
 
 def _message(root: Any, name: str, held: list[Any]) -> Any:
-    count = sum(1 for item in held if isinstance(item, _Tensor) and item.grad_fn is not None)
-    nodes = footprint(root.grad_fn).nodes
+    count = sum(1 for item in held if isinstance(item, _Tensor) and graph_node(item) is not None)
+    nodes = footprint(graph_node(root)).nodes
 
     def build(described: list[Any], expression: str) -> str:
         loss = described[0].name if described else "the loss"
@@ -174,7 +175,7 @@ def observe(
     """A sampled op's result: remember it as a candidate of its user line, judge the oldest
     (see the module's docstring). ``backwards``: backward() calls so far; ``emit(report)``
     reports one whose graph went without a backward()."""
-    if not isinstance(out, _Tensor) or out.grad_fn is None or out.numel() != 1:
+    if not isinstance(out, _Tensor) or graph_node(out) is None or out.numel() != 1:
         return
     user = frames.user_frame(caller)
     if user is None or not frames.is_user_code(user.f_code):
@@ -204,17 +205,17 @@ def observe(
     held = _resolve(user, name)  # the list, and the loss in it (not a temporary of the line)
     if not isinstance(held, list) or not any(item is oldest for item in held[-_TAIL:]):
         return
-    walked = footprint(oldest.grad_fn)
+    walked = footprint(graph_node(oldest))
     watched = _Unused(
         path=user.f_code.co_filename,
         line=line,
         name=name,
-        count=sum(1 for item in held if isinstance(item, _Tensor) and item.grad_fn is not None),
+        count=sum(1 for item in held if isinstance(item, _Tensor) and graph_node(item) is not None),
         saved_bytes=walked.saved_bytes,
         nodes=walked.nodes,
     )
     watched.life = GraphLife(functools.partial(_graph_gone, watched, emit))
-    if watched.life.hold(oldest.grad_fn):
+    if watched.life.hold(graph_node(oldest)):
         state.rule_state.setdefault(_WATCHED, []).append(watched)
 
 

@@ -39,6 +39,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap.agent import frames, native, optimizers
+from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.storage import real_storages
 
 #: lines kept in a device's ``top``
@@ -325,7 +326,7 @@ def _graph_leaves(args: Any, kwargs: Any) -> list[Any]:
     nodes' variables)."""
     roots = args[0] if args else (kwargs or {}).get("tensors")
     roots = roots if isinstance(roots, (list, tuple)) else [roots]
-    queue: list[Any] = [t.grad_fn for t in roots if isinstance(t, _Tensor)]
+    queue: list[Any] = [graph_node(t) for t in roots if isinstance(t, _Tensor)]
     seen: set[int] = set()
     leaves: list[Any] = []
     with torch._C.DisableTorchFunction():

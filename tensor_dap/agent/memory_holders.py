@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from tensor_dap.agent.graph_nodes import is_parameter, saved_tensors
+from tensor_dap.agent.graph_nodes import graph_node, is_parameter, saved_tensors
 
 _Tensor = torch.Tensor
 _Module = torch.nn.Module
@@ -139,7 +139,7 @@ def graph_holders(roots: list[tuple[Any, str]]) -> Iterator[Held]:
     them), each node once, from the graphs of ``roots`` (tensor, name of the graph) in order."""
     seen: set[int] = set()
     for tensor, root_name in roots:
-        node = tensor.grad_fn
+        node = graph_node(tensor)
         if node is None or id(node) in seen:
             continue
         stack = [node]

@@ -36,6 +36,7 @@ import torch
 
 from tensor_dap.agent import frames as frame_kinds
 from tensor_dap.agent import naming
+from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.memory_holders import Holder, graph_holders, named_tensors
 from tensor_dap.agent.provenance import NODE_PROV_KEY
 from tensor_dap.agent.storage import real_storages
@@ -130,8 +131,10 @@ def _storages(user_frames: list[FrameType], watch: Optional[Watch]) -> dict[int,
     held: list[tuple[Any, Optional[Holder], Optional[FrameType]]] = []
     held.extend(named_tensors(user_frames, others))
     del others
-    roots = [(t, h.name) for t, h, _ in held if h and h.kind == "local" and t.grad_fn is not None]
-    roots += [(t, "an unnamed tensor") for t in everything if t.grad_fn is not None]
+    roots = [
+        (t, h.name) for t, h, _ in held if h and h.kind == "local" and graph_node(t) is not None
+    ]
+    roots += [(t, "an unnamed tensor") for t in everything if graph_node(t) is not None]
     held.extend(graph_holders(roots))
     held.extend((t, None, None) for t in everything)
     table: dict[int, _Storage] = {}
@@ -204,8 +207,8 @@ def _better_site(
             prov = watch.provenance.lookup(tensor)
             if prov is not None:
                 return rank, _as_site(prov)
-    if better > 2 and owner and tensor.grad_fn is not None:
-        metadata = getattr(tensor.grad_fn, "metadata", None)
+    if better > 2 and owner and graph_node(tensor) is not None:
+        metadata = getattr(graph_node(tensor), "metadata", None)
         prov = metadata.get(NODE_PROV_KEY) if isinstance(metadata, dict) else None
         if prov is not None:
             return 2, _as_site(prov)

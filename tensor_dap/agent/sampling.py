@@ -9,6 +9,7 @@ line ran (:func:`line_hits`, for the trace store).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Optional
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import torch
 
 from tensor_dap.agent import frames
+from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.library_calls import REWRAPPING, api_called
 from tensor_dap.agent.lineage import history
 from tensor_dap.agent.op_kinds import OpInfo
@@ -89,7 +91,7 @@ def _record(watch: Watch, info: OpInfo, args: tuple[Any, ...], out: Any, caller:
         op_name = api_called(caller, user) or op_name
     if out.requires_grad:
         prov = Prov(user.f_code.co_filename, user.f_lineno, op_name)
-        node = out.grad_fn
+        node = graph_node(out)
         if node is not None:  # where this graph node was made (for inplace-saved)
             node.metadata[NODE_PROV_KEY] = prov
     else:  # keep how this tensor came to lack gradient history (for grad-lost)
@@ -111,7 +113,8 @@ def _record_handed_out(
     if info.name == "numpy":
         prov = watch.provenance.lookup(tensor)
         if prov is not None and prov.cut_at is not None:
-            watch.provenance.record_array(tensor.data_ptr(), prov)
+            with contextlib.suppress(Exception):  # a tensor type without plain memory
+                watch.provenance.record_array(tensor.data_ptr(), prov)
         return
     first = out
     while first.__class__ is list and first:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -246,8 +247,32 @@ def encoder_output_left_unused() -> None:
         optimizer.step()
 
 
+#: batches the watch never saw made (a DataLoader's worker processes make them)
+_UNSEEN_BATCHES = [torch.randn(8, 4) for _ in range(3)]
+
+
+def unseen_batches_and_logged_losses() -> None:
+    """Batches without provenance enter the forward after the last step logged ``loss.item()``:
+    no cut of this step's forward."""
+    torch.manual_seed(0)
+    model = _Heads()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in _UNSEEN_BATCHES:
+        loss = model(x)[0].pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(f"loss {loss.item():.3f}")
+
+
 @pytest.mark.parametrize(
-    "train", [winner_takes_all, tasks_without_labels_this_batch, encoder_output_left_unused]
+    "train",
+    [
+        winner_takes_all,
+        tasks_without_labels_this_batch,
+        encoder_output_left_unused,
+        unseen_batches_and_logged_losses,
+    ],
 )
 def test_heads_left_out_of_the_loss_are_not_a_cut_history(train) -> None:  # noqa: ANN001
     assert _step_findings(train) == []
@@ -264,6 +289,8 @@ class _NumpyInForward(nn.Module):
         array = h.detach().numpy()  # a NumPy step in the middle of the forward
         if self.rewrap == "from_numpy":
             h = torch.from_numpy(array)
+        elif self.rewrap == "clip_then_from_numpy":  # a new array: the memory is not followed
+            h = torch.from_numpy(np.clip(array, -0.5, 0.5))
         elif self.rewrap == "as_tensor":
             h = torch.as_tensor(array)
         else:
@@ -271,7 +298,7 @@ class _NumpyInForward(nn.Module):
         return self.fc2(h)
 
 
-@pytest.mark.parametrize("rewrap", ["from_numpy", "as_tensor", "tolist"])
+@pytest.mark.parametrize("rewrap", ["from_numpy", "clip_then_from_numpy", "as_tensor", "tolist"])
 def test_a_cut_through_numpy_or_python_lists_is_named_at_the_step(rewrap: str) -> None:
     def train() -> None:
         torch.manual_seed(0)

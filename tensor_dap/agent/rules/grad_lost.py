@@ -69,6 +69,11 @@ _USED = "grad-lost.used-params"
 #: rule_state key: the newest cuts whose tensors went on into an op that builds a graph,
 #: as (when, the cut's Prov)
 _REJOINED = "grad-lost.rejoined-cuts"
+#: rule_state key: the newest tensor whose history was cut handed to NumPy or Python
+#: (``h.detach().numpy()``, ``.tolist()``, ``.item()``), as (when, the cut's Prov): what a
+#: tensor the watch did not see made (``torch.from_numpy(np.clip(array, ...))``) may come from
+_HANDED = "grad-lost.handed-out"
+_HAND_OUTS = frozenset({"numpy", "tolist", "item"})
 _UNUSED = object()
 _KEPT_CUTS = 8
 _LIST_INPUTS = 64
@@ -81,6 +86,9 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     go on into such an op (``self.fc2(h.detach())``): a parameter without gradient at the step
     is reported only when its history was cut after it was used, not when its output was
     simply left out of the loss (a head a winner-takes-all loss did not pick)."""
+    if op.name in _HAND_OUTS:
+        _note_hand_out(op, args, caller, state)
+        return
     if not torch.is_grad_enabled():
         return
     used: Optional[TensorMap[tuple[int, Optional[Prov]]]] = None
@@ -124,10 +132,36 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
             prov = provenance.lookup(item)
             if prov is None:  # made where the watch does not see: torch.from_numpy(array)
                 prov = provenance.lookup_array(_address(item))
-            cut = prov.cut_at if prov is not None else None
-            if cut is not None:
-                kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
-                kept.append((next(_clock), cut))
+            if prov is not None and prov.cut_at is not None:
+                rejoined = (next(_clock), prov.cut_at)
+            elif prov is None or prov.untracked:  # maybe made of what was handed out
+                rejoined = state.rule_state.get(_HANDED)
+                if rejoined is None:
+                    continue
+            else:
+                continue
+            kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
+            kept.append(rejoined)
+
+
+def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
+    """A tensor whose history is cut handed to NumPy or Python: the cut, as :data:`_HANDED`.
+    It counts for a parameter used before it (see :func:`_params_without_grad`): a number
+    logged after the step's backward is no evidence for the next step's forward."""
+    tensor = args[0] if args else None
+    if not isinstance(tensor, _Tensor):
+        return
+    if tensor.requires_grad:  # cut right here: h.tolist(), loss.item()
+        user = frames.user_frame(caller)
+        if user is None:
+            return
+        how = f"{op.name}(), whose Python numbers keep no gradient history"
+        cut: Optional[Prov] = Prov(user.f_code.co_filename, user.f_lineno, op.name, how)
+    else:
+        prov = state.provenance.lookup(tensor)
+        cut = prov.cut_at if prov is not None else None
+    if cut is not None:
+        state.rule_state[_HANDED] = (next(_clock), cut)
 
 
 def _address(tensor: Any) -> int:

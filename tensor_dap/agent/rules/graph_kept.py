@@ -67,7 +67,7 @@ import torch
 from tensor_dap import catalog
 from tensor_dap.agent import frames, kept_roots, naming, optimizers
 from tensor_dap.agent.graph_life import GraphLife
-from tensor_dap.agent.graph_nodes import freed_by_backward
+from tensor_dap.agent.graph_nodes import freed_by_backward, graph_node
 from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
@@ -185,7 +185,7 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     # (one element first: a residual ``x + f(x)`` leaves here without a grad_fn object made)
     if not isinstance(out, _Tensor) or out.numel() != 1:
         return None
-    node = out.grad_fn
+    node = graph_node(out)
     if node is None:
         return None
     code = caller.f_code
@@ -235,8 +235,8 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if roots is None:
         roots = state.rule_state[_ROOTS] = collections.deque(maxlen=_RECENT_ROOTS)
     first = args[0] if args else (kwargs or {}).get("tensors")
-    if isinstance(first, _Tensor) and first.grad_fn is not None:
-        roots.append(node_key(first.grad_fn))
+    if isinstance(first, _Tensor) and graph_node(first) is not None:
+        roots.append(node_key(graph_node(first)))
     waiting: list[Report] = state.rule_state.get(_WAITING) or []
     if waiting:  # found while another finding was being reported: here, paused here
         report = waiting.pop(0)
@@ -357,7 +357,7 @@ def _watch_term(term: Any, chain: _Chain, state: Any) -> None:
     of a recent backward(), or it went through a backward started from a tensor made of it
     (its saved tensors are freed: ``(loss * 0.5).backward()``, ``scaler.scale(loss)``), or one
     runs through it later (a token hooked on it)."""
-    node = term.grad_fn
+    node = graph_node(term)
     if node is None or chain.term_backward:
         return
     if node_key(node) in state.rule_state.get(_ROOTS, ()) or freed_by_backward(node):
@@ -396,7 +396,7 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
     if out is args[0]:  # in place: the total's previous node is an input of its new one
         inputs = [input_node for input_node, _ in node.next_functions]
     else:  # the total is an operand (cheaper: no node tuples made)
-        inputs = [a.grad_fn for a in args[:2] if isinstance(a, _Tensor)]
+        inputs = [graph_node(a) for a in args[:2] if isinstance(a, _Tensor)]
     for input_node in inputs:
         same = input_node is not None and id(input_node) == chain.node[0]
         if same and node_key(input_node) == chain.node:
@@ -405,7 +405,7 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
         return None
     for operand in args[:2]:
         if isinstance(operand, _Tensor) and operand is not out:
-            grad_fn = operand.grad_fn
+            grad_fn = graph_node(operand)
             if grad_fn is previous:
                 continue
             if grad_fn is not None and grad_fn._sequence_nr() > chain.node[1]:
@@ -418,7 +418,7 @@ def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
     """Size the second iteration's graph, and check it does not use the total (``x = x +
     f(x)`` is a recurrence, whose graph is wanted); the ids of the parameters it uses (none
     when the walk stopped short)."""
-    grad_fn = term.grad_fn
+    grad_fn = graph_node(term)
     previous = [n for n, _ in node.next_functions if n is not None and n is not grad_fn]
     stop = node_key(previous[0]) if previous else None
     walked = footprint(grad_fn, stop=stop, limit=_TERM_LIMIT)
@@ -469,7 +469,7 @@ def _fix(acc: str, term: str) -> str:
 def _live_message(chain: _Chain, out: Any) -> Any:
     def build(described: list[Any], expression: str) -> str:
         acc, term = described[0].name, described[1].name
-        walked = footprint(out.grad_fn)
+        walked = footprint(graph_node(out))
         kept = f"{walked.nodes}{'+' if walked.truncated else ''} autograd nodes"
         if walked.saved_bytes:
             kept += f" and {size_text(walked.saved_bytes)} of saved tensors"

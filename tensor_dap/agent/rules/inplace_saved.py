@@ -39,7 +39,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, saved_index
-from tensor_dap.agent.graph_nodes import saved_attribute_names
+from tensor_dap.agent.graph_nodes import graph_node, saved_attribute_names
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
 from tensor_dap.agent.rules import Report
@@ -70,6 +70,13 @@ def applies_passthrough(op: OpInfo) -> bool:
     return op.name == _DATA_SET
 
 
+def _is_leaf(tensor: Any) -> bool:
+    try:
+        return bool(tensor.is_leaf)
+    except RuntimeError:  # a view made under no_grad and written since: see graph_node
+        return False
+
+
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     if op.name == _DATA_SET:
         saved_index.storages_moved()
@@ -79,11 +86,12 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if not frames.is_user_code(caller.f_code):
         return None
     target = args[0]
-    if not torch.is_grad_enabled() and target.is_leaf and target.requires_grad:
+    if not torch.is_grad_enabled() and _is_leaf(target) and target.requires_grad:
         return None
     if target.is_inference():  # no version counter: autograd never saved it
         return None
-    roots = [t.grad_fn for t in (target, target._base) if t is not None and t.grad_fn is not None]
+    roots = [graph_node(t) for t in (target, target._base) if t is not None]
+    roots = [node for node in roots if node is not None]
     roots.extend(_roots_in_frames(caller))
     if not roots:
         return None
@@ -121,8 +129,8 @@ def _roots_in_frames(frame: Any, depth: int = 6) -> list[Any]:
         for value in values:
             items = value if isinstance(value, (list, tuple)) else (value,)
             for item in items[:64]:
-                if isinstance(item, _Tensor) and item.grad_fn is not None:
-                    roots.append(item.grad_fn)
+                if isinstance(item, _Tensor) and graph_node(item) is not None:
+                    roots.append(graph_node(item))
         frame = frame.f_back
         depth -= 1
     return roots
@@ -137,7 +145,7 @@ class _Target:
         self.tensor = tensor
         self.root = _root(tensor)
         self.version = tensor._version
-        self.grad_fn = self.root.grad_fn
+        self.grad_fn = graph_node(self.root)
         self.output_nr = self.root.output_nr if self.grad_fn is not None else -1
         self.storage: Any = _UNSET
 
@@ -150,7 +158,7 @@ class _Target:
         root = _root(saved)
         if root is self.root:  # views of one base share the base's counter
             return True
-        grad_fn = root.grad_fn
+        grad_fn = graph_node(root)
         # a saved output unpacks as a new tensor that is that output of its node
         if grad_fn is not None and grad_fn is self.grad_fn and root.output_nr == self.output_nr:
             return True

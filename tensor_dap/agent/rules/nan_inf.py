@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming
-from tensor_dap.agent.graph_nodes import saved_attribute_names
+from tensor_dap.agent.graph_nodes import graph_node, saved_attribute_names
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY
 from tensor_dap.agent.rules import Report
@@ -177,7 +177,7 @@ _REPORTED = "tensor_dap.nan-inf"
 
 
 def _mark_reported(out: Any) -> None:
-    node = out.grad_fn
+    node = graph_node(out)
     if node is not None:
         node.metadata[_REPORTED] = True
 
@@ -288,7 +288,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> N
         stale.close()
     session = _Backward()
     sessions[thread] = session
-    roots = [t.grad_fn for t in backward_targets(op, args, kwargs) if t.grad_fn is not None]
+    roots = [graph_node(t) for t in backward_targets(op, args, kwargs) if graph_node(t) is not None]
     seen = set(roots)
     queue = deque(roots)
     nodes = session.nodes
