@@ -192,6 +192,29 @@ static int run_after_rules(PyObject *watch, PyObject *after, PyObject *info, PyO
     return 0;
 }
 
+/* `args` followed by the values of `kwargs` (a new reference): what a sampled op's observers
+ * and provenance look at, as mode.sampled_arguments. */
+static PyObject *sampled_arguments(PyObject *args, PyObject *kwargs) {
+    if (kwargs == NULL || !PyDict_Check(kwargs) || PyDict_GET_SIZE(kwargs) == 0) {
+        Py_INCREF(args);
+        return args;
+    }
+    PyObject *values = PyDict_Values(kwargs);
+    if (values == NULL) return NULL;
+    PyObject *tail = PyList_AsTuple(values);
+    Py_DECREF(values);
+    if (tail == NULL) return NULL;
+    PyObject *head = PySequence_Tuple(args); /* a list when the mode is called directly */
+    if (head == NULL) {
+        Py_DECREF(tail);
+        return NULL;
+    }
+    PyObject *all = PySequence_Concat(head, tail);
+    Py_DECREF(head);
+    Py_DECREF(tail);
+    return all;
+}
+
 /* After the op: count the call site (id(code) + instruction offset, as mode.handle_op does),
  * sample it (the first 8 hits, then one in 64), run the `after` rules. -1 on an error. */
 static int run_after(PyObject *watch, PyObject *watch_dict, PyObject *plan, PyObject *args,
@@ -225,8 +248,13 @@ static int run_after(PyObject *watch, PyObject *watch_dict, PyObject *plan, PyOb
     hits_value = PyLong_FromLong(hits);
     if (hits_value == NULL || PyDict_SetItem(site_hits, site, hits_value) < 0) goto done;
     if (hits <= 8 || !(hits & 63)) {
-        PyObject *sample_args[8] = {NULL, site, hits_value, info, args, out, caller, observers};
+        /* the sample sees the keyword arguments' values after the positional ones (F.layer_norm
+         * hands the mode its weight and bias as keywords) */
+        PyObject *sampled = sampled_arguments(args, kwargs);
+        if (sampled == NULL) goto done;
+        PyObject *sample_args[8] = {NULL, site, hits_value, info, sampled, out, caller, observers};
         PyObject *done = call_method(watch, s_sample, sample_args, 7);
+        Py_DECREF(sampled);
         if (done == NULL) goto done;
         Py_DECREF(done);
     }

@@ -77,10 +77,17 @@ def handle_op(
     site_hits = watch._site_hits
     hits = site_hits[site] = site_hits.get(site, 0) + 1
     if hits <= 8 or not hits & 63:  # literals: cheaper than globals on this path
-        watch._sample(site, hits, info, args, out, caller, observers)
+        watch._sample(site, hits, info, sampled_arguments(args, kwargs), out, caller, observers)
     if after:
         watch._after(after, info, args, kwargs, out, caller)
     return out
+
+
+def sampled_arguments(args: tuple[Any, ...], kwargs: Any) -> tuple[Any, ...]:
+    """``args`` followed by the values of ``kwargs``: what a sampled op's observers and
+    provenance look at (``F.layer_norm`` and ``F.batch_norm`` hand the mode their weight and
+    bias as keywords)."""
+    return (*args, *kwargs.values()) if kwargs else args
 
 
 def run_after(

@@ -291,6 +291,8 @@ class _NumpyInForward(nn.Module):
             h = torch.from_numpy(array)
         elif self.rewrap == "clip_then_from_numpy":  # a new array: the memory is not followed
             h = torch.from_numpy(np.clip(array, -0.5, 0.5))
+        elif self.rewrap == "clip_then_as_tensor":
+            h = torch.as_tensor(np.clip(array, -0.5, 0.5))
         elif self.rewrap == "as_tensor":
             h = torch.as_tensor(array)
         else:
@@ -298,7 +300,9 @@ class _NumpyInForward(nn.Module):
         return self.fc2(h)
 
 
-@pytest.mark.parametrize("rewrap", ["from_numpy", "clip_then_from_numpy", "as_tensor", "tolist"])
+@pytest.mark.parametrize(
+    "rewrap", ["from_numpy", "clip_then_from_numpy", "as_tensor", "clip_then_as_tensor", "tolist"]
+)
 def test_a_cut_through_numpy_or_python_lists_is_named_at_the_step(rewrap: str) -> None:
     def train() -> None:
         torch.manual_seed(0)
@@ -316,3 +320,57 @@ def test_a_cut_through_numpy_or_python_lists_is_named_at_the_step(rewrap: str) -
     cut_line = named if rewrap == "tolist" else line
     assert "2 parameter(s) took part in this step's forward but got no gradient" in messages[0]
     assert f"cut after that use, at test_grad_lost_history.py:{cut_line}" in messages[0]
+
+
+class _Encoder(nn.Module):
+    """Initialised the way Transformers code does (``weight.data.normal_()``), with an embedding
+    and a LayerNorm, and a layer defined but never called (kept for old checkpoints)."""
+
+    def __init__(self, cut: bool) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(20, 8)
+        self.norm = nn.LayerNorm(8)
+        self.legacy = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 2)
+        self.cut = cut
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=0.02)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.embedding(ids))
+        if self.cut:
+            h = h.detach()
+        return self.head(h.mean(1))
+
+
+def _train_encoder(cut: bool) -> None:
+    torch.manual_seed(0)
+    model = _Encoder(cut)
+    teacher = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        ids = torch.randint(0, 20, (4, 5))
+        target = teacher(torch.randn(4, 8)).detach()  # a detached target rejoins the graph
+        loss = F.mse_loss(model(ids), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_the_use_named_is_the_forward_one_and_norm_layers_count() -> None:
+    """The init's ``.data`` is not the use named; LayerNorm's weight and bias (handed to the
+    mode as keywords) are counted."""
+    (message, *_) = _step_findings(lambda: _train_encoder(cut=True))
+    forward_line = _line_of(_Encoder.forward, "h = self.norm(self.embedding(ids))")
+    assert "3 parameter(s) took part in this step's forward" in message
+    assert f"(used at test_grad_lost_history.py:{forward_line} by embedding)" in message
+    assert f"(used at test_grad_lost_history.py:{forward_line} by layer_norm)" in message
+    assert "legacy" not in message
+
+
+def test_a_layer_never_called_is_not_reported_when_another_cut_rejoins() -> None:
+    """``legacy`` was only written by the init's ``.data``: it took no part in the forward."""
+    assert _step_findings(lambda: _train_encoder(cut=False)) == []

@@ -9,10 +9,14 @@ computed from and where they were created.
 It goes one step further at ``optimizer.step()``: a parameter that took part in this step's
 forward (an op with grad enabled used it) but got no gradient, when a tensor whose history was
 cut went on into the graph after that use (``self.fc2(h.detach())``), had its history cut inside
-the forward — a silent bug PyTorch never reports. A parameter whose output was simply left out of
+the forward — a silent bug PyTorch never reports. The cut is named; one through NumPy or Python
+(``torch.from_numpy(np.clip(h.detach().numpy(), ...))``, ``torch.tensor(h.tolist())``) is
+followed by what was handed out after the use. A parameter whose output was simply left out of
 the loss (the heads a winner-takes-all loss did not pick, a multi-task head without a target
-this step) is not that bug and is not reported. Learned from sampled ops, so it looks at the
-first steps of each loop, which is where such a bug shows.
+this step, an unused pooler) is not that bug and is not reported; nor is a layer only ever
+written through ``.data`` by an initialisation. Learned from sampled ops (their keyword
+arguments too: ``F.layer_norm`` passes its weight as one), so it looks at the first steps of
+each loop, which is where such a bug shows.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import collections
 import itertools
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import torch
 
@@ -64,8 +68,11 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     return None
 
 
-#: rule_state key: parameter -> (when, where) a forward used it (a TensorMap)
+#: rule_state key: parameter -> its use (a TensorMap)
 _USED = "grad-lost.used-params"
+#: a parameter's use: when (:data:`_clock`), where, and whether the op built a graph (a use
+#: that did, ``self.fc1(x)``, is kept over one that did not, ``self.fc1.weight.data``)
+_Use = tuple[int, Prov, bool]
 #: rule_state key: the newest cuts whose tensors went on into an op that builds a graph,
 #: as (when, the cut's Prov)
 _REJOINED = "grad-lost.rejoined-cuts"
@@ -74,7 +81,6 @@ _REJOINED = "grad-lost.rejoined-cuts"
 #: tensor the watch did not see made (``torch.from_numpy(np.clip(array, ...))``) may come from
 _HANDED = "grad-lost.handed-out"
 _HAND_OUTS = frozenset({"numpy", "tolist", "item"})
-_UNUSED = object()
 _KEPT_CUTS = 8
 _LIST_INPUTS = 64
 #: the order of observed ops: a cut is evidence for a parameter's use only when it came after it
@@ -91,25 +97,28 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
         return
     if not torch.is_grad_enabled():
         return
-    used: Optional[TensorMap[tuple[int, Optional[Prov]]]] = None
+    used: Optional[TensorMap[_Use]] = None
+    builds = _builds_graph(out)
     cut_inputs = False
     for arg in args:
         # (Parameter's isinstance is a Python call: only tensors that could be one get there)
         if isinstance(arg, _Tensor):
             if not arg.requires_grad:
                 cut_inputs = True
-            elif isinstance(arg, _Parameter):
+            elif arg is not out and isinstance(arg, _Parameter):  # (not nn.init's fill-ins)
                 if used is None:
                     used = state.rule_state.get(_USED)
                     if used is None:
                         used = state.rule_state[_USED] = TensorMap()
-                if used.get(arg, _UNUSED) is _UNUSED:
+                known = used.get(arg)
+                if known is None or (builds and not known[2]):
                     user = frames.user_frame(caller)
-                    where = Prov(user.f_code.co_filename, user.f_lineno, op.name) if user else None
-                    used.set(arg, (next(_clock), where))
+                    if user is not None:
+                        where = Prov(user.f_code.co_filename, user.f_lineno, op.name)
+                        used.set(arg, (next(_clock), where, builds))
         elif arg.__class__ in _SEQUENCES:
             cut_inputs = True
-    if cut_inputs and _builds_graph(out):
+    if cut_inputs and builds:
         _note_rejoined_cuts(args, state)
 
 
@@ -134,14 +143,21 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
                 prov = provenance.lookup_array(_address(item))
             if prov is not None and prov.cut_at is not None:
                 rejoined = (next(_clock), prov.cut_at)
-            elif prov is None or prov.untracked:  # maybe made of what was handed out
+            else:  # made of what was handed out? (from_numpy, as_tensor(np.clip(array)))
                 rejoined = state.rule_state.get(_HANDED)
-                if rejoined is None:
+                if rejoined is None or not (prov is None or prov.untracked or _rewrapped(prov)):
                     continue
-            else:
-                continue
             kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
             kept.append(rejoined)
+
+
+#: ops that make a tensor of NumPy or Python data
+_REWRAPS = frozenset({"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer"})
+
+
+def _rewrapped(prov: Prov) -> bool:
+    """Whether ``prov`` runs back to a tensor made of NumPy or Python data."""
+    return any(root.op in _REWRAPS for root in roots(prov, limit=4))
 
 
 def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
@@ -187,13 +203,13 @@ def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
     cuts: list[Prov] = []
     for group in optimizer.param_groups:
         for param in group["params"]:
-            use = used.pop(param, _UNUSED)
-            if use is _UNUSED or param.grad is not None:
+            use = used.pop(param, None)
+            if use is None or param.grad is not None:
                 continue
-            when, where = use
-            cut = next((c for at, c in rejoined if at > when), None)
+            cut = _cut_after(use, rejoined)
             if cut is None:  # its output was left out of the loss: not a cut history
                 continue
+            where = use[1]
             missing.append((param, where))
             if all(cut is not c for c in cuts):
                 cuts.append(cut)
@@ -204,6 +220,18 @@ def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
         message=_no_grad_message(len(missing), [w for _, w in missing[:4]], cuts),
         operands=False,
     )
+
+
+def _cut_after(use: _Use, rejoined: Iterable[tuple[int, Prov]]) -> Optional[Prov]:
+    """The cut, among those that rejoined a graph, that explains ``use`` getting no gradient:
+    any after it, for a use in a graph (``self.fc1(x)``); for a use that is a cut itself
+    (``self.g.data``: the parameter's own ``.data`` or ``.detach()``), that very cut going on
+    into a graph — not the ``.data`` an initialisation wrote through."""
+    when, where, builds = use
+    for at, cut in rejoined:
+        if at > when and (builds or (cut.line == where.line and cut.path == where.path)):
+            return cut
+    return None
 
 
 def _no_grad_message(count: int, wheres: list[Optional[Prov]], cuts: list[Prov]) -> Any:
