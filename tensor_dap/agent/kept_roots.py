@@ -31,6 +31,7 @@ import functools
 import linecache
 import os
 import re
+import types
 import weakref
 from dataclasses import dataclass
 from types import FrameType
@@ -115,17 +116,42 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
     except TypeError:
         attrs = {}
     found.extend((f"self.{k}", v) for k, v in attrs.items() if isinstance(v, list))
+    for name, value in local.items():  # a tracker's list: tracker.update(loss) appends to it
+        if name != "self" and _plain_object(value):
+            found.extend((f"{name}.{k}", v) for k, v in vars(value).items() if isinstance(v, list))
     return found
 
 
+def _plain_object(value: Any) -> bool:
+    """An instance of a class of the program's (a metric tracker), whose attributes are read
+    without running any code of it."""
+    kind = type(value)
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, (type, types.ModuleType, types.FunctionType, torch.nn.Module))
+        and not kind.__module__.startswith(("torch", "builtins", "numpy"))
+    )
+
+
 def _append_line(frame: FrameType, name: str) -> int:
-    """The first line of the frame's function appending to ``name``; 0 when none is found."""
+    """The first line of the frame's function appending to ``name``, else the first handing
+    it to a call (``record(losses, loss)``) or calling a method of its owner
+    (``tracker.update(loss)`` for ``tracker.values``); 0 when none is found."""
     code = frame.f_code
-    pattern = re.compile(re.escape(name) + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
+    # (a dict's list is named hist['loss']: the source may write hist["loss"])
+    spelled = re.escape(name).replace("'", "[\"']")
+    appends = re.compile(r"(?<![\w.])" + spelled + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
+    owner, _, attribute = name.rpartition(".")
+    if owner and owner != "self":
+        handed = re.compile(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*\w+\s*\(")
+    else:
+        handed = re.compile(rf"\w\s*\((?:[^()#]|\([^()]*\))*(?<![\w.]){spelled}\b")
     lines = sorted({line for _, line in dis.findlinestarts(code) if line is not None})
-    for line in lines:
-        if pattern.search(linecache.getline(code.co_filename, line)):
-            return line
+    texts = [(line, linecache.getline(code.co_filename, line)) for line in lines]
+    for pattern in (appends, handed):
+        for line, text in texts:
+            if pattern.search(text):
+                return line
     return 0
 
 
@@ -134,16 +160,41 @@ def _message(root: Any, name: str, held: list[Any]) -> Any:
     nodes = footprint(graph_node(root)).nodes
 
     def build(described: list[Any], expression: str) -> str:
-        loss = described[0].name if described else "the loss"
+        fix = _fixed_call(expression, name)
+        if fix is None:
+            loss = described[0].name if described else "the loss"
+            loss = "loss" if loss.startswith("operand ") else loss
+            fix = f"`{name}.append({loss}.item())` (or `{loss}.detach()`)"
         return (
             f"`{expression}`: {name} keeps {count} tensors that carry autograd history, one "
             f"per iteration, and with each its graph (about {nodes} autograd nodes each; "
             f"backward() freed their saved tensors, the nodes stay): memory grows every "
-            f"iteration. Append a number or a detached tensor: `{name}.append({loss}.item())` "
-            f"(or `{loss}.detach()`)."
+            f"iteration. Keep a number or a detached tensor: {fix}."
         )
 
     return build
+
+
+def _fixed_call(expression: str, holder: str) -> Optional[str]:
+    """The line's call with the tensor it keeps made a number: ``record(losses,
+    loss.item())``, ``tracker.update(loss.item())`` (the last argument that is a plain name
+    other than the list's), and the ``.detach()`` alternative; None when there is none."""
+    text = expression.split("#", 1)[0].strip()
+    call = re.search(r"\(([^()]*)\)\s*$", text)
+    if call is None:
+        return None
+    arguments = [a.strip() for a in call.group(1).split(",")]
+    holder_names = {holder, holder.rpartition(".")[2]}
+    kept = [i for i, a in enumerate(arguments) if a.isidentifier() and a not in holder_names]
+    if not kept:
+        return None
+    at = kept[-1]
+    head, tail = text[: call.start(1)], text[call.end(1) :]
+    made = [
+        head + ", ".join([*arguments[:at], arguments[at] + suffix, *arguments[at + 1 :]]) + tail
+        for suffix in (".item()", ".detach()")
+    ]
+    return f"`{made[0]}` (or `{made[1]}`)"
 
 
 _CANDIDATES = "graph-kept.unused-candidates"

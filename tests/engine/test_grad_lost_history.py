@@ -374,3 +374,27 @@ def test_the_use_named_is_the_forward_one_and_norm_layers_count() -> None:
 def test_a_layer_never_called_is_not_reported_when_another_cut_rejoins() -> None:
     """``legacy`` was only written by the init's ``.data``: it took no part in the forward."""
     assert _step_findings(lambda: _train_encoder(cut=False)) == []
+
+
+@pytest.mark.parametrize("cell", [nn.GRU, nn.LSTM, nn.RNN])
+def test_recurrent_layers_handing_torch_their_weights_as_a_list_are_counted(cell) -> None:  # noqa: ANN001
+    """A tied-embedding language model whose recurrent body's output is detached before the
+    projection: the embedding still trains (through the projection), the body does not."""
+
+    def train() -> None:
+        torch.manual_seed(0)
+        embedding, body = nn.Embedding(20, 16), cell(16, 16, batch_first=True)
+        optimizer = torch.optim.Adam([*embedding.parameters(), *body.parameters()], lr=1e-2)
+        tokens = torch.randint(0, 20, (4, 10))
+        for _ in range(2):
+            hidden, _ = body(embedding(tokens))
+            logits = F.linear(hidden.detach(), embedding.weight)
+            loss = F.cross_entropy(logits.reshape(-1, 20), tokens.reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    (message, *_) = _step_findings(train)
+    assert "4 parameter(s) took part in this step's forward but got no gradient" in message
+    assert "body.weight_ih_l0 (" in message
+    assert "logits = F.linear(hidden.detach(), embedding.weight)` by detach()" in message

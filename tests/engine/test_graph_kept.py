@@ -81,6 +81,59 @@ def losses_appended(device: torch.device) -> None:
     print(torch.stack(losses).mean().item())
 
 
+def losses_in_a_dict_of_lists(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    history: dict[str, list[torch.Tensor]] = {"loss": []}
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        history["loss"].append(loss)  # kept
+    print(torch.stack(history["loss"]).mean().item())
+
+
+def _record(store: list, value: torch.Tensor) -> None:
+    store.append(value)
+
+
+def losses_appended_by_a_helper(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    losses: list[torch.Tensor] = []
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        _record(losses, loss)  # kept
+    print(torch.stack(losses).mean().item())
+
+
+class _Tracker:
+    """A metric tracker as training scripts write them."""
+
+    def __init__(self) -> None:
+        self.values: list[torch.Tensor] = []
+
+    def update(self, value: torch.Tensor) -> None:
+        self.values.append(value)
+
+    def average(self) -> float:
+        return torch.stack(self.values).mean().item()
+
+
+def losses_kept_by_a_tracker(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    tracker = _Tracker()
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        tracker.update(loss)  # kept
+    print(tracker.average())
+
+
 def final_eval_in_eval_mode(device: torch.device) -> None:
     """The program's last evaluation: no backward() follows it."""
     model, optimizer, batches = _setup(device)
@@ -198,6 +251,9 @@ LEAKS = [
     train_total_rebound_before_backward,
     eval_without_no_grad,
     losses_appended,
+    losses_in_a_dict_of_lists,
+    losses_appended_by_a_helper,
+    losses_kept_by_a_tracker,
     final_eval_in_eval_mode,
     evaluate_function_in_eval_mode,
     lightning_style_validation,
@@ -549,6 +605,7 @@ def test_each_leak_is_reported_at_its_accumulating_line(program, path) -> None: 
     assert {line for _, line, _ in found} == _marked_lines(program)
     for _, _, message in found:
         assert "autograd history" in message and ".item()" in message
+        assert "operand " not in message  # every tensor named as the line writes it
 
 
 @pytest.mark.parametrize("program", CLEAN, ids=lambda p: p.__name__)
@@ -574,6 +631,20 @@ def test_a_total_of_losses_whose_backward_started_elsewhere_is_reported_as_it_gr
     freed its graph; reported at the third iteration, not when the total is dropped."""
     ((_, _, message),) = _run(train_total_of_a_scaled_backward, DEVICE)
     assert "after 3 iterations total_loss holds the graphs of all 3" in message
+
+
+@pytest.mark.parametrize(
+    ("program", "fix"),
+    [
+        (losses_appended, "`losses.append(loss.item())` (or `losses.append(loss.detach())`)"),
+        (losses_in_a_dict_of_lists, '`history["loss"].append(loss.item())`'),
+        (losses_appended_by_a_helper, "`_record(losses, loss.item())`"),
+        (losses_kept_by_a_tracker, "`tracker.update(loss.item())`"),
+    ],
+)
+def test_the_fix_is_the_users_own_line_keeping_a_number(program, fix: str) -> None:  # noqa: ANN001
+    ((_, _, message),) = _run(program, DEVICE)
+    assert f"Keep a number or a detached tensor: {fix}" in message
 
 
 def test_a_list_of_losses_never_backpropagated_names_the_list_and_what_each_keeps() -> None:

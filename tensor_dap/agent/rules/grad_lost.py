@@ -101,23 +101,25 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     builds = _builds_graph(out)
     cut_inputs = False
     for arg in args:
-        # (Parameter's isinstance is a Python call: only tensors that could be one get there)
-        if isinstance(arg, _Tensor):
-            if not arg.requires_grad:
+        # (nn.GRU/LSTM hand torch their weights as one list: _VF.gru(x, h, self._flat_weights))
+        items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
+        for item in items:
+            if not isinstance(item, _Tensor):
+                continue
+            if not item.requires_grad:
                 cut_inputs = True
-            elif arg is not out and isinstance(arg, _Parameter):  # (not nn.init's fill-ins)
+            # (Parameter's isinstance is a Python call: only tensors that could be one get there)
+            elif item is not out and isinstance(item, _Parameter):  # (not nn.init's fill-ins)
                 if used is None:
                     used = state.rule_state.get(_USED)
                     if used is None:
                         used = state.rule_state[_USED] = TensorMap()
-                known = used.get(arg)
+                known = used.get(item)
                 if known is None or (builds and not known[2]):
                     user = frames.user_frame(caller)
                     if user is not None:
                         where = Prov(user.f_code.co_filename, user.f_lineno, op.name)
-                        used.set(arg, (next(_clock), where, builds))
-        elif arg.__class__ in _SEQUENCES:
-            cut_inputs = True
+                        used.set(item, (next(_clock), where, builds))
     if cut_inputs and builds:
         _note_rejoined_cuts(args, state)
 

@@ -58,6 +58,7 @@ import ast
 import collections
 import functools
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -469,6 +470,10 @@ def _fix(acc: str, term: str) -> str:
 def _live_message(chain: _Chain, out: Any) -> Any:
     def build(described: list[Any], expression: str) -> str:
         acc, term = described[0].name, described[1].name
+        if _UNNAMED.match(acc) or _UNNAMED.match(term):  # named from the line's text instead
+            read_acc, read_term = _names(expression)
+            acc = read_acc if _UNNAMED.match(acc) else acc
+            term = read_term if _UNNAMED.match(term) else term
         walked = footprint(graph_node(out))
         kept = f"{walked.nodes}{'+' if walked.truncated else ''} autograd nodes"
         if walked.saved_bytes:
@@ -504,6 +509,10 @@ def _left_message(chain: _Chain, until: str = "it was dropped") -> Any:
         )
 
     return build
+
+
+#: the name naming.describe gives a tensor it cannot name
+_UNNAMED = re.compile(r"operand \d+$")
 
 
 def _names(expression: str) -> tuple[str, str]:
