@@ -118,7 +118,15 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
     found.extend((f"self.{k}", v) for k, v in attrs.items() if isinstance(v, list))
     for name, value in local.items():  # a tracker's list: tracker.update(loss) appends to it
         if name != "self" and _plain_object(value):
-            found.extend((f"{name}.{k}", v) for k, v in vars(value).items() if isinstance(v, list))
+            for k, v in vars(value).items():
+                if isinstance(v, list):
+                    found.append((f"{name}.{k}", v))
+                elif isinstance(v, dict):  # tracker.update("loss", loss): its _data["loss"]
+                    found.extend(
+                        (f"{name}.{k}[{key!r}]", item)
+                        for key, item in v.items()
+                        if isinstance(item, list)
+                    )
     return found
 
 
@@ -141,16 +149,18 @@ def _append_line(frame: FrameType, name: str) -> int:
     # (a dict's list is named hist['loss']: the source may write hist["loss"])
     spelled = re.escape(name).replace("'", "[\"']")
     appends = re.compile(r"(?<![\w.])" + spelled + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
-    owner, _, attribute = name.rpartition(".")
-    if owner and owner != "self":
-        handed = re.compile(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*\w+\s*\(")
+    owner = name.split("[", 1)[0].rpartition(".")[0]
+    if owner and owner != "self":  # a method of the owner called with arguments
+        handed = re.compile(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*\w+\s*\(\s*[^)\s]")
     else:
         handed = re.compile(rf"\w\s*\((?:[^()#]|\([^()]*\))*(?<![\w.]){spelled}\b")
+    key = re.search(r"\['([^']*)'\]$", name)  # tracker._data['loss']: the line naming "loss"
     lines = sorted({line for _, line in dis.findlinestarts(code) if line is not None})
     texts = [(line, linecache.getline(code.co_filename, line)) for line in lines]
-    for pattern in (appends, handed):
+    tries = [(appends, ""), (handed, key.group(1) if key else ""), (handed, "")]
+    for pattern, word in tries:
         for line, text in texts:
-            if pattern.search(text):
+            if pattern.search(text) and word in text:
                 return line
     return 0
 

@@ -134,6 +134,29 @@ def losses_kept_by_a_tracker(device: torch.device) -> None:
     print(tracker.average())
 
 
+class _KeyedTracker:
+    """``MetricTracker("loss", "acc")``: one list per metric in a dict."""
+
+    def __init__(self, *keys: str) -> None:
+        self._data: dict[str, list[torch.Tensor]] = {key: [] for key in keys}
+
+    def update(self, key: str, value: torch.Tensor) -> None:
+        self._data[key].append(value)
+
+
+def losses_kept_by_a_keyed_tracker(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    tracker = _KeyedTracker("loss", "error")
+    for x, y in batches:
+        optimizer.zero_grad()
+        out = model(x)
+        loss = F.mse_loss(out, y)
+        loss.backward()
+        optimizer.step()
+        tracker.update("error", (out - y).abs().mean().detach())
+        tracker.update("loss", loss)  # kept
+
+
 def final_eval_in_eval_mode(device: torch.device) -> None:
     """The program's last evaluation: no backward() follows it."""
     model, optimizer, batches = _setup(device)
@@ -254,6 +277,7 @@ LEAKS = [
     losses_in_a_dict_of_lists,
     losses_appended_by_a_helper,
     losses_kept_by_a_tracker,
+    losses_kept_by_a_keyed_tracker,
     final_eval_in_eval_mode,
     evaluate_function_in_eval_mode,
     lightning_style_validation,
@@ -640,6 +664,7 @@ def test_a_total_of_losses_whose_backward_started_elsewhere_is_reported_as_it_gr
         (losses_in_a_dict_of_lists, '`history["loss"].append(loss.item())`'),
         (losses_appended_by_a_helper, "`_record(losses, loss.item())`"),
         (losses_kept_by_a_tracker, "`tracker.update(loss.item())`"),
+        (losses_kept_by_a_keyed_tracker, '`tracker.update("loss", loss.item())`'),
     ],
 )
 def test_the_fix_is_the_users_own_line_keeping_a_number(program, fix: str) -> None:  # noqa: ANN001
