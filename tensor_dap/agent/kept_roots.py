@@ -117,17 +117,25 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
         attrs = {}
     found.extend((f"self.{k}", v) for k, v in attrs.items() if isinstance(v, list))
     for name, value in local.items():  # a tracker's list: tracker.update(loss) appends to it
-        if name != "self" and _plain_object(value):
+        try:
+            if name == "self" or not _plain_object(value):
+                continue
             for k, v in vars(value).items():
                 if isinstance(v, list):
                     found.append((f"{name}.{k}", v))
-                elif isinstance(v, dict):  # tracker.update("loss", loss): its _data["loss"]
+                elif isinstance(v, dict) and len(v) <= _TRACKER_KEYS:  # its _data["loss"]
                     found.extend(
                         (f"{name}.{k}[{key!r}]", item)
                         for key, item in v.items()
                         if isinstance(item, list)
                     )
+        except Exception:  # a proxy object whose attributes run code that raises
+            continue
     return found
+
+
+#: keys of a tracker's dict looked at (a vocabulary or a cache is not a tracker)
+_TRACKER_KEYS = 64
 
 
 def _plain_object(value: Any) -> bool:
@@ -153,7 +161,7 @@ def _append_line(frame: FrameType, name: str) -> int:
     if owner and owner != "self":  # a method of the owner called with arguments
         handed = re.compile(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*\w+\s*\(\s*[^)\s]")
     else:
-        handed = re.compile(rf"\w\s*\((?:[^()#]|\([^()]*\))*(?<![\w.]){spelled}\b")
+        handed = re.compile(rf"\w\s*\((?:[^()#]|\([^()]*\))*(?<![\w.]){spelled}(?!\w)")
     key = re.search(r"\['([^']*)'\]$", name)  # tracker._data['loss']: the line naming "loss"
     lines = sorted({line for _, line in dis.findlinestarts(code) if line is not None})
     texts = [(line, linecache.getline(code.co_filename, line)) for line in lines]

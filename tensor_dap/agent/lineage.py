@@ -47,9 +47,11 @@ def history(
                 if read is not None:
                     parents.append(read)
             elif item.__class__.__name__ == "ndarray":  # torch.as_tensor(h.detach().numpy())
-                handed = registry.lookup_array(item.__array_interface__["data"][0])
-                if handed is not None:
-                    parents.append(handed)
+                interface = getattr(item, "__array_interface__", None)  # (not cupy's)
+                if isinstance(interface, dict) and isinstance(interface.get("data"), tuple):
+                    handed = registry.lookup_array(interface["data"][0])
+                    if handed is not None:
+                        parents.append(handed)
             elif isinstance(item, _Tensor):
                 if item.requires_grad:
                     cut = _cut_description(op_name, grad_enabled)

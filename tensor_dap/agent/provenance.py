@@ -14,6 +14,7 @@ cut, whatever the depth of the model or the length of the computation after the 
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any, Callable, Optional
 
@@ -23,6 +24,9 @@ from tensor_dap.findings import Origin
 #: key in ``grad_fn.metadata`` holding the Prov of the op that created that graph node
 NODE_PROV_KEY = "tensor_dap"
 
+#: one order for what the watch sees: Provs made, and the rules' events
+CLOCK = itertools.count()
+
 #: how many generations of parents a Prov keeps (bounds chains built by loops)
 MAX_DEPTH = 6
 
@@ -30,7 +34,18 @@ MAX_DEPTH = 6
 class Prov:
     """Creation record of one tensor."""
 
-    __slots__ = ("path", "line", "op", "cut", "parents", "depth", "cut_at", "cut_site", "untracked")
+    __slots__ = (
+        "path",
+        "line",
+        "op",
+        "cut",
+        "parents",
+        "depth",
+        "cut_at",
+        "cut_site",
+        "untracked",
+        "made",
+    )
 
     def __init__(
         self,
@@ -60,6 +75,9 @@ class Prov:
         #: an input tensor had no Prov (made by a run the engine did not sample, or before the
         #: watch): the history cannot be followed past this op
         self.untracked = untracked
+        #: when it was made, in the order of :data:`CLOCK` (a rule compares it with its own
+        #: events: ``grad-lost`` asks whether a tensor was made after a hand-out to NumPy)
+        self.made = next(CLOCK)
 
     def origin(self) -> Origin:
         return Origin(path=self.path, line=self.line, op=self.op)

@@ -265,9 +265,28 @@ def unseen_batches_and_logged_losses() -> None:
         print(f"loss {loss.item():.3f}")
 
 
+_UNSEEN_TARGETS = [torch.randint(0, 2, (8,)) for _ in range(3)]
+
+
+def predictions_logged_through_numpy_before_the_loss() -> None:
+    """``preds = out.detach().cpu().numpy()`` for logging, then the loss with a target the
+    watch never saw made (a DataLoader worker's): the unused heads are no cut."""
+    torch.manual_seed(0)
+    model = _Heads()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    logged = []
+    for x, y in zip(_UNSEEN_BATCHES, _UNSEEN_TARGETS):
+        optimizer.zero_grad()
+        out = model(x)[0]
+        logged.append(out.detach().cpu().numpy())
+        F.cross_entropy(out, y).backward()
+        optimizer.step()
+
+
 @pytest.mark.parametrize(
     "train",
     [
+        predictions_logged_through_numpy_before_the_loss,
         winner_takes_all,
         tasks_without_labels_this_batch,
         encoder_output_left_unused,
@@ -290,7 +309,7 @@ class _NumpyInForward(nn.Module):
         if self.rewrap == "from_numpy":
             h = torch.from_numpy(array)
         elif self.rewrap == "clip_then_from_numpy":  # a new array: the memory is not followed
-            h = torch.from_numpy(np.clip(array, -0.5, 0.5))
+            h = torch.from_numpy(np.clip(array, -0.5, 0.5)).to(x.device)
         elif self.rewrap == "clip_then_as_tensor":
             h = torch.as_tensor(np.clip(array, -0.5, 0.5))
         elif self.rewrap == "as_tensor":
@@ -398,3 +417,24 @@ def test_recurrent_layers_handing_torch_their_weights_as_a_list_are_counted(cell
     assert "4 parameter(s) took part in this step's forward but got no gradient" in message
     assert "body.weight_ih_l0 (" in message
     assert "logits = F.linear(hidden.detach(), embedding.weight)` by detach()" in message
+
+
+class ndarray:  # noqa: N801  (named as cupy's array class is, without NumPy's interface)
+    def __init__(self, values: list[float]) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, index: int) -> float:
+        return self.values[index]
+
+
+def test_an_array_class_without_numpys_interface_is_no_internal_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with tensor_dap.watch(rules=["grad-lost"]) as watch:
+        made = torch.as_tensor(ndarray([0.0, 1.0]))
+    assert made.tolist() == [0.0, 1.0]
+    assert watch.failed == {}
+    assert not [r for r in caplog.records if "internal error" in r.getMessage()]

@@ -109,6 +109,17 @@ def losses_appended_by_a_helper(device: torch.device) -> None:
     print(torch.stack(losses).mean().item())
 
 
+def losses_in_a_dict_handed_to_a_helper(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    history: dict[str, list[torch.Tensor]] = {"loss": []}
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        _record(history["loss"], loss)  # kept
+
+
 class _Tracker:
     """A metric tracker as training scripts write them."""
 
@@ -278,6 +289,7 @@ LEAKS = [
     losses_appended_by_a_helper,
     losses_kept_by_a_tracker,
     losses_kept_by_a_keyed_tracker,
+    losses_in_a_dict_handed_to_a_helper,
     final_eval_in_eval_mode,
     evaluate_function_in_eval_mode,
     lightning_style_validation,

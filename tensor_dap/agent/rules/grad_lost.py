@@ -22,7 +22,6 @@ each loop, which is where such a bug shows.
 from __future__ import annotations
 
 import collections
-import itertools
 from types import FrameType
 from typing import Any, Iterable, Optional
 
@@ -32,7 +31,7 @@ from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
-from tensor_dap.agent.provenance import Prov, first_cut, roots, untracked_input
+from tensor_dap.agent.provenance import CLOCK, Prov, first_cut, roots, untracked_input
 from tensor_dap.agent.rules import Report, _step
 from tensor_dap.agent.rules.hooks import Args, Kwargs, RuleState
 from tensor_dap.agent.tensor_map import TensorMap
@@ -84,7 +83,7 @@ _HAND_OUTS = frozenset({"numpy", "tolist", "item"})
 _KEPT_CUTS = 8
 _LIST_INPUTS = 64
 #: the order of observed ops: a cut is evidence for a parameter's use only when it came after it
-_clock = itertools.count()
+_clock = CLOCK
 
 
 def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
@@ -145,9 +144,11 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
                 prov = provenance.lookup_array(_address(item))
             if prov is not None and prov.cut_at is not None:
                 rejoined = (next(_clock), prov.cut_at)
-            else:  # made of what was handed out? (from_numpy, as_tensor(np.clip(array)))
+            else:  # made of what was handed out? (as_tensor(np.clip(array)), from_numpy().to())
                 rejoined = state.rule_state.get(_HANDED)
-                if rejoined is None or not (prov is None or prov.untracked or _rewrapped(prov)):
+                if rejoined is None or prov is None or prov.made < rejoined[0]:
+                    continue  # (a batch or target made before the hand-out is no evidence)
+                if not (prov.untracked or _rewrapped(prov)):
                     continue
             kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
             kept.append(rejoined)

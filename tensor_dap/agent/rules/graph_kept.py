@@ -155,19 +155,20 @@ class _Chain:
         return not (self.reported or self.consumed or self.dependent or self.ever_consumed)
 
 
-#: rule_state key: an optimizer's ``zero_grad()`` ran and its ``step()`` has not yet: a
-#: training step is under way, whose micro-batch losses may be summed in eval mode
+#: rule_state key: the ids of the optimizers whose ``zero_grad()`` ran and whose ``step()``
+#: has not yet: a training step is under way, whose micro-batch losses may be summed in eval
+#: mode
 _IN_STEP = "graph-kept.in-step"
 
 
 def install(state: Any) -> list[Any]:
     """Follow the optimizers' ``zero_grad()`` and ``step()`` (see :data:`_IN_STEP`)."""
 
-    def zeroed(_optimizer: Any) -> None:
-        state.rule_state[_IN_STEP] = True
+    def zeroed(optimizer: Any) -> None:
+        state.rule_state.setdefault(_IN_STEP, set()).add(id(optimizer))
 
-    def stepped(_optimizer: Any) -> None:
-        state.rule_state[_IN_STEP] = False
+    def stepped(optimizer: Any) -> None:
+        state.rule_state.setdefault(_IN_STEP, set()).discard(id(optimizer))
 
     return [optimizers.subscribe(optimizers.Subscriber(after_step=stepped, zeroed=zeroed))]
 
@@ -216,7 +217,7 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     _watch_term(term, chain, state)
     if chain.iterations == 2:
         leaves = _size_term(chain, term, node)
-        in_step = state.rule_state.get(_IN_STEP, False)
+        in_step = bool(state.rule_state.get(_IN_STEP))
         chain.evaluating = not (chain.dependent or in_step) and _evaluating(leaves, caller)
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
