@@ -11,7 +11,7 @@ name the line that cut the graph however long the computation after it.
 from __future__ import annotations
 
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -25,6 +25,16 @@ _SEQUENCES = (list, tuple)
 _LIST_INPUTS = 64
 
 
+def argument_items(args: tuple[Any, ...]) -> Iterator[Any]:
+    """Each argument, and the first items of each list or tuple argument (``torch.cat(pieces)``,
+    ``_VF.gru(x, h, self._flat_weights)``): what the watch looks at of an op's inputs."""
+    for arg in args:
+        if arg.__class__ in _SEQUENCES:
+            yield from arg[:_LIST_INPUTS]
+        else:
+            yield arg
+
+
 def history(
     op_name: str, args: tuple[Any, ...], user: FrameType, registry: ProvenanceRegistry
 ) -> Prov:
@@ -36,31 +46,29 @@ def history(
     cut: Optional[str] = None
     untracked = False
     grad_enabled = torch.is_grad_enabled()
-    for arg in args:
-        items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
-        for item in items:
-            if item.__class__ is list:  # torch.tensor(h.tolist()): the lists' first number
-                while item.__class__ is list and item:
-                    item = item[0]
-            if item.__class__ is float:  # a number read by .item() from a tensor with history
-                read = registry.lookup_number(item)
-                if read is not None:
-                    parents.append(read)
-            elif item.__class__.__name__ == "ndarray":  # torch.as_tensor(h.detach().numpy())
-                interface = getattr(item, "__array_interface__", None)  # (not cupy's)
-                if isinstance(interface, dict) and isinstance(interface.get("data"), tuple):
-                    handed = registry.lookup_array(interface["data"][0])
-                    if handed is not None:
-                        parents.append(handed)
-            elif isinstance(item, _Tensor):
-                if item.requires_grad:
-                    cut = _cut_description(op_name, grad_enabled)
+    for item in argument_items(args):
+        if item.__class__ is list:  # torch.tensor(h.tolist()): the lists' first number
+            while item.__class__ is list and item:
+                item = item[0]
+        if item.__class__ is float:  # a number read by .item() from a tensor with history
+            read = registry.lookup_number(item)
+            if read is not None:
+                parents.append(read)
+        elif item.__class__.__name__ == "ndarray":  # torch.as_tensor(h.detach().numpy())
+            interface = getattr(item, "__array_interface__", None)  # (not cupy's)
+            if isinstance(interface, dict) and isinstance(interface.get("data"), tuple):
+                handed = registry.lookup_array(interface["data"][0])
+                if handed is not None:
+                    parents.append(handed)
+        elif isinstance(item, _Tensor):
+            if item.requires_grad:
+                cut = _cut_description(op_name, grad_enabled)
+            else:
+                parent = registry.lookup(item)
+                if parent is not None:
+                    parents.append(parent)
                 else:
-                    parent = registry.lookup(item)
-                    if parent is not None:
-                        parents.append(parent)
-                    else:
-                        untracked = True
+                    untracked = True
     cut_at = next((p.cut_at for p in parents if p.cut_at is not None), None)
     depth = 1 + max((p.depth for p in parents), default=0)
     if depth > MAX_DEPTH:

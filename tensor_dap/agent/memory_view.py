@@ -207,8 +207,9 @@ def _better_site(
             prov = watch.provenance.lookup(tensor)
             if prov is not None:
                 return rank, _as_site(prov)
-    if better > 2 and owner and graph_node(tensor) is not None:
-        metadata = getattr(graph_node(tensor), "metadata", None)
+    node = graph_node(tensor) if better > 2 and owner else None
+    if node is not None:
+        metadata = getattr(node, "metadata", None)
         prov = metadata.get(NODE_PROV_KEY) if isinstance(metadata, dict) else None
         if prov is not None:
             return 2, _as_site(prov)

@@ -142,6 +142,15 @@ class ProvenanceRegistry(TensorMap[Prov]):
         return self._arrays.get(address) if self._arrays else None
 
 
+def address_of(tensor: Any) -> int:
+    """The address of ``tensor``'s memory (what ``record_array`` keys by); 0 for a tensor
+    without plain memory (sparse, nested, a wrapper subclass)."""
+    try:
+        return int(tensor.data_ptr())
+    except Exception:
+        return 0
+
+
 def first_cut(prov: Optional[Prov], limit: int = 64) -> Optional[Prov]:
     """The nearest Prov (breadth first through parents) at which gradient history was cut."""
     if prov is not None and prov.cut_at is not None:

@@ -9,7 +9,6 @@ line ran (:func:`line_hits`, for the trace store).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Optional
@@ -21,7 +20,7 @@ from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.library_calls import REWRAPPING, api_called
 from tensor_dap.agent.lineage import history
 from tensor_dap.agent.op_kinds import OpInfo
-from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
+from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov, address_of
 
 if TYPE_CHECKING:
     from tensor_dap.agent.engine import Watch
@@ -112,9 +111,9 @@ def _record_handed_out(
     the first number of the lists, the address of the array's memory."""
     if info.name == "numpy":
         prov = watch.provenance.lookup(tensor)
-        if prov is not None and prov.cut_at is not None:
-            with contextlib.suppress(Exception):  # a tensor type without plain memory
-                watch.provenance.record_array(tensor.data_ptr(), prov)
+        address = address_of(tensor)
+        if prov is not None and prov.cut_at is not None and address:
+            watch.provenance.record_array(address, prov)
         return
     first = out
     while first.__class__ is list and first:

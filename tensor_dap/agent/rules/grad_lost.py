@@ -29,9 +29,17 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
+from tensor_dap.agent.lineage import argument_items
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
-from tensor_dap.agent.provenance import CLOCK, Prov, first_cut, roots, untracked_input
+from tensor_dap.agent.provenance import (
+    CLOCK,
+    Prov,
+    address_of,
+    first_cut,
+    roots,
+    untracked_input,
+)
 from tensor_dap.agent.rules import Report, _step
 from tensor_dap.agent.rules.hooks import Args, Kwargs, RuleState
 from tensor_dap.agent.tensor_map import TensorMap
@@ -40,7 +48,6 @@ RULE = catalog.rule("grad-lost")
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
-_SEQUENCES = (list, tuple)
 
 
 def applies(op: OpInfo) -> bool:
@@ -69,8 +76,9 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
 
 #: rule_state key: parameter -> its use (a TensorMap)
 _USED = "grad-lost.used-params"
-#: a parameter's use: when (:data:`_clock`), where, and whether the op built a graph (a use
-#: that did, ``self.fc1(x)``, is kept over one that did not, ``self.fc1.weight.data``)
+#: a parameter's use: when (in the order of provenance's ``CLOCK``), where, and whether the op
+#: built a graph (a use that did, ``self.fc1(x)``, is kept over one that did not,
+#: ``self.fc1.weight.data``)
 _Use = tuple[int, Prov, bool]
 #: rule_state key: the newest cuts whose tensors went on into an op that builds a graph,
 #: as (when, the cut's Prov)
@@ -80,10 +88,8 @@ _REJOINED = "grad-lost.rejoined-cuts"
 #: tensor the watch did not see made (``torch.from_numpy(np.clip(array, ...))``) may come from
 _HANDED = "grad-lost.handed-out"
 _HAND_OUTS = frozenset({"numpy", "tolist", "item"})
+#: rejoined cuts kept (the newest)
 _KEPT_CUTS = 8
-_LIST_INPUTS = 64
-#: the order of observed ops: a cut is evidence for a parameter's use only when it came after it
-_clock = CLOCK
 
 
 def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
@@ -99,26 +105,24 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     used: Optional[TensorMap[_Use]] = None
     builds = _builds_graph(out)
     cut_inputs = False
-    for arg in args:
-        # (nn.GRU/LSTM hand torch their weights as one list: _VF.gru(x, h, self._flat_weights))
-        items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
-        for item in items:
-            if not isinstance(item, _Tensor):
-                continue
-            if not item.requires_grad:
-                cut_inputs = True
-            # (Parameter's isinstance is a Python call: only tensors that could be one get there)
-            elif item is not out and isinstance(item, _Parameter):  # (not nn.init's fill-ins)
+    # (lists too: nn.GRU/LSTM hand torch their weights as one, _VF.gru(x, h, _flat_weights))
+    for item in argument_items(args):
+        if not isinstance(item, _Tensor):
+            continue
+        if not item.requires_grad:
+            cut_inputs = True
+        # (Parameter's isinstance is a Python call: only tensors that could be one get there)
+        elif item is not out and isinstance(item, _Parameter):  # (not nn.init's fill-ins)
+            if used is None:
+                used = state.rule_state.get(_USED)
                 if used is None:
-                    used = state.rule_state.get(_USED)
-                    if used is None:
-                        used = state.rule_state[_USED] = TensorMap()
-                known = used.get(item)
-                if known is None or (builds and not known[2]):
-                    user = frames.user_frame(caller)
-                    if user is not None:
-                        where = Prov(user.f_code.co_filename, user.f_lineno, op.name)
-                        used.set(item, (next(_clock), where, builds))
+                    used = state.rule_state[_USED] = TensorMap()
+            known = used.get(item)
+            if known is None or (builds and not known[2]):
+                user = frames.user_frame(caller)
+                if user is not None:
+                    where = Prov(user.f_code.co_filename, user.f_lineno, op.name)
+                    used.set(item, (next(CLOCK), where, builds))
     if cut_inputs and builds:
         _note_rejoined_cuts(args, state)
 
@@ -134,24 +138,22 @@ def _builds_graph(out: Any) -> bool:
 def _note_rejoined_cuts(args: Args, state: Any) -> None:
     """Remember the cut behind each input without history that had one."""
     provenance = state.provenance
-    for arg in args:
-        items = arg[:_LIST_INPUTS] if arg.__class__ in _SEQUENCES else (arg,)
-        for item in items:
-            if not isinstance(item, _Tensor) or item.requires_grad:
+    for item in argument_items(args):
+        if not isinstance(item, _Tensor) or item.requires_grad:
+            continue
+        prov = provenance.lookup(item)
+        if prov is None:  # made where the watch does not see: torch.from_numpy(array)
+            prov = provenance.lookup_array(address_of(item))
+        if prov is not None and prov.cut_at is not None:
+            rejoined = (next(CLOCK), prov.cut_at)
+        else:  # made of what was handed out? (as_tensor(np.clip(array)), from_numpy().to())
+            rejoined = state.rule_state.get(_HANDED)
+            if rejoined is None or prov is None or prov.made < rejoined[0]:
+                continue  # (a batch or target made before the hand-out is no evidence)
+            if not (prov.untracked or _rewrapped(prov)):
                 continue
-            prov = provenance.lookup(item)
-            if prov is None:  # made where the watch does not see: torch.from_numpy(array)
-                prov = provenance.lookup_array(_address(item))
-            if prov is not None and prov.cut_at is not None:
-                rejoined = (next(_clock), prov.cut_at)
-            else:  # made of what was handed out? (as_tensor(np.clip(array)), from_numpy().to())
-                rejoined = state.rule_state.get(_HANDED)
-                if rejoined is None or prov is None or prov.made < rejoined[0]:
-                    continue  # (a batch or target made before the hand-out is no evidence)
-                if not (prov.untracked or _rewrapped(prov)):
-                    continue
-            kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
-            kept.append(rejoined)
+        kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
+        kept.append(rejoined)
 
 
 #: ops that make a tensor of NumPy or Python data
@@ -180,14 +182,7 @@ def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
         prov = state.provenance.lookup(tensor)
         cut = prov.cut_at if prov is not None else None
     if cut is not None:
-        state.rule_state[_HANDED] = (next(_clock), cut)
-
-
-def _address(tensor: Any) -> int:
-    try:
-        return int(tensor.data_ptr())
-    except Exception:  # a tensor without plain memory (sparse, a wrapper subclass)
-        return 0
+        state.rule_state[_HANDED] = (next(CLOCK), cut)
 
 
 def install(state: RuleState) -> list[Any]:

@@ -237,8 +237,9 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if roots is None:
         roots = state.rule_state[_ROOTS] = collections.deque(maxlen=_RECENT_ROOTS)
     first = args[0] if args else (kwargs or {}).get("tensors")
-    if isinstance(first, _Tensor) and graph_node(first) is not None:
-        roots.append(node_key(graph_node(first)))
+    node = graph_node(first) if isinstance(first, _Tensor) else None
+    if node is not None:
+        roots.append(node_key(node))
     waiting: list[Report] = state.rule_state.get(_WAITING) or []
     if waiting:  # found while another finding was being reported: here, paused here
         report = waiting.pop(0)

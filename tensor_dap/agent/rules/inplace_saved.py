@@ -129,8 +129,9 @@ def _roots_in_frames(frame: Any, depth: int = 6) -> list[Any]:
         for value in values:
             items = value if isinstance(value, (list, tuple)) else (value,)
             for item in items[:64]:
-                if isinstance(item, _Tensor) and graph_node(item) is not None:
-                    roots.append(graph_node(item))
+                node = graph_node(item) if isinstance(item, _Tensor) else None
+                if node is not None:
+                    roots.append(node)
         frame = frame.f_back
         depth -= 1
     return roots
