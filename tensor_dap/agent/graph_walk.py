@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent.graph_nodes import is_parameter, saved_tensors
+from tensor_dap.agent.graph_nodes import graph_node, is_parameter, saved_tensors
 from tensor_dap.agent.storage import storage_key
 
 #: ``(id(node), node._sequence_nr())``: names a node without keeping it (nor its graph) alive
@@ -40,8 +40,11 @@ class Footprint:
     leaves: set[int] = field(default_factory=set)
 
 
-def footprint(root: Any, stop: Optional[NodeKey] = None, limit: int = 20000) -> Footprint:
-    """Walk the graph from node ``root`` (at most ``limit`` nodes)."""
+def footprint(
+    root: Any, stop: Optional[NodeKey] = None, limit: int = 20000, saved: bool = True
+) -> Footprint:
+    """Walk the graph from node ``root`` (at most ``limit`` nodes); ``saved=False`` leaves the
+    saved tensors' bytes uncounted (a walk for the leaves only)."""
     found = Footprint()
     seen: set[int] = set()
     storages: set[Any] = set()
@@ -57,13 +60,36 @@ def footprint(root: Any, stop: Optional[NodeKey] = None, limit: int = 20000) -> 
             seen.add(id(node))
             if stop is not None and id(node) == stop[0] and node_key(node) == stop:
                 found.reached = True
-            found.saved_bytes += _saved_bytes(node, storages)
+            if saved:
+                found.saved_bytes += _saved_bytes(node, storages)
             variable = getattr(node, "variable", None)
             if isinstance(variable, torch.Tensor):
                 found.leaves.add(id(variable))
             queue.extend(next_node for next_node, _ in node.next_functions)
     found.nodes = len(seen)
     return found
+
+
+#: nodes walked, at most, for the leaves upstream of a tensor whose history is cut
+UPSTREAM_LIMIT = 5000
+
+
+def upstream_leaves(tensors: list[Any]) -> Optional[frozenset[int]]:
+    """``id()`` of the leaf tensors (parameters) whose gradient flows through ``tensors``: a
+    leaf itself, or those its graph accumulates into; None when a graph is larger than
+    :data:`UPSTREAM_LIMIT` nodes (not known). What ``grad-lost`` asks of a cut: did the
+    parameter's use feed the tensor whose history was cut?"""
+    found: set[int] = set()
+    for tensor in tensors:
+        node = graph_node(tensor)
+        if node is None:
+            found.add(id(tensor))
+            continue
+        walked = footprint(node, limit=UPSTREAM_LIMIT, saved=False)
+        if walked.truncated:
+            return None
+        found |= walked.leaves
+    return frozenset(found)
 
 
 def _saved_bytes(node: Any, storages: set[Any]) -> int:

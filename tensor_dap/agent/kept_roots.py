@@ -11,21 +11,25 @@ The finding is reported at the line that appends to that list (the source of the
 it is searched for ``name.append(``); a root no list holds, or whose ``append`` cannot be
 found, is let go unreported.
 
-Losses appended and never backpropagated (an evaluation loop in training mode, without
-``torch.no_grad()``) keep more: every iteration's saved activations. :func:`observe` sees a
-sample of ops (the engine's: the first 8 of each call site, then one in 64): a one-element
-result with a ``grad_fn`` is a candidate of its user line; when a candidate is still alive 3
-candidates of its line later and no ``backward()`` has run since it was made, the ``append``
-keeping it is looked for in the source (on its line, or the next lines appending
-the name it assigns), and its graph is watched (:mod:`tensor_dap.agent.graph_life`: a
+Losses or outputs appended and never backpropagated (an evaluation loop without
+``torch.no_grad()``, a rollout's log-probabilities) keep more: every iteration's saved
+activations. :func:`observe` sees a sample of ops (the engine's: the first 8 of each call site,
+then one in 64): a result with a ``grad_fn`` is a candidate of its user line and op; when a
+candidate is still alive 3 candidates later and no ``backward()`` has run since it was made, the
+``append`` keeping it is looked for in the source (on its line, or the next lines appending a
+name it assigns, in its frame or the frames it is handed back to), and its graph is watched
+(:mod:`tensor_dap.agent.graph_life`, on the tensor's node and the nodes it was computed from: a
 REINFORCE episode's log-probabilities are summed and backpropagated at its end, a helper's
-``torch.stack(losses).mean()`` is backpropagated by its caller). Freed before any backward went
-through it, it is reported then, at the appending line, paused where the program let it go;
-still alive when the program ends, then (:func:`finish_unused`).
+``torch.stack(losses).mean()`` is backpropagated by its caller, a winner-takes-all loss goes
+through the shared body of the heads it did not pick). Freed before any backward went through
+it, it is reported then, at the appending line, paused where the program let it go; still
+alive when the program ends, then (:func:`finish_unused`). Outputs only when their modules were
+in eval mode or other graphs' ``backward()`` ran meanwhile (:func:`_kept_for_nothing`).
 """
 
 from __future__ import annotations
 
+import collections
 import dis
 import functools
 import linecache
@@ -40,6 +44,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from tensor_dap.agent import frames
+from tensor_dap.agent.eval_modules import in_eval_mode
 from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import footprint
@@ -50,6 +55,8 @@ from tensor_dap.tensor_text import size_text
 #: a root alive this many backward() calls after its own is reported
 KEPT_AFTER = 3
 _ROOTS = "graph-kept.roots"
+#: rule_state key: backward() calls so far (counted by ``graph-kept``)
+BACKWARDS = "graph-kept.backwards"
 _Tensor = torch.Tensor
 _FRAMES = 6
 #: list items looked at, from the end (a root appended per iteration is near it)
@@ -222,7 +229,11 @@ _CANDIDATES_PER_LINE = 4
 #: in place of a line's candidates once it is judged: that line is not looked at again
 _JUDGED = "judged"
 #: lines after a loss's line searched for the ``append`` keeping it
-_APPEND_LINES = 3
+_APPEND_LINES = 4
+#: rule_state key: how often a line's candidates were looked for in a list
+_ATTEMPTS = "graph-kept.unused-attempts"
+#: times a line's candidates are looked for in a list before the line is let go
+_ATTEMPTS_PER_LINE = 8
 
 
 @dataclass(eq=False)
@@ -235,22 +246,34 @@ class _Unused:
     count: int
     saved_bytes: int
     nodes: int
+    #: the kept tensors are one-element losses (a number is the fix) or outputs
+    scalar: bool = True
+    #: outputs of modules in eval mode (``model.eval()`` without ``torch.no_grad()``)
+    evaluating: bool = False
+    #: backward() calls before it was watched
+    backwards: int = 0
     life: Optional[GraphLife] = None
 
 
 def observe(
-    out: Any, caller: FrameType, state: Any, backwards: int, emit: Callable[[Report], None]
+    op: str,
+    out: Any,
+    caller: FrameType,
+    state: Any,
+    backwards: int,
+    emit: Callable[[Report], None],
 ) -> None:
-    """A sampled op's result: remember it as a candidate of its user line, judge the oldest
-    (see the module's docstring). ``backwards``: backward() calls so far; ``emit(report)``
-    reports one whose graph went without a backward()."""
-    if not isinstance(out, _Tensor) or graph_node(out) is None or out.numel() != 1:
+    """A sampled op's result: remember it as a candidate of its user line and op (a line may
+    run several ops each iteration: `dist.log_prob(action)`), judge the oldest (see the
+    module's docstring). ``backwards``: backward() calls so far; ``emit(report)`` reports one
+    whose graph went without a backward()."""
+    if not isinstance(out, _Tensor) or graph_node(out) is None:
         return
     user = frames.user_frame(caller)
     if user is None or not frames.is_user_code(user.f_code):
         return
-    key = id(user.f_code) + user.f_lasti
-    lines: dict[int, Any] = state.rule_state.setdefault(_CANDIDATES, {})
+    key = (id(user.f_code) + user.f_lasti, op)
+    lines: dict[tuple[int, str], Any] = state.rule_state.setdefault(_CANDIDATES, {})
     candidates = lines.get(key)
     if candidates is None:
         candidates = lines[key] = []
@@ -266,45 +289,118 @@ def observe(
     oldest = ref()
     if oldest is None or made_at != backwards:
         return
-    lines[key] = _JUDGED  # kept across iterations, no backward yet: watched, or not at all
-    appended = _appending(user.f_code, user.f_lineno)
-    if appended is None:
+    # kept across iterations, no backward yet: the list keeping it, looked for a few times (a
+    # line running several ops, as `dist.log_prob(action)` does, has candidates no list holds)
+    attempts: dict[tuple[int, str], int] = state.rule_state.setdefault(_ATTEMPTS, {})
+    attempts[key] = tried = attempts.get(key, 0) + 1
+    found = _keeping_list(user, oldest)
+    if found is None:
+        if tried >= _ATTEMPTS_PER_LINE or not _appends_near(user):
+            lines[key] = _JUDGED
         return
-    name, line = appended
-    held = _resolve(user, name)  # the list, and the loss in it (not a temporary of the line)
-    if not isinstance(held, list) or not any(item is oldest for item in held[-_TAIL:]):
-        return
-    walked = footprint(graph_node(oldest))
+    lines[key] = _JUDGED  # watched, once
+    holder, name, line, held = found
+    node = graph_node(oldest)
+    walked = footprint(node)
+    scalar = oldest.numel() == 1
     watched = _Unused(
-        path=user.f_code.co_filename,
+        path=holder.f_code.co_filename,
         line=line,
         name=name,
         count=sum(1 for item in held if isinstance(item, _Tensor) and graph_node(item) is not None),
         saved_bytes=walked.saved_bytes,
         nodes=walked.nodes,
+        scalar=scalar,
+        evaluating=not scalar and in_eval_mode(walked.leaves, holder),
+        backwards=backwards,
     )
-    watched.life = GraphLife(functools.partial(_graph_gone, watched, emit))
-    if watched.life.hold(graph_node(oldest)):
+    watched.life = GraphLife(functools.partial(_graph_gone, watched, state, emit))
+    # the nodes it was computed from too: a backward() through them (the best of several
+    # heads' outputs, of which the list keeps all) is one through what the list keeps
+    if all([watched.life.hold(n) for n in (node, *_ancestors(node))]):
         state.rule_state.setdefault(_WATCHED, []).append(watched)
 
 
-def _appending(code: Any, line: int) -> Optional[tuple[str, int]]:
-    """``(list, line)`` of the ``append`` keeping the loss made on ``line``: that line's own
-    (``losses.append(criterion(...))``), or one of the next lines appending the name it
-    assigns (``loss = criterion(...)`` then ``losses.append(loss)``); None when neither is
-    found. Read from the source: a frame's locals are not looked at (reading them on 3.11 and
-    3.12 keeps their values alive until the frame returns)."""
+def _keeping_list(user: FrameType, tensor: Any) -> Optional[tuple[FrameType, str, int, list[Any]]]:
+    """The frame, the list's name, the appending line and the list keeping ``tensor``: an
+    ``append`` on the op's user line or the next lines, in that frame or, where the tensor is
+    handed back (``return self.head(h)``, ``return action, dist.log_prob(action)``), in the
+    frames calling it; None when none holds it."""
+    frame: Optional[FrameType] = user
+    for _ in range(_FRAMES):
+        if frame is None:
+            return None
+        if frames.is_user_code(frame.f_code):
+            for name, line in _appending(frame.f_code, frame.f_lineno):
+                held = _resolve(frame, name)  # the list (and the tensor in it, not a temporary)
+                if isinstance(held, list) and any(item is tensor for item in held[-_TAIL:]):
+                    return frame, name, line, held
+        frame = frame.f_back
+    return None
+
+
+def _appends_near(user: FrameType) -> bool:
+    """Whether the op's line or a line calling it could append what it makes to a list."""
+    frame: Optional[FrameType] = user
+    for _ in range(_FRAMES):
+        if frame is None:
+            return False
+        if frames.is_user_code(frame.f_code) and _appending(frame.f_code, frame.f_lineno):
+            return True
+        frame = frame.f_back
+    return False
+
+
+#: nodes a loss's graph was computed from that are watched with it (:func:`_ancestors`)
+_ANCESTORS = 32
+
+
+def _ancestors(node: Any) -> list[Any]:
+    """Up to :data:`_ANCESTORS` nodes upstream of ``node``, nearest first, without the
+    ``AccumulateGrad`` nodes of parameters (which every graph of the model shares)."""
+    found: list[Any] = []
+    seen = {id(node)}
+    queue = collections.deque([node])
+    with torch._C.DisableTorchFunction():
+        while queue and len(found) < _ANCESTORS:
+            for next_node, _ in queue.popleft().next_functions:
+                if next_node is None or id(next_node) in seen:
+                    continue
+                seen.add(id(next_node))
+                if type(next_node).__name__ != "AccumulateGrad":
+                    found.append(next_node)
+                    queue.append(next_node)
+    return found[:_ANCESTORS]
+
+
+def _appending(code: Any, line: int) -> list[tuple[str, int]]:
+    """``(list, line)`` of each ``append`` that may keep what ``line`` makes: that line's own
+    (``losses.append(criterion(...))``), or the next lines appending a name it assigns
+    (``loss = criterion(...)`` then ``losses.append(loss)``; ``action, log_prob = act(obs)``
+    then ``actions.append(action)`` and ``log_probs.append(log_prob)``). Read from the source:
+    a frame's locals are not looked at (reading them on 3.11 and 3.12 keeps their values alive
+    until the frame returns)."""
     text = linecache.getline(code.co_filename, line)
     found = _APPEND.search(text)
     if found:
-        return found.group(1), line
-    assigned = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", text)
+        return [(found.group(1), line)]
+    assigned = re.match(r"\s*([A-Za-z_][\w\s,]*?)\s*=[^=]", text)
     if not assigned:
-        return None
+        return []
+    names = "|".join(n.strip() for n in assigned.group(1).split(",") if n.strip())
+    later = sorted({n for _, n in dis.findlinestarts(code) if n is not None and n > line})
+    appends = []
+    for number in later[:_APPEND_LINES]:
+        found = _APPEND.search(linecache.getline(code.co_filename, number))
+        if found and re.search(rf"\b({names})\b", found.group(0)):
+            appends.append((found.group(1), number))
+    return appends
+    # (`action, log_prob, value = agent.act(obs)`: any of the names)
+    names = "|".join(n.strip() for n in assigned.group(1).split(",") if n.strip())
     later = sorted({n for _, n in dis.findlinestarts(code) if n is not None and n > line})
     for number in later[:_APPEND_LINES]:
         found = _APPEND.search(linecache.getline(code.co_filename, number))
-        if found and re.search(rf"\b{assigned.group(1)}\b", found.group(0)):
+        if found and re.search(rf"\b({names})\b", found.group(0)):
             return found.group(1), number
     return None
 
@@ -337,10 +433,23 @@ def forget_unused(state: Any) -> None:
 _APPEND = re.compile(r"([A-Za-z_][\w.]*(?:\[[^\]]*\])?)\s*\.\s*append\s*\((\s*[A-Za-z_]\w*)?")
 
 
-def _graph_gone(watched: _Unused, emit: Callable[[Report], None], life: GraphLife) -> None:
+def _graph_gone(
+    watched: _Unused, state: Any, emit: Callable[[Report], None], life: GraphLife
+) -> None:
     """The watched loss's graph is freed: report it unless a backward() went through it."""
-    if not life.consumed:
+    if not life.consumed and _kept_for_nothing(watched, state):
         emit(_unused_report(watched, "they were dropped"))
+
+
+def _kept_for_nothing(watched: _Unused, state: Any) -> bool:
+    """Losses kept without a backward() through them are reported (an evaluation loop's, in
+    training mode too); outputs only when the modules were in eval mode, or when backward()
+    calls ran while the list kept them (a rollout whose update recomputes what it needs): a
+    list of outputs an inner loop fills and a line reads at once (``torch.cat(goodness).
+    argmax(1)`` over ten labels, an ensemble's predictions) keeps little for long."""
+    if watched.scalar or watched.evaluating:
+        return True
+    return int(state.rule_state.get(BACKWARDS, 0)) > watched.backwards
 
 
 def finish_unused(state: Any) -> list[Report]:
@@ -348,7 +457,12 @@ def finish_unused(state: Any) -> list[Report]:
     reports = []
     for watched in state.rule_state.get(_WATCHED) or ():
         life = watched.life
-        if life is not None and life.alive and not life.consumed:
+        if (
+            life is not None
+            and life.alive
+            and not life.consumed
+            and _kept_for_nothing(watched, state)
+        ):
             life.forget()
             reports.append(_unused_report(watched, "the program ended"))
     return reports
@@ -360,12 +474,16 @@ def _unused_report(watched: _Unused, until: str) -> Report:
         each = f"about {watched.nodes} autograd nodes"
         if watched.saved_bytes:
             each += f" and {size_text(watched.saved_bytes)} of saved activations"
+        keep = (
+            "a number (`.item()`) or a detached tensor (`.detach()`)"
+            if watched.scalar
+            else "a detached tensor (`.detach()`, and `.cpu()` to free the device's memory)"
+        )
         return (
             f"`{expression}` ({where}): {watched.name} kept a tensor that carries autograd "
             f"history each iteration ({watched.count} by the time it was looked at), and no "
             f"backward() went through them: each kept its graph ({each}) alive until {until}. "
-            f"Append a number (`.item()`) or a detached tensor (`.detach()`), or run the loop "
-            f"under `torch.no_grad()` when it needs no gradient."
+            f"Append {keep}, or run the loop under `torch.no_grad()` when it needs no gradient."
         )
 
     return Report(

@@ -15,6 +15,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
+from tensor_dap.agent.graph_walk import upstream_leaves
 from tensor_dap.agent.no_grad_source import no_grad_site
 from tensor_dap.agent.provenance import MAX_DEPTH, Prov, ProvenanceRegistry
 
@@ -45,6 +46,8 @@ def history(
     parents: list[Prov] = []
     cut: Optional[str] = None
     untracked = False
+    #: the inputs whose history this op cuts
+    cut_from: list[Any] = []
     grad_enabled = torch.is_grad_enabled()
     for item in argument_items(args):
         if item.__class__ is list:  # torch.tensor(h.tolist()): the lists' first number
@@ -63,6 +66,7 @@ def history(
         elif isinstance(item, _Tensor):
             if item.requires_grad:
                 cut = _cut_description(op_name, grad_enabled)
+                cut_from.append(item)
             else:
                 parent = registry.lookup(item)
                 if parent is not None:
@@ -75,7 +79,10 @@ def history(
         parents, depth = [], 0
     site = no_grad_site(user) if cut is not None and not grad_enabled else None
     path, line = user.f_code.co_filename, user.f_lineno
-    return Prov(path, line, op_name, cut, tuple(parents), depth, cut_at, site, untracked)
+    # (a cut under no_grad is one op of a computation whose earlier ops cut too: what flowed
+    # into the whole of it is not known here)
+    upstream = upstream_leaves(cut_from) if cut_from and grad_enabled else None
+    return Prov(path, line, op_name, cut, tuple(parents), depth, cut_at, site, untracked, upstream)
 
 
 def _cut_description(op_name: str, grad_enabled: bool) -> str:

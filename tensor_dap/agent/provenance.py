@@ -45,6 +45,7 @@ class Prov:
         "cut_site",
         "untracked",
         "made",
+        "upstream",
     )
 
     def __init__(
@@ -58,6 +59,7 @@ class Prov:
         cut_at: Optional[Prov] = None,
         cut_site: Optional[tuple[str, int]] = None,
         untracked: bool = False,
+        upstream: Optional[frozenset[int]] = None,
     ) -> None:
         self.path = path
         self.line = line
@@ -78,6 +80,9 @@ class Prov:
         #: when it was made, in the order of :data:`CLOCK` (a rule compares it with its own
         #: events: ``grad-lost`` asks whether a tensor was made after a hand-out to NumPy)
         self.made = next(CLOCK)
+        #: of a cut: ``id()`` of the parameters whose gradient flowed through the tensor it cut
+        #: (:func:`~tensor_dap.agent.graph_walk.upstream_leaves`); None when not known
+        self.upstream = upstream
 
     def origin(self) -> Origin:
         return Origin(path=self.path, line=self.line, op=self.op)

@@ -283,9 +283,65 @@ def predictions_logged_through_numpy_before_the_loss() -> None:
         optimizer.step()
 
 
+class _Student(nn.Module):
+    """A backbone with a classifier and an auxiliary head this training does not use."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(4, 16), nn.ReLU())
+        self.classifier = nn.Linear(16, 3)
+        self.aux_head = nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.backbone(x)
+        return self.classifier(h), self.aux_head(h)
+
+
+def distillation_with_an_unused_head() -> None:
+    """Knowledge distillation: the teacher's logits are detached (a cut that goes on into the
+    loss) while the student's auxiliary head is left out of the loss: the cut is the teacher's
+    history, not the head's."""
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 3))
+    student = _Student()
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    for _ in range(3):
+        x = torch.randn(8, 4)
+        logits, _aux = student(x)
+        target = teacher(x).detach()
+        loss = F.kl_div(F.log_softmax(logits, -1), F.softmax(target, -1), reduction="batchmean")
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def greedy_decoding_with_an_unused_head() -> None:
+    """Each step feeds back ``argmax`` of its logits (a cut: argmax has no gradient) while a
+    head applied to the encoder's state is left out of the loss."""
+    torch.manual_seed(0)
+    embed, cell, out = nn.Embedding(5, 8), nn.GRUCell(8, 8), nn.Linear(8, 5)
+    encoder, unused = nn.Linear(4, 8), nn.Linear(8, 2)
+    modules = [embed, cell, out, encoder, unused]
+    optimizer = torch.optim.Adam([p for m in modules for p in m.parameters()], lr=1e-3)
+    for _ in range(3):
+        h = torch.tanh(encoder(torch.randn(2, 4)))
+        unused(h)
+        token, loss = torch.zeros(2, dtype=torch.long), torch.zeros(())
+        for _t in range(3):
+            h = cell(embed(token), h)
+            logits = out(h)
+            loss = loss + F.cross_entropy(logits, torch.randint(0, 5, (2,)))
+            token = logits.argmax(-1)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
 @pytest.mark.parametrize(
     "train",
     [
+        distillation_with_an_unused_head,
+        greedy_decoding_with_an_unused_head,
         predictions_logged_through_numpy_before_the_loss,
         winner_takes_all,
         tasks_without_labels_this_batch,
@@ -438,3 +494,33 @@ def test_an_array_class_without_numpys_interface_is_no_internal_error(
     assert made.tolist() == [0.0, 1.0]
     assert watch.failed == {}
     assert not [r for r in caplog.records if "internal error" in r.getMessage()]
+
+
+def distillation_with_a_cut_student() -> None:
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 3))
+    backbone, classifier = nn.Sequential(nn.Linear(4, 16), nn.ReLU()), nn.Linear(16, 3)
+    aux_head = nn.Linear(4, 3)
+    params = [*backbone.parameters(), *classifier.parameters(), *aux_head.parameters()]
+    optimizer = torch.optim.SGD(params, lr=0.1)
+    for _ in range(2):
+        x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+        features = backbone(x)
+        target = teacher(x).detach()
+        aux = F.mse_loss(aux_head(x), target)
+        logits = classifier(features.detach())  # the bug: the backbone gets no gradient
+        loss = F.cross_entropy(logits, y) + aux
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_the_cut_named_is_the_one_the_parameter_fed_not_a_later_unrelated_one() -> None:
+    """Two cuts rejoin the graph after the backbone's use: the teacher's target first, then the
+    student's own ``detach()``; the backbone fed only the second, which is the one named."""
+    (message,) = _step_findings(distillation_with_a_cut_student)
+    cut = _line_of(distillation_with_a_cut_student, "logits = classifier(features.detach())")
+    target = _line_of(distillation_with_a_cut_student, "target = teacher(x).detach()")
+    assert "2 parameter(s) took part in this step's forward but got no gradient" in message
+    assert f"test_grad_lost_history.py:{cut}" in message
+    assert f"test_grad_lost_history.py:{target}" not in message

@@ -279,6 +279,74 @@ def train_total_of_a_scaled_backward(device: torch.device) -> None:
         total_loss += loss  # kept
 
 
+class _Agent(nn.Module):
+    """An actor-critic agent as PPO implementations write it (CleanRL's shape)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.critic = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+        self.actor = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 2))
+
+    def get_action_and_value(self, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        dist = torch.distributions.Categorical(logits=self.actor(obs))
+        action = dist.sample()
+        return action, dist.log_prob(action), self.critic(obs).squeeze(-1)
+
+
+def rollout_kept_without_no_grad(device: torch.device) -> None:
+    """A PPO rollout collected without torch.no_grad(): every step's log-probabilities and
+    values (one per environment) keep their graphs in the rollout lists; the update recomputes
+    them, so no backward() ever goes through what the lists hold."""
+    torch.manual_seed(0)
+    agent = _Agent().to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=1e-3)
+    for _update in range(3):
+        observations, actions, log_probs, values = [], [], [], []
+        obs = torch.randn(8, 4, device=device)
+        for _step in range(6):
+            action, log_prob, value = agent.get_action_and_value(obs)
+            observations.append(obs)
+            actions.append(action)
+            log_probs.append(log_prob)  # kept
+            values.append(value)  # kept
+            obs = torch.randn(8, 4, device=device)
+        old_log_probs = torch.stack(log_probs).detach()
+        batch = torch.stack(observations).reshape(-1, 4)
+        dist = torch.distributions.Categorical(logits=agent.actor(batch))
+        ratio = (dist.log_prob(torch.stack(actions).reshape(-1)) - old_log_probs.reshape(-1)).exp()
+        optimizer.zero_grad()
+        (-ratio.mean()).backward()
+        optimizer.step()
+
+
+class _Classifier(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 16), nn.ReLU())
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def predictions_collected_without_no_grad(device: torch.device) -> None:
+    """An evaluation collecting every batch's logits for its metrics, without
+    torch.no_grad(): each batch's graph and activations stay as long as the list."""
+    torch.manual_seed(0)
+    model = _Classifier().to(device)
+    batches = [torch.randn(8, 6, device=device) for _ in range(6)]
+
+    def evaluate() -> float:
+        model.eval()
+        all_logits = []
+        for x in batches:
+            logits = model(x)
+            all_logits.append(logits)  # kept
+        return torch.cat(all_logits).argmax(1).float().mean().item()
+
+    print(f"mean class {evaluate():.2f}")
+
+
 LEAKS = [
     train_total_inplace,
     train_total_of_a_scaled_backward,
@@ -296,6 +364,8 @@ LEAKS = [
     final_eval_in_train_mode,
     inference_without_no_grad,
     validation_losses_appended_in_train_mode,
+    rollout_kept_without_no_grad,
+    predictions_collected_without_no_grad,
 ]
 
 
@@ -593,6 +663,58 @@ def eval_mode_finetuning_with_micro_batches(device: torch.device) -> None:
         optimizer.step()
 
 
+class _Hypotheses(nn.Module):
+    """A shared body and several heads, one prediction each (multiple-hypothesis learning)."""
+
+    def __init__(self, heads: int = 5) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 16), nn.ReLU())
+        self.heads = nn.ModuleList([nn.Linear(16, 1) for _ in range(heads)])
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        h = self.body(x)
+        outputs = []
+        for head in self.heads:
+            outputs.append(head(h))
+        return outputs
+
+
+def winner_takes_all_outputs(device: torch.device) -> None:
+    """Every head's prediction in a list, only the best one's loss backpropagated: the others'
+    graphs go without a backward() through them, as meant."""
+    _, _, batches = _setup(device)
+    model = _Hypotheses().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for x, y in batches:
+        predictions = model(x)
+        losses = []
+        for prediction in predictions:
+            losses.append(F.mse_loss(prediction, y))
+        optimizer.zero_grad()
+        min(losses).backward()
+        optimizer.step()
+
+
+def decoder_outputs_stacked_for_the_loss(device: torch.device) -> None:
+    """A decoder's per-step outputs collected in a list, stacked and backpropagated."""
+    torch.manual_seed(0)
+    cell, readout = nn.GRUCell(3, 8).to(device), nn.Linear(8, 3).to(device)
+    optimizer = torch.optim.Adam([*cell.parameters(), *readout.parameters()], lr=1e-3)
+    for _ in range(3):
+        h = torch.zeros(4, 8, device=device)
+        step_input = torch.zeros(4, 3, device=device)
+        outputs = []
+        for _t in range(6):
+            h = cell(step_input, h)
+            out = readout(h)
+            outputs.append(out)
+            step_input = out.detach()
+        loss = torch.stack(outputs).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
 CLEAN = [
     eval_mode_finetuning_with_micro_batches,
     item_totals,
@@ -613,6 +735,8 @@ CLEAN = [
     scalar_recurrence,
     actor_critic_with_a_critic_step_each_step,
     weight_norm_logged_after_evaluation,
+    winner_takes_all_outputs,
+    decoder_outputs_stacked_for_the_loss,
 ]
 
 
@@ -640,7 +764,9 @@ def test_each_leak_is_reported_at_its_accumulating_line(program, path) -> None: 
     found = _run(program, DEVICE)
     assert {line for _, line, _ in found} == _marked_lines(program)
     for _, _, message in found:
-        assert "autograd history" in message and ".item()" in message
+        assert "autograd history" in message
+        # (outputs kept, not losses: a detached tensor, not a number)
+        assert ".item()" in message or ("`.detach()`" in message and "no_grad()" in message)
         assert "operand " not in message  # every tensor named as the line writes it
 
 

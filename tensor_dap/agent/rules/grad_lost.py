@@ -29,6 +29,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
+from tensor_dap.agent.graph_walk import upstream_leaves
 from tensor_dap.agent.lineage import argument_items
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
@@ -177,7 +178,11 @@ def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
         if user is None:
             return
         how = f"{op.name}(), whose Python numbers keep no gradient history"
-        cut: Optional[Prov] = Prov(user.f_code.co_filename, user.f_lineno, op.name, how)
+        # (a loss's .item() every step: its graph is not walked, it rarely goes on into one)
+        upstream = upstream_leaves([tensor]) if op.name == "tolist" else None
+        cut: Optional[Prov] = Prov(
+            user.f_code.co_filename, user.f_lineno, op.name, how, upstream=upstream
+        )
     else:
         prov = state.provenance.lookup(tensor)
         cut = prov.cut_at if prov is not None else None
@@ -204,7 +209,7 @@ def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
             use = used.pop(param, None)
             if use is None or param.grad is not None:
                 continue
-            cut = _cut_after(use, rejoined)
+            cut = _cut_after(use, rejoined, id(param))
             if cut is None:  # its output was left out of the loss: not a cut history
                 continue
             where = use[1]
@@ -220,14 +225,18 @@ def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
     )
 
 
-def _cut_after(use: _Use, rejoined: Iterable[tuple[int, Prov]]) -> Optional[Prov]:
-    """The cut, among those that rejoined a graph, that explains ``use`` getting no gradient:
-    any after it, for a use in a graph (``self.fc1(x)``); for a use that is a cut itself
-    (``self.g.data``: the parameter's own ``.data`` or ``.detach()``), that very cut going on
-    into a graph — not the ``.data`` an initialisation wrote through."""
+def _cut_after(use: _Use, rejoined: Iterable[tuple[int, Prov]], param: int) -> Optional[Prov]:
+    """The cut, among those that rejoined a graph, that explains ``use`` of the parameter
+    ``id()`` ``param`` getting no gradient: one after it whose tensor that use fed (where known:
+    a distillation target ``teacher(x).detach()`` cuts the teacher's history, not the
+    student's unused head's), for a use in a graph (``self.fc1(x)``); for a use that is a cut
+    itself (``self.g.data``: the parameter's own ``.data`` or ``.detach()``), that very cut
+    going on into a graph — not the ``.data`` an initialisation wrote through."""
     when, where, builds = use
     for at, cut in rejoined:
-        if at > when and (builds or (cut.line == where.line and cut.path == where.path)):
+        if at <= when or (cut.upstream is not None and param not in cut.upstream):
+            continue
+        if builds or (cut.line == where.line and cut.path == where.path):
             return cut
     return None
 

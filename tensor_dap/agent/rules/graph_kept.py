@@ -67,6 +67,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, kept_roots, naming, optimizers
+from tensor_dap.agent.eval_modules import in_eval_mode
 from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_nodes import freed_by_backward, graph_node
 from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key
@@ -82,7 +83,7 @@ MIN_ITERATIONS = 3
 _ADDS = frozenset(("add", "add_", "__add__", "__radd__", "__iadd__"))
 _Tensor = torch.Tensor
 _CHAINS = "graph-kept.chains"
-_BACKWARDS = "graph-kept.backwards"
+_BACKWARDS = kept_roots.BACKWARDS
 #: the node keys of the last backward() roots (a term backpropagated before it is added)
 _ROOTS = "graph-kept.backward-roots"
 _RECENT_ROOTS = 4
@@ -218,7 +219,7 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     if chain.iterations == 2:
         leaves = _size_term(chain, term, node)
         in_step = bool(state.rule_state.get(_IN_STEP))
-        chain.evaluating = not (chain.dependent or in_step) and _evaluating(leaves, caller)
+        chain.evaluating = not (chain.dependent or in_step) and in_eval_mode(leaves, caller)
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
     if not (chain.term_backward or chain.evaluating):  # maybe gradient accumulation, or a
@@ -285,7 +286,8 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     """A sampled op: losses a list keeps that no backward() goes through
     (:func:`kept_roots.observe`)."""
     backwards = state.rule_state.get(_BACKWARDS, 0)
-    kept_roots.observe(out, caller, state, backwards, functools.partial(_emit_dropped, state))
+    emit = functools.partial(_emit_dropped, state)
+    kept_roots.observe(op.name, out, caller, state, backwards, emit)
 
 
 def _emit_dropped(state: Any, report: Report) -> None:
@@ -428,38 +430,6 @@ def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
     chain.dependent = walked.reached
     chain.term_bytes, chain.term_nodes = walked.saved_bytes, walked.nodes
     return set() if walked.truncated else walked.leaves
-
-
-def _evaluating(leaves: set[int], caller: Any) -> bool:
-    """Whether every parameter of ``leaves`` (ids) belongs to a module in eval mode that the
-    frame ``caller`` names (see the module's docstring)."""
-    if not leaves:
-        return False
-    training: dict[int, bool] = {}
-    for module in _named_modules(caller):
-        for sub in module.modules():
-            for param in sub.parameters(recurse=False):
-                training[id(param)] = sub.training
-    return all(training.get(leaf) is False for leaf in leaves)
-
-
-def _named_modules(frame: Any) -> list[Any]:
-    """The ``nn.Module`` objects a frame names: its local variables, ``self`` (and its
-    attributes), then its module's globals."""
-    found: dict[int, Any] = {}
-    try:
-        local = frames.read_locals(frame)
-        values = list(local.values())
-        owner = local.get("self")
-        if owner is not None and not isinstance(owner, torch.nn.Module):
-            values.extend(getattr(owner, "__dict__", {}).values())
-        values.extend(frame.f_globals.values())
-    except Exception:  # a frame or an object that will not say
-        return []
-    for value in values:
-        if isinstance(value, torch.nn.Module):
-            found.setdefault(id(value), value)
-    return list(found.values())
 
 
 def _fix(acc: str, term: str) -> str:
