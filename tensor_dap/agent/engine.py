@@ -109,6 +109,8 @@ class Watch:
         self._raise_hooks: tuple[tuple[str, Any], ...] = ()
         #: id(code) + instruction offset -> how often that call site ran
         self._site_hits: dict[int, int] = {}
+        #: hits counted before the last :meth:`resample` (for :meth:`line_hits`)
+        self._hits_before: dict[int, int] = {}
         #: id(code) -> (code, {site key, ...}): keeps code objects alive (ids stay unique)
         self._site_codes: dict[int, tuple[Any, set[int]]] = {}
         #: an accelerator tensor has been seen: until then the rules that need one (catalog:
@@ -213,9 +215,18 @@ class Watch:
         self.findings = []
         self.counts = {}
         self._site_hits = {}
+        self._hits_before = {}
         self._site_codes = {}
         self._lock = threading.Lock()
         self._emitting = False
+
+    def resample(self) -> None:
+        """Sample the next ops of every call site as if it were new (the first 8 in full):
+        a rule whose case begins now (``model.eval()``) sees it, not one op in 64."""
+        hits, self._site_hits = self._site_hits, {}
+        before = self._hits_before
+        for site, count in hits.items():
+            before[site] = before.get(site, 0) + count
 
     def set_enabled(self, rules: Iterable[str]) -> None:
         """Change the enabled rules while running (the debugger's checkboxes)."""

@@ -157,9 +157,13 @@ def line_hits(watch: Watch, code: Any, line: int) -> int:
     if entry is None:
         return 0
     base = id(code)
-    hits = watch._site_hits
+    hits, before = watch._site_hits, watch._hits_before
     return max(
-        (hits.get(site, 0) for site in list(entry[1]) if line_of(code, site - base) == line),
+        (
+            hits.get(site, 0) + before.get(site, 0)
+            for site in list(entry[1])
+            if line_of(code, site - base) == line
+        ),
         default=0,
     )
 

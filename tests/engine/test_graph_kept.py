@@ -347,6 +347,28 @@ def predictions_collected_without_no_grad(device: torch.device) -> None:
     print(f"mean class {evaluate():.2f}")
 
 
+def validation_outputs_after_long_training(device: torch.device) -> None:
+    """timm's validate() without torch.no_grad(), after an epoch of training: the model's
+    call sites ran hundreds of times, and model.eval() has them looked at afresh."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 32), nn.GELU(), nn.Dropout(0.1), nn.Linear(32, 3))
+    model = model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 6, device=device), torch.randint(0, 3, (8,), device=device)
+    for _ in range(3):
+        model.train()
+        for _step in range(120):
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        outputs = []
+        for _batch in range(12):
+            output = model(x)
+            outputs.append(output)  # kept
+        print(f"accuracy {(torch.cat(outputs).argmax(1) == y.repeat(12)).float().mean():.2f}")
+
+
 LEAKS = [
     train_total_inplace,
     train_total_of_a_scaled_backward,
@@ -366,6 +388,7 @@ LEAKS = [
     validation_losses_appended_in_train_mode,
     rollout_kept_without_no_grad,
     predictions_collected_without_no_grad,
+    validation_outputs_after_long_training,
 ]
 
 

@@ -66,7 +66,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import frames, kept_roots, naming, optimizers
+from tensor_dap.agent import eval_switch, frames, kept_roots, naming, optimizers
 from tensor_dap.agent.eval_modules import in_eval_mode
 from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_nodes import freed_by_backward, graph_node
@@ -162,8 +162,18 @@ class _Chain:
 _IN_STEP = "graph-kept.in-step"
 
 
+#: rule_state key: backward() calls when the call sites were last sampled afresh
+_RESAMPLED = "graph-kept.resampled-at"
+#: backward() calls between two fresh samplings at ``model.eval()`` (a reinforcement-learning
+#: loop switching modes at every step pays for one in so many)
+_RESAMPLE_EVERY = 8
+
+
 def install(state: Any) -> list[Any]:
-    """Follow the optimizers' ``zero_grad()`` and ``step()`` (see :data:`_IN_STEP`)."""
+    """Follow the optimizers' ``zero_grad()`` and ``step()`` (see :data:`_IN_STEP`), and
+    ``model.eval()``: an evaluation after training steps has its ops sampled afresh, so that
+    the outputs it keeps (:func:`kept_roots.observe`) are looked at
+    (:mod:`tensor_dap.agent.eval_switch`)."""
 
     def zeroed(optimizer: Any) -> None:
         state.rule_state.setdefault(_IN_STEP, set()).add(id(optimizer))
@@ -171,7 +181,18 @@ def install(state: Any) -> list[Any]:
     def stepped(optimizer: Any) -> None:
         state.rule_state.setdefault(_IN_STEP, set()).discard(id(optimizer))
 
-    return [optimizers.subscribe(optimizers.Subscriber(after_step=stepped, zeroed=zeroed))]
+    def evaluating() -> None:
+        if RULE.id not in state.enabled or state._mode is None:
+            return
+        backwards = state.rule_state.get(_BACKWARDS, 0)
+        if backwards - state.rule_state.get(_RESAMPLED, -_RESAMPLE_EVERY) >= _RESAMPLE_EVERY:
+            state.rule_state[_RESAMPLED] = backwards
+            state.resample()
+
+    return [
+        optimizers.subscribe(optimizers.Subscriber(after_step=stepped, zeroed=zeroed)),
+        eval_switch.subscribe(evaluating),
+    ]
 
 
 def applies(op: OpInfo) -> bool:
