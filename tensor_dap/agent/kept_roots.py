@@ -225,7 +225,7 @@ def _fixed_call(expression: str, holder: str) -> Optional[str]:
 _CANDIDATES = "graph-kept.unused-candidates"
 _WATCHED = "graph-kept.unused-watched"
 #: candidates of one line remembered (the oldest is judged when the newest comes)
-_CANDIDATES_PER_LINE = 4
+_CANDIDATES_PER_LINE = 2
 #: in place of a line's candidates once it is judged: that line is not looked at again
 _JUDGED = "judged"
 #: lines after a loss's line searched for the ``append`` keeping it
@@ -243,7 +243,6 @@ class _Unused:
     path: str
     line: int
     name: str
-    count: int
     saved_bytes: int
     nodes: int
     #: the kept tensors are one-element losses (a number is the fix) or outputs
@@ -299,7 +298,7 @@ def observe(
             lines[key] = _JUDGED
         return
     lines[key] = _JUDGED  # watched, once
-    holder, name, line, held = found
+    holder, name, line, _held = found
     node = graph_node(oldest)
     walked = footprint(node)
     scalar = oldest.numel() == 1
@@ -307,7 +306,6 @@ def observe(
         path=holder.f_code.co_filename,
         line=line,
         name=name,
-        count=sum(1 for item in held if isinstance(item, _Tensor) and graph_node(item) is not None),
         saved_bytes=walked.saved_bytes,
         nodes=walked.nodes,
         scalar=scalar,
@@ -326,29 +324,38 @@ def _keeping_list(user: FrameType, tensor: Any) -> Optional[tuple[FrameType, str
     ``append`` on the op's user line or the next lines, in that frame or, where the tensor is
     handed back (``return self.head(h)``, ``return action, dist.log_prob(action)``), in the
     frames calling it; None when none holds it."""
-    frame: Optional[FrameType] = user
-    for _ in range(_FRAMES):
-        if frame is None:
-            return None
-        if frames.is_user_code(frame.f_code):
-            for name, line in _appending(frame.f_code, frame.f_lineno):
-                held = _resolve(frame, name)  # the list (and the tensor in it, not a temporary)
-                if isinstance(held, list) and any(item is tensor for item in held[-_TAIL:]):
-                    return frame, name, line, held
-        frame = frame.f_back
+    for frame in _user_frames(user):
+        for name, line in _appending(frame.f_code, frame.f_lineno):
+            held = _resolve(frame, name)  # the list (and the tensor in it, not a temporary)
+            if isinstance(held, list) and any(item is tensor for item in held[-_JUDGED_TAIL:]):
+                return frame, name, line, held
     return None
+
+
+#: frames walked up from an op, at most, for the user's frames a tensor is handed back to (a
+#: module call adds two of torch's)
+_STACK = 32
+#: list items looked at, from the end, for a candidate (sampled one op in 64, it may be
+#: hundreds of items back)
+_JUDGED_TAIL = 4096
+
+
+def _user_frames(user: FrameType) -> list[FrameType]:
+    """``user`` and the next user frames calling it (:data:`_FRAMES` at most)."""
+    found: list[FrameType] = []
+    frame: Optional[FrameType] = user
+    for _ in range(_STACK):
+        if frame is None or len(found) >= _FRAMES:
+            break
+        if frames.is_user_code(frame.f_code):
+            found.append(frame)
+        frame = frame.f_back
+    return found
 
 
 def _appends_near(user: FrameType) -> bool:
     """Whether the op's line or a line calling it could append what it makes to a list."""
-    frame: Optional[FrameType] = user
-    for _ in range(_FRAMES):
-        if frame is None:
-            return False
-        if frames.is_user_code(frame.f_code) and _appending(frame.f_code, frame.f_lineno):
-            return True
-        frame = frame.f_back
-    return False
+    return any(_appending(frame.f_code, frame.f_lineno) for frame in _user_frames(user))
 
 
 #: nodes a loss's graph was computed from that are watched with it (:func:`_ancestors`)
@@ -395,14 +402,6 @@ def _appending(code: Any, line: int) -> list[tuple[str, int]]:
         if found and re.search(rf"\b({names})\b", found.group(0)):
             appends.append((found.group(1), number))
     return appends
-    # (`action, log_prob, value = agent.act(obs)`: any of the names)
-    names = "|".join(n.strip() for n in assigned.group(1).split(",") if n.strip())
-    later = sorted({n for _, n in dis.findlinestarts(code) if n is not None and n > line})
-    for number in later[:_APPEND_LINES]:
-        found = _APPEND.search(linecache.getline(code.co_filename, number))
-        if found and re.search(rf"\b({names})\b", found.group(0)):
-            return found.group(1), number
-    return None
 
 
 def _resolve(frame: FrameType, name: str) -> Any:
@@ -443,13 +442,15 @@ def _graph_gone(
 
 def _kept_for_nothing(watched: _Unused, state: Any) -> bool:
     """Losses kept without a backward() through them are reported (an evaluation loop's, in
-    training mode too); outputs only when the modules were in eval mode, or when backward()
-    calls ran while the list kept them (a rollout whose update recomputes what it needs): a
-    list of outputs an inner loop fills and a line reads at once (``torch.cat(goodness).
-    argmax(1)`` over ten labels, an ensemble's predictions) keeps little for long."""
+    training mode too); outputs only when the modules were in eval mode, or when several
+    backward() calls ran while the list kept them (a PPO rollout, whose update recomputes what
+    it needs over epochs of minibatches): a list of outputs an inner loop fills and a line reads
+    at once (``torch.cat(goodness).argmax(1)`` over ten labels, an ensemble's predictions) or
+    whose best item one backward() goes through (multiple-choice learning over separate
+    networks, the hardest of several negatives) keeps little for long."""
     if watched.scalar or watched.evaluating:
         return True
-    return int(state.rule_state.get(BACKWARDS, 0)) > watched.backwards
+    return int(state.rule_state.get(BACKWARDS, 0)) - watched.backwards >= KEPT_AFTER
 
 
 def finish_unused(state: Any) -> list[Report]:
@@ -481,8 +482,8 @@ def _unused_report(watched: _Unused, until: str) -> Report:
         )
         return (
             f"`{expression}` ({where}): {watched.name} kept a tensor that carries autograd "
-            f"history each iteration ({watched.count} by the time it was looked at), and no "
-            f"backward() went through them: each kept its graph ({each}) alive until {until}. "
+            f"history each iteration, and no backward() went through them: each kept its graph "
+            f"({each}) alive until {until}. "
             f"Append {keep}, or run the loop under `torch.no_grad()` when it needs no gradient."
         )
 
