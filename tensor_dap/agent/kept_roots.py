@@ -15,7 +15,7 @@ Losses or outputs appended and never backpropagated (an evaluation loop without
 ``torch.no_grad()``, a rollout's log-probabilities) keep more: every iteration's saved
 activations. :func:`observe` sees a sample of ops (the engine's: the first 8 of each call site,
 then one in 64): a result with a ``grad_fn`` is a candidate of its user line and op; when a
-candidate is still alive 3 candidates later and no ``backward()`` has run since it was made, the
+candidate is still alive at the line's next one and no ``backward()`` has run since it was made, the
 ``append`` keeping it is looked for in the source (on its line, or the next lines appending a
 name it assigns, in its frame or the frames it is handed back to), and its graph is watched
 (:mod:`tensor_dap.agent.graph_life`, on the tensor's node and the nodes it was computed from: a
@@ -24,7 +24,7 @@ REINFORCE episode's log-probabilities are summed and backpropagated at its end, 
 through the shared body of the heads it did not pick). Freed before any backward went through
 it, it is reported then, at the appending line, paused where the program let it go; still
 alive when the program ends, then (:func:`finish_unused`). Outputs only when their modules were
-in eval mode or other graphs' ``backward()`` ran meanwhile (:func:`_kept_for_nothing`).
+in eval mode or several other graphs' ``backward()`` ran meanwhile (:func:`_kept_for_nothing`).
 """
 
 from __future__ import annotations
