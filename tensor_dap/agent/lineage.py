@@ -79,10 +79,22 @@ def history(
         parents, depth = [], 0
     site = no_grad_site(user) if cut is not None and not grad_enabled else None
     path, line = user.f_code.co_filename, user.f_lineno
-    # (a cut under no_grad is one op of a computation whose earlier ops cut too: what flowed
-    # into the whole of it is not known here)
-    upstream = upstream_leaves(cut_from) if cut_from and grad_enabled else None
+    upstream = _upstream(cut_from, parents) if cut_from else None
     return Prov(path, line, op_name, cut, tuple(parents), depth, cut_at, site, untracked, upstream)
+
+
+def _upstream(cut_from: list[Any], parents: list[Prov]) -> Optional[frozenset[int]]:
+    """The parameters whose gradient flowed into what this op cuts: those the inputs it cuts
+    were computed from, and those of the cuts its other inputs come from (a teacher's forward
+    under ``no_grad``, one op after the other); None when none is known."""
+    found = upstream_leaves(cut_from)
+    if found is None:
+        return None
+    for parent in parents:  # (a chain of ops under no_grad: the earlier cuts' parameters)
+        earlier = parent.cut_at.upstream if parent.cut_at is not None else None
+        if earlier is not None and not earlier <= found:
+            found = found | earlier
+    return found
 
 
 def _cut_description(op_name: str, grad_enabled: bool) -> str:

@@ -315,6 +315,27 @@ def distillation_with_an_unused_head() -> None:
         optimizer.step()
 
 
+def pseudo_labels_under_no_grad_with_an_unused_head() -> None:
+    """FixMatch's shape after model.eval() switched the sampling on afresh: pseudo-labels from
+    a weakly augmented view under ``no_grad`` (a cut that goes on into the loss), the
+    student's auxiliary head left out of the loss."""
+    torch.manual_seed(0)
+    student = _Student()
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    for _ in range(3):
+        x = torch.randn(8, 4)
+        student.eval()
+        with torch.no_grad():
+            weak_logits, _ = student(x + 0.01 * torch.randn(8, 4))
+            probs = weak_logits.softmax(-1)
+        student.train()
+        logits, _aux = student(x)
+        loss = -(probs * F.log_softmax(logits, -1)).sum(-1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
 def greedy_decoding_with_an_unused_head() -> None:
     """Each step feeds back ``argmax`` of its logits (a cut: argmax has no gradient) while a
     head applied to the encoder's state is left out of the loss."""
@@ -341,6 +362,7 @@ def greedy_decoding_with_an_unused_head() -> None:
     "train",
     [
         distillation_with_an_unused_head,
+        pseudo_labels_under_no_grad_with_an_unused_head,
         greedy_decoding_with_an_unused_head,
         predictions_logged_through_numpy_before_the_loss,
         winner_takes_all,
