@@ -72,6 +72,13 @@ def freed_by_backward(node: Any, limit: int = 16) -> bool:
     return False
 
 
+def accumulates_grad(node: Any) -> bool:
+    """An ``AccumulateGrad`` node: a leaf tensor's (a parameter's), which every graph using it
+    shares and which computes no gradient (a custom ``Function``'s context may have a
+    ``variable`` too: the type says)."""
+    return type(node).__name__ == "AccumulateGrad"
+
+
 def graph_node(tensor: Any) -> Any:
     """``tensor.grad_fn``, or None where reading it raises: the result of an in-place op on a
     view made under ``no_grad`` (``with torch.no_grad(): weight[pad].fill_(0)``, as

@@ -46,7 +46,7 @@ import torch
 from tensor_dap.agent import frames
 from tensor_dap.agent.eval_modules import in_eval_mode
 from tensor_dap.agent.graph_life import GraphLife
-from tensor_dap.agent.graph_nodes import graph_node
+from tensor_dap.agent.graph_nodes import accumulates_grad, graph_node
 from tensor_dap.agent.graph_walk import footprint
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
@@ -292,13 +292,18 @@ def observe(
     # line running several ops, as `dist.log_prob(action)` does, has candidates no list holds)
     attempts: dict[tuple[int, str], int] = state.rule_state.setdefault(_ATTEMPTS, {})
     attempts[key] = tried = attempts.get(key, 0) + 1
-    found = _keeping_list(user, oldest)
+    appends = [
+        (frame, name, line)
+        for frame in _user_frames(user)
+        for name, line in _appending(frame.f_code, frame.f_lineno)
+    ]
+    found = _keeping_list(appends, oldest)
     if found is None:
-        if tried >= _ATTEMPTS_PER_LINE or not _appends_near(user):
+        if tried >= _ATTEMPTS_PER_LINE or not appends:
             lines[key] = _JUDGED
         return
     lines[key] = _JUDGED  # watched, once
-    holder, name, line, _held = found
+    holder, name, line = found
     node = graph_node(oldest)
     walked = footprint(node)
     scalar = oldest.numel() == 1
@@ -319,16 +324,17 @@ def observe(
         state.rule_state.setdefault(_WATCHED, []).append(watched)
 
 
-def _keeping_list(user: FrameType, tensor: Any) -> Optional[tuple[FrameType, str, int, list[Any]]]:
-    """The frame, the list's name, the appending line and the list keeping ``tensor``: an
-    ``append`` on the op's user line or the next lines, in that frame or, where the tensor is
-    handed back (``return self.head(h)``, ``return action, dist.log_prob(action)``), in the
-    frames calling it; None when none holds it."""
-    for frame in _user_frames(user):
-        for name, line in _appending(frame.f_code, frame.f_lineno):
-            held = _resolve(frame, name)  # the list (and the tensor in it, not a temporary)
-            if isinstance(held, list) and any(item is tensor for item in held[-_JUDGED_TAIL:]):
-                return frame, name, line, held
+def _keeping_list(
+    appends: list[tuple[FrameType, str, int]], tensor: Any
+) -> Optional[tuple[FrameType, str, int]]:
+    """Of the ``append`` lines that may keep ``tensor`` (``(frame, list name, line)``: on the
+    op's user line or the next lines, in that frame or, where the tensor is handed back
+    (``return self.head(h)``, ``return action, dist.log_prob(action)``), in the frames calling
+    it), the one whose list holds it; None when none does."""
+    for frame, name, line in appends:
+        held = _resolve(frame, name)  # the list (and the tensor in it, not a temporary)
+        if isinstance(held, list) and any(item is tensor for item in held[-_JUDGED_TAIL:]):
+            return frame, name, line
     return None
 
 
@@ -353,11 +359,6 @@ def _user_frames(user: FrameType) -> list[FrameType]:
     return found
 
 
-def _appends_near(user: FrameType) -> bool:
-    """Whether the op's line or a line calling it could append what it makes to a list."""
-    return any(_appending(frame.f_code, frame.f_lineno) for frame in _user_frames(user))
-
-
 #: nodes a loss's graph was computed from that are watched with it (:func:`_ancestors`)
 _ANCESTORS = 32
 
@@ -374,7 +375,7 @@ def _ancestors(node: Any) -> list[Any]:
                 if next_node is None or id(next_node) in seen:
                     continue
                 seen.add(id(next_node))
-                if type(next_node).__name__ != "AccumulateGrad":
+                if not accumulates_grad(next_node):
                     found.append(next_node)
                     queue.append(next_node)
     return found[:_ANCESTORS]

@@ -39,7 +39,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap.agent import frames, native, optimizers
-from tensor_dap.agent.graph_nodes import graph_node
+from tensor_dap.agent.graph_nodes import accumulates_grad, graph_node
 from tensor_dap.agent.storage import real_storages
 
 #: lines kept in a device's ``top``
@@ -288,11 +288,6 @@ def applies_before(op: Any) -> bool:
 _LEAF_WALK_LIMIT = 20000
 
 
-def _accumulates(node: Any) -> bool:
-    """An ``AccumulateGrad`` node (a custom ``Function``'s context may have a ``variable``)."""
-    return type(node).__name__ == "AccumulateGrad"
-
-
 def before_backward(op: Any, args: Any, kwargs: Any, caller: FrameType, state: Any) -> None:
     """The user line of the last ``backward()``: the ``.grad`` tensors autograd's engine makes
     there (outside any torch function) are counted under it as it returns (the first time a
@@ -335,7 +330,7 @@ def _graph_leaves(args: Any, kwargs: Any) -> list[Any]:
             if node is None or id(node) in seen:
                 continue
             seen.add(id(node))
-            variable = getattr(node, "variable", None) if _accumulates(node) else None
+            variable = getattr(node, "variable", None) if accumulates_grad(node) else None
             if isinstance(variable, _Tensor):
                 # (a tensor type without weak references is not counted here)
                 with contextlib.suppress(TypeError):

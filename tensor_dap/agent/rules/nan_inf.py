@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming
-from tensor_dap.agent.graph_nodes import graph_node, saved_attribute_names
+from tensor_dap.agent.graph_nodes import accumulates_grad, graph_node, saved_attribute_names
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY
 from tensor_dap.agent.rules import Report
@@ -294,7 +294,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> N
     nodes = session.nodes
     while queue and len(nodes) < MAX_NODES:
         node = queue.popleft()
-        if type(node).__name__ != "AccumulateGrad":  # a leaf's: it computes no gradient
+        if not accumulates_grad(node):  # a leaf's computes no gradient
             index = len(nodes)
             nodes.append(node)
             session.handles.append(node.register_hook(partial(session.check, index)))
