@@ -32,6 +32,7 @@ from __future__ import annotations
 import collections
 import dis
 import functools
+import inspect
 import linecache
 import os
 import re
@@ -44,7 +45,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from tensor_dap.agent import frames
-from tensor_dap.agent.eval_modules import in_eval_mode
+from tensor_dap.agent.eval_modules import in_eval_mode, named_modules
 from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_nodes import accumulates_grad, graph_node
 from tensor_dap.agent.graph_walk import footprint
@@ -234,6 +235,8 @@ _APPEND_LINES = 4
 _ATTEMPTS = "graph-kept.unused-attempts"
 #: times a line's candidates are looked for in a list before the line is let go
 _ATTEMPTS_PER_LINE = 8
+#: the same while the only lists found are forward hooks' lists still empty
+_ATTEMPTS_WAITING = 32
 
 
 @dataclass(eq=False)
@@ -290,25 +293,39 @@ def observe(
         return
     # kept across iterations, no backward yet: the list keeping it, looked for a few times (a
     # line running several ops, as `dist.log_prob(action)` does, has candidates no list holds)
-    attempts: dict[tuple[int, str], int] = state.rule_state.setdefault(_ATTEMPTS, {})
-    attempts[key] = tried = attempts.get(key, 0) + 1
+    callers = _user_frames(user)
     appends = [
         (frame, name, line)
-        for frame in _user_frames(user)
+        for frame in callers
         for name, line in _appending(frame.f_code, frame.f_lineno)
     ]
     found = _keeping_list(appends, oldest)
-    if found is None:
-        if tried >= _ATTEMPTS_PER_LINE or not appends:
-            lines[key] = _JUDGED
-        return
+    if found is not None:
+        holder, name, line = found
+        path, kept = holder.f_code.co_filename, oldest
+    else:  # or a forward hook's list: `features.append(output)` in the hook
+        hook_lists = _hook_appends(callers)
+        hooked = _hook_keeping(hook_lists, oldest)
+        if hooked is None:
+            attempts: dict[tuple[int, str], int] = state.rule_state.setdefault(_ATTEMPTS, {})
+            attempts[key] = tried = attempts.get(key, 0) + 1
+            # (hooks' lists all empty yet: the hooked layer may come later in the forward)
+            waiting = not appends and not any(held for _, _, _, held, _ in hook_lists)
+            if tried >= (_ATTEMPTS_WAITING if waiting else _ATTEMPTS_PER_LINE) or not (
+                appends or hook_lists
+            ):
+                lines[key] = _JUDGED
+            return
+        path, name, line, kept, holder = hooked
     lines[key] = _JUDGED  # watched, once
-    holder, name, line = found
-    node = graph_node(oldest)
+    pending = state.rule_state.setdefault(_WATCHED, [])
+    if any(_watching(other, path, line) for other in pending):
+        return  # (another op's result in the same list: one finding)
+    node = graph_node(kept)
     walked = footprint(node)
-    scalar = oldest.numel() == 1
+    scalar = kept.numel() == 1
     watched = _Unused(
-        path=holder.f_code.co_filename,
+        path=path,
         line=line,
         name=name,
         saved_bytes=walked.saved_bytes,
@@ -321,7 +338,18 @@ def observe(
     # the nodes it was computed from too: a backward() through them (the best of several
     # heads' outputs, of which the list keeps all) is one through what the list keeps
     if all([watched.life.hold(n) for n in (node, *_ancestors(node))]):
-        state.rule_state.setdefault(_WATCHED, []).append(watched)
+        pending.append(watched)
+
+
+def _watching(watched: _Unused, path: str, line: int) -> bool:
+    """Whether ``watched`` is a list appended at ``path:line`` that may still be reported."""
+    life = watched.life
+    return (
+        (watched.path, watched.line) == (path, line)
+        and life is not None
+        and life.alive
+        and not life.consumed
+    )
 
 
 def _keeping_list(
@@ -344,6 +372,106 @@ _STACK = 32
 #: list items looked at, from the end, for a candidate (sampled one op in 64, it may be
 #: hundreds of items back)
 _JUDGED_TAIL = 4096
+
+
+_HookList = tuple[str, str, int, list[Any], FrameType]
+
+
+def _hook_appends(callers: list[FrameType]) -> list[_HookList]:
+    """The lists the forward hooks of the modules ``callers`` name append to (``def hook(m, i,
+    o): features.append(o)``, a ``SaveOutput`` object's ``self.outputs``): ``(path, list as
+    written, line, the list, the frame naming the module)``, global hooks too."""
+    found: list[_HookList] = []
+    seen: set[int] = set()
+    for frame in callers:
+        hooks = list(_global_forward_hooks().values())
+        for module in named_modules(frame):
+            for sub in module.modules():
+                hooks.extend(sub._forward_hooks.values())
+        for hook in hooks:
+            if id(hook) not in seen:
+                seen.add(id(hook))
+                found.extend((*listed, frame) for listed in _hook_lists(hook))
+    return found
+
+
+def _global_forward_hooks() -> dict[Any, Any]:
+    hooks = getattr(torch.nn.modules.module, "_global_forward_hooks", None)
+    return hooks if isinstance(hooks, dict) else {}
+
+
+def _hook_lists(hook: Any) -> list[tuple[str, str, int, list[Any]]]:
+    """``(path, name, line, list)`` of each ``name.append(`` in the hook's own source, the list
+    read from its closure, its globals or its object (``self.outputs``) without running code of
+    the program's."""
+    function: Any = hook
+    owner = None
+    while isinstance(function, functools.partial):
+        function = function.func
+    if isinstance(function, types.MethodType):
+        function, owner = function.__func__, function.__self__
+    elif not isinstance(function, types.FunctionType):  # a callable object: SaveOutput()
+        function, owner = inspect.getattr_static(type(function), "__call__", None), function
+    if not isinstance(function, types.FunctionType) or not frames.is_user_code(function.__code__):
+        return []
+    code = function.__code__
+    found = []
+    for line in sorted({n for _, n in dis.findlinestarts(code) if n is not None}):
+        appended = _APPEND.search(linecache.getline(code.co_filename, line))
+        if appended is None:
+            continue
+        name = appended.group(1)
+        for held in _hook_list(function, owner, name):
+            found.append((code.co_filename, name, line, held))
+    return found
+
+
+def _hook_list(function: types.FunctionType, owner: Any, name: str) -> list[list[Any]]:
+    """The list ``name`` is in the hook ``function`` (bound to ``owner``); every list of the
+    dict for ``features[key]``."""
+    base, item, _ = name.partition("[")
+    first, *attributes = base.split(".")
+    code = function.__code__
+    try:
+        if first == "self" and owner is not None:
+            value = owner
+        elif first in code.co_freevars and function.__closure__ is not None:
+            value = function.__closure__[code.co_freevars.index(first)].cell_contents
+        else:
+            value = function.__globals__.get(first)
+        for attribute in attributes:  # instance attributes only: no property of the program runs
+            value = vars(value).get(attribute)
+    except (TypeError, ValueError):  # no __dict__; a cell not filled yet
+        return []
+    if isinstance(value, list):
+        return [] if item else [value]
+    if item and type(value) is dict:
+        return [v for v in value.values() if isinstance(v, list)]
+    return []
+
+
+def _hook_keeping(
+    hook_lists: list[_HookList], tensor: Any
+) -> Optional[tuple[str, str, int, Any, FrameType]]:
+    """Of the hooks' lists, one that holds ``tensor`` or, last, a tensor with autograd history
+    made after it (the hooked layer's output: the op sampled may be another of the forward's;
+    made after it, no backward() went through it yet); ``(path, name, line, that tensor, the
+    frame naming the module)``, or None."""
+    try:
+        made = graph_node(tensor)._sequence_nr()
+    except Exception:  # a node type without one
+        return None
+    for path, name, line, held, frame in hook_lists:
+        if any(item is tensor for item in held[-_JUDGED_TAIL:]):
+            return path, name, line, tensor, frame
+        last = held[-1] if held else None
+        node = graph_node(last) if isinstance(last, _Tensor) else None
+        try:
+            if node is not None and node._sequence_nr() > made:
+                return path, name, line, last, frame
+        except Exception:
+            continue
+    return None
 
 
 def _user_frames(user: FrameType) -> list[FrameType]:

@@ -386,9 +386,8 @@ class _TutorialNet(nn.Module):
         return self.fc3(x)
 
 
-def user_model_evaluated_without_no_grad_after_training(device: torch.device) -> None:
-    """The output comes back from the user's own forward (`return self.fc3(x)`): the list is
-    found in the loop that calls it, the sampled op being one of three linear layers."""
+def _trained_tutorial_net(device: torch.device) -> tuple[nn.Module, torch.Tensor]:
+    """A :class:`_TutorialNet` after 100 training steps, and its batch."""
     torch.manual_seed(0)
     model = _TutorialNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -397,11 +396,64 @@ def user_model_evaluated_without_no_grad_after_training(device: torch.device) ->
         optimizer.zero_grad()
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
+    return model, x
+
+
+def user_model_evaluated_without_no_grad_after_training(device: torch.device) -> None:
+    """The output comes back from the user's own forward (`return self.fc3(x)`): the list is
+    found in the loop that calls it, the sampled op being one of three linear layers."""
+    model, x = _trained_tutorial_net(device)
     model.eval()
     all_logits = []
     for _batch in range(200):
         all_logits.append(model(x))  # kept
     print(f"predicted {torch.cat(all_logits).argmax(1).float().mean():.2f}")
+
+
+def features_kept_by_a_forward_hook(device: torch.device) -> None:
+    """Feature extraction with a forward hook, the model in eval mode without
+    ``torch.no_grad()``: the hook's list keeps every batch's activations and their graph."""
+    features = []
+
+    def keep_features(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        features.append(output)  # kept
+
+    _evaluate_with_a_hook(keep_features, features, device)
+
+
+def _evaluate_with_a_hook(hook: Callable[..., None], features: list, device: torch.device) -> None:
+    """40 batches through a model in eval mode, ``hook`` on its second layer filling
+    ``features``, no ``torch.no_grad()``."""
+    torch.manual_seed(0)
+    model = _TutorialNet().to(device)
+    model.fc2.register_forward_hook(hook)
+    model.eval()
+    x = torch.randn(8, 6, device=device)
+    for _batch in range(40):
+        model(x)
+    print(f"mean feature {torch.cat(features).mean():.3f}")
+
+
+def features_kept_by_a_hook_object_after_training(device: torch.device) -> None:
+    """The hook object of feature-extraction write-ups registered on every linear layer after
+    training, a validation pass in eval mode without ``torch.no_grad()``."""
+
+    class SaveOutput:
+        def __init__(self) -> None:
+            self.outputs: list = []
+
+        def __call__(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+            self.outputs.append(output)  # kept
+
+    model, x = _trained_tutorial_net(device)
+    save_output = SaveOutput()
+    for layer in model.modules():
+        if isinstance(layer, nn.Linear):
+            layer.register_forward_hook(save_output)
+    model.eval()
+    for _batch in range(60):
+        model(x)
+    print(f"{len(save_output.outputs)} activations")
 
 
 LEAKS = [
@@ -425,6 +477,8 @@ LEAKS = [
     predictions_collected_without_no_grad,
     validation_outputs_after_long_training,
     user_model_evaluated_without_no_grad_after_training,
+    features_kept_by_a_forward_hook,
+    features_kept_by_a_hook_object_after_training,
 ]
 
 
@@ -814,6 +868,57 @@ def hardest_negative(device: torch.device) -> None:
         optimizer.step()
 
 
+def features_detached_in_the_hook(device: torch.device) -> None:
+    features: list = []
+    _evaluate_with_a_hook(lambda m, i, output: features.append(output.detach()), features, device)
+
+
+def feature_matching_loss_from_hooks(device: torch.device) -> None:
+    """A perceptual / feature-matching loss: the hooks collect a frozen critic's features each
+    step, the loss is computed from them and backpropagated, the list cleared."""
+    torch.manual_seed(0)
+    generator = nn.Sequential(nn.Linear(4, 6), nn.Tanh()).to(device)
+    critic = _TutorialNet().to(device).eval()
+    critic.requires_grad_(False)
+    features: list = []
+
+    def keep_features(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        features.append(output)
+
+    critic.fc1.register_forward_hook(keep_features)
+    critic.fc2.register_forward_hook(keep_features)
+    optimizer = torch.optim.Adam(generator.parameters(), lr=1e-3)
+    target = torch.randn(8, 6, device=device)
+    for _step in range(30):
+        features.clear()
+        critic(target)
+        wanted = [f.detach() for f in features]
+        features.clear()
+        critic(generator(torch.randn(8, 4, device=device)))
+        loss = sum(F.mse_loss(f, w) for f, w in zip(features, wanted))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def grad_cam_activations_per_image(device: torch.device) -> None:
+    """Grad-CAM over a batch of images: the hook keeps each image's activations, the class
+    score of each is backpropagated to weigh them."""
+    torch.manual_seed(0)
+    model = _TutorialNet().to(device).eval()
+    activations: list = []
+    model.fc2.register_forward_hook(lambda m, i, output: activations.append(output))
+    maps = []
+    for _image in range(30):
+        x = torch.randn(1, 6, device=device)
+        score = model(x)[0].max()
+        kept = activations[-1]
+        kept.retain_grad()
+        score.backward()
+        maps.append((kept.grad * kept).sum().item())
+    print(f"{len(maps)} maps")
+
+
 CLEAN = [
     eval_mode_finetuning_with_micro_batches,
     item_totals,
@@ -838,6 +943,9 @@ CLEAN = [
     decoder_outputs_stacked_for_the_loss,
     best_of_separate_networks,
     hardest_negative,
+    features_detached_in_the_hook,
+    feature_matching_loss_from_hooks,
+    grad_cam_activations_per_image,
 ]
 
 
