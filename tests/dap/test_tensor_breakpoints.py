@@ -183,3 +183,30 @@ def test_an_unknown_simulated_device_refuses_the_launch(dap: DapClient, tmp_path
     answer = dap.response(seq)
     assert not answer["success"]
     assert "bad simulate 'tpu'" in answer["message"]
+
+
+def test_a_write_that_matters_only_once_backward_reaches_it_stops_at_that_backward(
+    dap: DapClient,
+) -> None:
+    """inplace-saved on a graph nothing was backpropagated from yet (a VQ-VAE's EMA codebook
+    written while the distances to it are alive): the stop comes at the ``backward()`` that
+    reaches what was written, before its error unwinds the stack, the message naming the
+    write's line; continuing lets PyTorch's own error go on."""
+    script = Path(__file__).parents[1] / "engine" / "inplace_programs" / "codebook_ema.py"
+    lines = script.read_text().splitlines()
+    write = next(n for n, text in enumerate(lines, 1) if "# expect: inplace-saved" in text)
+    dap.start(str(script), ["inplace-saved"])
+    stopped = dap.event("stopped")["body"]
+    assert stopped["text"] == "inplace-saved"
+    frame = dap.top_frame(stopped["threadId"])
+    assert (frame["source"]["path"], frame["line"]) == (
+        str(script),
+        lines.index("loss.backward()") + 1,
+    )
+    info = dap.request("exceptionInfo", {"threadId": stopped["threadId"]})["body"]
+    assert info["description"].startswith(
+        f"`codebook.weight.copy_(ema_weight)` (codebook_ema.py:{write}): in-place copy_ "
+        "modifies codebook.weight (8, 4), which matmul saved for backward"
+    )
+    dap.send("continue", {"threadId": stopped["threadId"]})
+    assert dap.event("exited")["body"]["exitCode"] == 1

@@ -27,12 +27,24 @@ version check, which would change the program.
 
 Parameter updates under ``torch.no_grad()`` on leaf tensors are how optimizers work; they are
 not reported.
+
+A graph that no ``backward()`` will go through breaks nothing: a VQ-VAE's distances to its
+codebook (``x @ codebook.T``, saving the codebook) feed only ``argmin``, and the codebook's EMA
+update under ``no_grad`` writes what they saved while the ``distances`` variable is still
+alive. So a write is reported at once only when the node that saved the tensor is part of the
+written tensor's own graph (the forward goes on from it) or of a one-element tensor's held by
+the user's frames (a loss computed already); else the node gets a pre-hook
+(``node.register_prehook``) and the finding waits for a ``backward()`` to reach it: reported
+then, at the in-place line, paused at the ``backward()`` (before its error unwinds the stack).
 """
 
 from __future__ import annotations
 
 import collections
+import functools
+import os
 import re
+import weakref
 from typing import Any, Optional
 
 import torch
@@ -46,6 +58,7 @@ from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.hooks import Args, Kwargs
 from tensor_dap.agent.saved_index import SavedIndex
 from tensor_dap.agent.storage import storage_key
+from tensor_dap.tensor_text import shape_text
 
 RULE = catalog.rule("inplace-saved")
 
@@ -57,12 +70,6 @@ _INDEX = "inplace-saved.index"
 #: does too, but torch hands no mode that call)
 _DATA_SET = "data.__set__"
 _FREED = "after they have already been freed"
-
-
-def applies(op: OpInfo) -> bool:
-    """Only in-place ops (``add_``, ``__setitem__``, ``copy_``...) are checked: every other op
-    leaves the plan without a call."""
-    return op.inplace and not op.passthrough
 
 
 def applies_passthrough(op: OpInfo) -> bool:
@@ -90,10 +97,11 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
         return None
     if target.is_inference():  # no version counter: autograd never saved it
         return None
-    roots = [graph_node(t) for t in (target, target._base) if t is not None]
-    roots = [node for node in roots if node is not None]
-    roots.extend(_roots_in_frames(caller))
-    if not roots:
+    own = [graph_node(t) for t in (target, target._base) if t is not None]
+    losses, others = _roots_in_frames(caller)
+    # (the written tensor's own graph, then the losses', then the other tensors')
+    phases = [[node for node in own if node is not None], losses, others]
+    if not any(phases):
         return None
     index = state.rule_state.get(_INDEX)
     if index is None:
@@ -102,25 +110,31 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
         # a wrapper subclass's saved output cannot be unpacked in inference mode (the unpacked
         # tensor would be an inference tensor, which has no version counter)
         with torch.inference_mode(False):
-            found = _saver(index, roots, target)
+            found = _saver(index, phases, target)
     else:
-        found = _saver(index, roots, target)
+        found = _saver(index, phases, target)
     if found is None:
         return None
-    return Report(tensors=[target], message=_message(op.name, found))
+    node, phase = found
+    if phase < 2 or not _wait_for_backward(state, node, op, target, caller):
+        return Report(tensors=[target], message=_message(op.name, node, target))
+    return None
 
 
-def _saver(index: SavedIndex, roots: list[Any], target: Any) -> Optional[Any]:
-    """The node that saved a tensor sharing ``target``'s version counter: looked for only when
-    the index of saved memory says one may have (:mod:`tensor_dap.agent.saved_index`)."""
-    if not index.may_have_saved(target, roots):
+def _saver(index: SavedIndex, phases: list[list[Any]], target: Any) -> Optional[tuple[Any, int]]:
+    """The node that saved a tensor sharing ``target``'s version counter, and the phase of
+    roots it was found from: looked for only when the index of saved memory says one may have
+    (:mod:`tensor_dap.agent.saved_index`)."""
+    if not index.may_have_saved(target, [root for phase in phases for root in phase]):
         return None
-    return _find_saver(roots, _Target(target))
+    return _find_saver(phases, _Target(target))
 
 
-def _roots_in_frames(frame: Any, depth: int = 6) -> list[Any]:
-    """``grad_fn`` of the tensors held by local variables of ``frame`` and its callers."""
-    roots = []
+def _roots_in_frames(frame: Any, depth: int = 6) -> tuple[list[Any], list[Any]]:
+    """``grad_fn`` of the tensors held by local variables of ``frame`` and its callers: those
+    of one-element tensors (losses), those of the others."""
+    losses: list[Any] = []
+    others: list[Any] = []
     while frame is not None and depth > 0:
         try:
             values = list(frames.read_locals(frame).values())
@@ -131,10 +145,103 @@ def _roots_in_frames(frame: Any, depth: int = 6) -> list[Any]:
             for item in items[:64]:
                 node = graph_node(item) if isinstance(item, _Tensor) else None
                 if node is not None:
-                    roots.append(node)
+                    (losses if item.numel() == 1 else others).append(node)
         frame = frame.f_back
         depth -= 1
-    return roots
+    return losses, others
+
+
+#: rule_state key: the writes waiting for a backward() to reach what they modified
+_PENDING = "inplace-saved.pending"
+#: writes waiting at most (the oldest are let go)
+_MAX_PENDING = 64
+
+
+class _Pending:
+    """A write to what a node saved, reported if a ``backward()`` reaches the node: the node
+    holds this as its pre-hook (freed with it, unreported)."""
+
+    __slots__ = ("path", "line", "text", "reached", "__weakref__")
+
+    def __init__(self, path: str, line: int, text: str) -> None:
+        self.path, self.line, self.text = path, line, text
+        self.reached = False
+
+    def __call__(self, grad_outputs: Any) -> None:  # (in the autograd engine's thread)
+        self.reached = True
+
+
+def _wait_for_backward(state: Any, node: Any, op: OpInfo, target: Any, caller: Any) -> bool:
+    """Hook ``node`` to report the write when a ``backward()`` reaches it; False when it
+    cannot be (no user frame, a node without pre-hooks)."""
+    user = frames.user_frame(caller)
+    if user is None:
+        return False
+    (name,) = naming.name_tensors([target], op.name, caller, user, True)
+    shape = shape_text(target.shape) if target.layout == torch.strided else ""
+    path, line = user.f_code.co_filename, user.f_lineno
+    at = f" ({os.path.basename(path)}:{line})"
+    text = _text(op.name, node, name, shape, target, naming.expression_text(user), at)
+    pending = _Pending(path, line, text)
+    try:
+        node.register_prehook(pending)
+    except Exception:
+        return False
+    waiting = state.rule_state.setdefault(_PENDING, [])
+    waiting[:] = [ref for ref in waiting if ref() is not None][-(_MAX_PENDING - 1) :]
+    waiting.append(weakref.ref(pending))
+    return True
+
+
+def applies_before(op: OpInfo) -> bool:
+    """``before`` runs on in-place ops only (``add_``, ``__setitem__``, ``copy_``...): every
+    other op leaves the plan without a call."""
+    return op.inplace and not op.passthrough
+
+
+def applies(op: OpInfo) -> bool:
+    """``after`` runs on ``backward()`` / ``autograd.grad``: the writes it reached."""
+    return op.backward
+
+
+def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> Any:
+    return _reached(state, caller)
+
+
+def raised(
+    op: OpInfo, args: Args, kwargs: Kwargs, error: BaseException, caller: Any, state: Any
+) -> Optional[Report]:
+    """``backward()`` raised (the version check of what was written): the write it reached."""
+    return _reached(state, caller) if op.backward else None
+
+
+def _said(text: str, _described: list[Any], _expression: str) -> str:
+    return text
+
+
+def _reached(state: Any, caller: Any) -> Optional[Report]:
+    """The first write the ``backward()`` called from ``caller`` reached (its finding at the
+    in-place line, paused at the backward's); None when none did."""
+    waiting = state.rule_state.get(_PENDING)
+    if not waiting:
+        return None
+    for ref in waiting:
+        pending = ref()
+        if pending is not None and pending.reached:
+            waiting.remove(ref)
+            text = pending.text
+            user = frames.user_frame(caller)
+            if user is not None:
+                call = naming.expression_text(user)
+                where = f"{os.path.basename(user.f_code.co_filename)}:{user.f_lineno}"
+                text += f" (`{call}` at {where} went through it.)"
+            return Report(
+                tensors=[],
+                message=functools.partial(_said, text),
+                at=(pending.path, pending.line),
+                operands=False,
+            )
+    return None
 
 
 class _Target:
@@ -177,30 +284,40 @@ def _root(tensor: Any) -> Any:
     return tensor if base is None else base
 
 
-def _find_saver(roots: list[Any], target: _Target) -> Optional[Any]:
-    """The first live node that saved a tensor sharing ``target``'s version counter."""
+def _find_saver(phases: list[list[Any]], target: _Target) -> Optional[tuple[Any, int]]:
+    """The first live node that saved a tensor sharing ``target``'s version counter, walking
+    from each phase's roots in turn (nodes seen from an earlier phase are not walked again),
+    and that phase."""
     seen: set[int] = set()
-    queue = collections.deque(roots)
-    while queue and len(seen) < _MAX_NODES:
-        node = queue.popleft()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        for attr in saved_attribute_names(node):
-            try:
-                value = getattr(node, attr)
-            except RuntimeError as error:
-                if _FREED in str(error):  # backward already freed this node's saved tensors
-                    break
-                continue  # already modified by an earlier in-place op
-            except Exception:
+    for phase, roots in enumerate(phases):
+        queue = collections.deque(roots)
+        while queue and len(seen) < _MAX_NODES:
+            node = queue.popleft()
+            if node is None or id(node) in seen:
                 continue
-            values = value if isinstance(value, (tuple, list)) else (value,)
-            for item in values:
-                if isinstance(item, _Tensor) and target.shares_counter(item):
-                    return node
-        queue.extend(next_node for next_node, _ in node.next_functions)
+            seen.add(id(node))
+            if _saved_by(node, target):
+                return node, phase
+            queue.extend(next_node for next_node, _ in node.next_functions)
     return None
+
+
+def _saved_by(node: Any, target: _Target) -> bool:
+    """Whether ``node`` saved a tensor sharing ``target``'s version counter."""
+    for attr in saved_attribute_names(node):
+        try:
+            value = getattr(node, attr)
+        except RuntimeError as error:
+            if _FREED in str(error):  # backward already freed this node's saved tensors
+                return False
+            continue  # already modified by an earlier in-place op
+        except Exception:
+            continue
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        for item in values:
+            if isinstance(item, _Tensor) and target.shares_counter(item):
+                return True
+    return False
 
 
 def _op_of(node: Any) -> tuple[str, Optional[Prov]]:
@@ -211,20 +328,50 @@ def _op_of(node: Any) -> tuple[str, Optional[Prov]]:
     return name.lower() or type(node).__name__, None
 
 
-def _message(op_name: str, node: Any) -> Any:
-    saver, prov = _op_of(node)
-
+def _message(op_name: str, node: Any, target: Any) -> Any:
     def build(described: list[Any], expression: str) -> str:
         d = described[0]
-        where = ""
-        if prov is not None:
-            text = naming.source_line(prov.path, prov.line)
-            where = f" at {prov.where()}" + (f" (`{text}`)" if text else "")
-        return (
-            f"`{expression}`: in-place {op_name} modifies {d.name} {d.shape_text}, which "
-            f"{saver} saved for backward{where} ({type(node).__name__}). backward() will fail "
-            f"with 'modified by an inplace operation'. Use an out-of-place op "
-            f"(e.g. {d.name} = {d.name} + ...) or clone {d.name} before it is used."
-        )
+        return _text(op_name, node, d.name, d.shape_text, target, expression)
 
     return build
+
+
+def _text(
+    op_name: str, node: Any, name: str, shape: str, target: Any, expression: str, at: str = ""
+) -> str:
+    """The finding's text; ``at``: where the write is, when the finding comes later."""
+    saver, prov = _op_of(node)
+    where = ""
+    if prov is not None:
+        text = naming.source_line(prov.path, prov.line)
+        where = f" at {prov.where()}" + (f" (`{text}`)" if text else "")
+    return (
+        f"`{expression}`{at}: in-place {op_name} modifies {name} {shape}, which "
+        f"{saver} saved for backward{where} ({type(node).__name__}). A backward() through it "
+        f"fails with 'modified by an inplace operation'. {_fix(op_name, name, target)}"
+    )
+
+
+#: in-place op -> the operator its out-of-place form is written with
+_OPERATORS = {
+    "add_": "+", "__iadd__": "+", "sub_": "-", "__isub__": "-", "mul_": "*", "__imul__": "*",
+    "div_": "/", "__itruediv__": "/", "pow_": "**", "__ipow__": "**",
+}  # fmt: skip
+
+
+def _fix(op_name: str, name: str, target: Any) -> str:
+    """How to write it without breaking backward: a module's parameter (which cannot be rebound
+    to a computed tensor) is updated after backward(); another tensor is made anew (``h = h *
+    2`` for ``h.mul_(2)``, ``h = h.relu()`` for ``h.relu_()``) or cloned."""
+    if isinstance(target, torch.nn.Parameter):
+        return (
+            f"Update {name} after backward() (after optimizer.step()), or have the op that "
+            f"saved it use a copy ({name}.clone())."
+        )
+    operator = _OPERATORS.get(op_name)
+    if operator is not None:
+        return f"Use an out-of-place op ({name} = {name} {operator} ...) or clone {name} first."
+    if op_name.endswith("_") and not op_name.endswith("__") and op_name != "copy_":
+        method = op_name[:-1]
+        return f"Use the out-of-place op ({name} = {name}.{method}(...)) or clone {name} first."
+    return f"Write into a copy ({name} = {name}.clone() before the write)."

@@ -69,6 +69,19 @@ loss = (s * 3).sum()
 loss.backward()
 s.add_(1)
 
+# a VQ-VAE's EMA codebook, written under no_grad while the distances to it (which saved it)
+# are alive: they feed only argmin, no backward() goes through them
+codebook = nn.Embedding(8, 2).to(device())
+codebook.weight.requires_grad_(False)
+flat = model(kind(torch.randn(4, 6)))
+distances = (flat**2).sum(1, keepdim=True) - 2 * flat @ codebook.weight.t()
+codes = distances.argmin(1)
+quantized = codebook(codes)
+with torch.no_grad():
+    codebook.weight.copy_(0.99 * codebook.weight + 0.01 * flat.mean(0))
+commitment = F.mse_loss(flat, quantized)
+commitment.backward()
+
 # inference: eval() under no_grad, and inference_mode
 model.eval()
 with torch.no_grad():
