@@ -119,3 +119,30 @@ def test_advantage_of_returns_and_stacked_values_is_found() -> None:
 
     (message,) = _broadcasts(advantage)
     assert "returns (5,), values (5, 1) broadcast to (5, 5)" in message
+
+
+def test_a_target_column_sliced_or_indexed_per_batch_is_found() -> None:
+    """Indexing keeps the size-1 dim of what it indexes: ``Y[i:i + bs]`` or ``Y[idx]`` of a
+    ``(N, 1)`` target column against a ``(bs,)`` prediction is the mistake, not an intent."""
+
+    def minibatches() -> None:
+        w = torch.randn(4, requires_grad=True)
+        X, Y = torch.randn(32, 4), torch.rand(32, 1)
+        for i in range(0, 32, 8):
+            ((X[i : i + 8] @ w - Y[i : i + 8]) ** 2).mean().backward()
+        idx = torch.randperm(32)[:8]
+        ((X[idx] @ w - Y[idx]) ** 2).mean().backward()
+
+    sliced, indexed = _broadcasts(minibatches)
+    assert sliced.startswith("`X[i : i + 8] @ w - Y[i : i + 8]`: X[i : i + 8] @ w (8,), ")
+    assert "Y[i : i + 8] (8, 1) broadcast to (8, 8)" in sliced
+    assert "(e.g. Y[idx].squeeze(-1) or (X[idx] @ w).unsqueeze(-1))" in indexed
+
+
+def test_a_column_indexed_with_none_on_an_earlier_line_is_intended() -> None:
+    def pairwise() -> torch.Tensor:
+        x = torch.randn(6)
+        column = x[:, None]
+        return column - x
+
+    assert _broadcasts(pairwise) == []

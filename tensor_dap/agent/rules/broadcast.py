@@ -9,17 +9,21 @@ stretched along a dim to a size it already has elsewhere. Not reported: a bias a
 (10,)`` (keeps the larger input's size), scalars and 0-dim tensors, outer products of equal ranks,
 outer products of different sizes (the sinusoidal positional encoding's ``position (L, 1) *
 div_term (d/2,)``), and size-1 dims made on purpose: with ``[:, None]`` / ``unsqueeze`` on the
-op's line, or by ``unsqueeze`` / ``reshape`` / ``view`` / ``None`` indexing on an earlier line.
+op's line, or by ``unsqueeze`` / ``reshape`` / ``view`` / ``None`` indexing on an earlier line
+(indexing without ``None`` keeps the size-1 dims of what it indexes: ``Y[idx]`` of an ``(N, 1)``
+column is no intent).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Optional
 
 import torch
 
 from tensor_dap import catalog
+from tensor_dap.agent.naming import source_line
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import RANKS_DIFFER, Report
 from tensor_dap.agent.rules.hooks import Args, Kwargs
@@ -104,7 +108,15 @@ def _made_to_broadcast(
     if not stretched:
         return False
     prov = state.provenance.lookup(tensor) if state is not None else None
-    return prov is not None and prov.op in _RESHAPING
+    if prov is None or prov.op not in _RESHAPING:
+        return False
+    # indexing keeps the size-1 dims of what it indexes (``Y[idx]``, ``Y[i:i + bs]`` of an
+    # (N, 1) column) unless its index adds one: ``x[:, None]``
+    return prov.op != "__getitem__" or bool(_NEW_AXIS.search(source_line(prov.path, prov.line)))
+
+
+#: an index adding a dim: ``x[:, None]``, ``x[..., np.newaxis]``
+_NEW_AXIS = re.compile(r"\[[^\]]*\b(None|newaxis)\b")
 
 
 def _message(result: tuple[int, ...]) -> Any:
@@ -116,8 +128,18 @@ def _message(result: tuple[int, ...]) -> Any:
         big = max(described, key=lambda d: len(d.shape))
         return (
             f"`{expression}`: {parts} broadcast to {result}, more elements than any input. "
-            f"If they should match, reshape one (e.g. {big.name}.squeeze(-1) or "
-            f"{small.name}.unsqueeze(-1)); write [:, None] to make an outer op explicit."
+            f"If they should match, reshape one (e.g. {_operand(big.name)}.squeeze(-1) or "
+            f"{_operand(small.name)}.unsqueeze(-1)); write [:, None] to make an outer op "
+            "explicit."
         )
 
     return build
+
+
+def _operand(text: str) -> str:
+    """``text`` as the operand of a method call: ``Y[idx]`` as it is, ``(X[idx] @ w)``."""
+    return text if _ATOM.fullmatch(text) else f"({text})"
+
+
+#: a name, attribute or item chain: ``y``, ``batch.y``, ``Y[i:i + 64]``, ``out[0]``
+_ATOM = re.compile(r"[A-Za-z_][\w.]*(\[[^\[\]]*\])*")
