@@ -49,6 +49,8 @@ def history(
     #: the inputs whose history this op cuts
     cut_from: list[Any] = []
     grad_enabled = torch.is_grad_enabled()
+    if op_name in _SHAPE_FROM:  # (what they take only the shape or dtype of is no input)
+        args = args[:1] if op_name.endswith("_as") else ()
     for item in argument_items(args):
         if item.__class__ is list:  # torch.tensor(h.tolist()): the lists' first number
             while item.__class__ is list and item:
@@ -83,6 +85,16 @@ def history(
     return Prov(path, line, op_name, cut, tuple(parents), depth, cut_at, site, untracked, upstream)
 
 
+#: ops that read only the shape, dtype or device of some tensor arguments: all of them for
+#: ``zeros_like(x)`` and ``x.new_zeros(n)``, the other's for ``idx.expand_as(msg)``; the result
+#: carries none of their history, so it cuts none
+_SHAPE_FROM = frozenset(
+    ("expand_as", "view_as", "reshape_as", "type_as")
+    + tuple(f"{kind}_like" for kind in ("zeros", "ones", "empty", "full", "rand", "randn"))
+    + ("randint_like", "new_zeros", "new_ones", "new_empty", "new_full")
+)
+
+
 def _upstream(cut_from: list[Any], parents: list[Prov]) -> Optional[frozenset[int]]:
     """The parameters whose gradient flowed into what this op cuts: those the inputs it cuts
     were computed from, and those of the cuts its other inputs come from (a teacher's forward
@@ -97,6 +109,10 @@ def _upstream(cut_from: list[Any], parents: list[Prov]) -> Optional[frozenset[in
     return found
 
 
+#: how a cut by an op that has no gradient (argmax, comparisons) ends
+NO_GRADIENT = ", which has no gradient"
+
+
 def _cut_description(op_name: str, grad_enabled: bool) -> str:
     """How ``op_name`` cut the history of an input that required grad."""
     if not grad_enabled:
@@ -107,4 +123,4 @@ def _cut_description(op_name: str, grad_enabled: bool) -> str:
         return "detach()"
     if op_name in ("tensor", "as_tensor", "new_tensor", "from_numpy"):
         return f"torch.{op_name}(...) re-wrapping"
-    return f"{op_name}(), which has no gradient"
+    return f"{op_name}(){NO_GRADIENT}"

@@ -546,3 +546,70 @@ def test_the_cut_named_is_the_one_the_parameter_fed_not_a_later_unrelated_one() 
     assert "2 parameter(s) took part in this step's forward but got no gradient" in message
     assert f"test_grad_lost_history.py:{cut}" in message
     assert f"test_grad_lost_history.py:{target}" not in message
+
+
+class _VectorQuantizer(nn.Module):
+    """The VQ-VAE layer of the Sonnet / Zalando notebook, the straight-through estimator
+    applied before the codebook loss (the bug: the codebook gets no gradient)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.codebook = nn.Embedding(8, 4)
+
+    def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        distances = (z**2).sum(1, keepdim=True) - 2 * z @ self.codebook.weight.t()
+        codes = torch.argmin(distances, dim=1)
+        quantized = self.codebook(codes)
+        quantized = z + (quantized - z).detach()
+        codebook_loss = F.mse_loss(quantized, z.detach())
+        return quantized, codebook_loss
+
+
+def straight_through_before_the_codebook_loss() -> None:
+    torch.manual_seed(0)
+    encoder, quantizer, decoder = nn.Linear(6, 4), _VectorQuantizer(), nn.Linear(4, 6)
+    params = [*encoder.parameters(), *quantizer.parameters(), *decoder.parameters()]
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+    for _ in range(2):
+        x = torch.randn(16, 6)
+        quantized, codebook_loss = quantizer(encoder(x))
+        loss = F.mse_loss(decoder(quantized), x) + codebook_loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_a_written_cut_is_named_before_an_op_without_gradient() -> None:
+    """The codebook feeds the distances, whose ``argmin`` (no gradient: every VQ layer has it)
+    rejoins first, and the codes' lookup, whose ``.detach()`` is the bug: that one is named."""
+    (message,) = _step_findings(straight_through_before_the_codebook_loss)
+    assert "quantizer.codebook.weight (8, 4)" in message
+    assert "`quantized = z + (quantized - z).detach()` by detach()" in message
+    assert "argmin" not in message
+
+
+def message_passing_with_a_detached_embedding() -> None:
+    """A GNN layer aggregating with ``scatter_add`` over an index expanded to the messages'
+    shape (``dst.unsqueeze(-1).expand_as(messages)``: their shape, not their history), the
+    node embeddings detached before the classifier (the bug)."""
+    torch.manual_seed(0)
+    layer, update, classifier = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 2)
+    params = [*layer.parameters(), *update.parameters(), *classifier.parameters()]
+    optimizer = torch.optim.SGD(params, lr=0.1)
+    src, dst = torch.randint(0, 10, (30,)), torch.randint(0, 10, (30,))
+    for _ in range(2):
+        x, y = torch.randn(10, 4), torch.randint(0, 2, (10,))
+        messages = layer(x)[src]
+        index = dst.unsqueeze(-1).expand_as(messages)
+        aggregated = torch.zeros(10, 8).scatter_add(0, index, messages)
+        embedding = torch.relu(update(aggregated))
+        loss = F.cross_entropy(classifier(embedding.detach()), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_an_index_shaped_like_the_messages_is_no_cut() -> None:
+    (message,) = _step_findings(message_passing_with_a_detached_embedding)
+    assert "`loss = F.cross_entropy(classifier(embedding.detach()), y)` by detach()" in message
+    assert "expand_as" not in message

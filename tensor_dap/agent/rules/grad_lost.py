@@ -30,7 +30,7 @@ import torch
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
 from tensor_dap.agent.graph_walk import upstream_leaves
-from tensor_dap.agent.lineage import argument_items
+from tensor_dap.agent.lineage import NO_GRADIENT, argument_items
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.provenance import (
@@ -233,12 +233,17 @@ def _cut_after(use: _Use, rejoined: Iterable[tuple[int, Prov]], param: int) -> O
     itself (``self.g.data``: the parameter's own ``.data`` or ``.detach()``), that very cut
     going on into a graph — not the ``.data`` an initialisation wrote through."""
     when, where, builds = use
+    found = None
     for at, cut in rejoined:
         if at <= when or (cut.upstream is not None and param not in cut.upstream):
             continue
         if builds or (cut.line == where.line and cut.path == where.path):
-            return cut
-    return None
+            if not cut.cut or not cut.cut.endswith(NO_GRADIENT):
+                return cut
+            found = found or cut
+    # (an op without gradient, as the argmin choosing a VQ layer's codes, is a cut programs mean
+    # more often than a written one: named only when no `.detach()`, `.data`... matches)
+    return found
 
 
 def _no_grad_message(count: int, wheres: list[Optional[Prov]], cuts: list[Prov]) -> Any:
