@@ -113,3 +113,34 @@ def test_a_failing_rule_shows_in_the_summary_the_report_and_the_exit_status(
     line = "tensor-dap: rule broadcast failed and was switched off: ZeroDivisionError: bug in a"
     assert f"{line} rule\n" in summary
     assert run.returncode == 1
+
+
+def test_the_message_says_the_usual_cause_and_its_fix() -> None:
+    """A GCN's ``deg.pow(-0.5)`` on a node of degree 0, a division by a count that is 0, a
+    log of a probability that is 0, a square root of a negative variance, an ``exp`` that
+    overflows: each message names the input and the fix."""
+    import tensor_dap
+
+    with tensor_dap.watch(rules=["nan-inf"]) as watch:
+        deg = torch.tensor([2.0, 0.0, 1.0])
+        deg.pow(-0.5)
+        total, count = torch.tensor([3.0, 0.0]), torch.tensor([3.0, 0.0])
+        total / count
+        probs = torch.tensor([0.5, 0.0])
+        torch.log(probs)
+        variance = torch.tensor([1.0, -1e-7])
+        torch.sqrt(variance)
+        logits = torch.tensor([10.0, 100.0])
+        torch.exp(logits)
+    hints = [f.message.split("from finite ", 1)[1] for f in watch.findings]
+    assert hints == [
+        "deg (3,). deg holds 0: add an epsilon (`+ 1e-8`) or clamp it (`.clamp_min(1e-8)`), or "
+        "mask those entries (a graph's isolated nodes: add self-loops).",
+        "total (2,), count (2,). count holds 0: add an epsilon (`+ 1e-8`) or clamp it "
+        "(`.clamp_min(1e-8)`), or mask those entries.",
+        "probs (2,). probs holds values <= 0: clamp it (`.clamp_min(1e-8)`) or stay in log space "
+        "(`F.log_softmax`, `torch.logsumexp`).",
+        "variance (2,). variance holds negative values: clamp it at 0.",
+        "logits (2,). The values overflow float32: scale them down (subtract the max before "
+        "`exp`) or stay in log space.",
+    ]

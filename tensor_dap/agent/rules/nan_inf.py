@@ -16,7 +16,7 @@ import os
 import threading
 from collections import deque
 from functools import partial
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
@@ -153,7 +153,7 @@ def after(
         # an input holding NaN passed it along; one that cannot be judged might have
         if not all(_finite(t) for t in inputs):
             return None
-        message = _message(op.name, out)
+        message = _message(op.name, out, inputs, args)
         _mark_reported(out)
     except Exception:  # a tensor type that cannot be judged: skip this op, not the rule
         return None
@@ -182,22 +182,91 @@ def _mark_reported(out: Any) -> None:
         node.metadata[_REPORTED] = True
 
 
-def _message(op_name: str, out: Any) -> Any:
+def _message(op_name: str, out: Any, inputs: list[Any], args: Args) -> Any:
     nans = infs = 0
     with torch._C.DisableTorchFunction():
         for part in _parts(out) or ():
             nans += int(torch.isnan(part).sum())
             infs += int(torch.isinf(part).sum())
+        hint = _forward_hint(op_name, inputs, args)
 
     def build(described: list[Any], expression: str) -> str:
-        *inputs, result = described
-        names = ", ".join(f"{d.name} {d.shape_text}" for d in inputs) or "inputs"
+        *operands, result = described
+        names = ", ".join(f"{d.name} {d.shape_text}" for d in operands) or "inputs"
+        advice = hint([d.name for d in operands], result.dtype)
         return (
             f"`{expression}`: {op_name} produced {nans} NaN and {infs} Inf values "
-            f"({result.shape_text} {result.dtype}) from finite {names}."
+            f"({result.shape_text} {result.dtype}) from finite {names}.{advice}"
         )
 
     return build
+
+
+_DIVIDING = frozenset(
+    ("div", "truediv", "true_divide", "rtruediv", "rdiv", "reciprocal", "rsqrt", "floor_divide")
+)
+_LOGS = frozenset(("log", "log2", "log10", "log1p", "xlogy"))
+_DOMAIN = frozenset(("acos", "asin", "atanh", "arccos", "arcsin", "arctanh", "acosh"))
+
+
+def _forward_hint(op_name: str, inputs: list[Any], args: Args) -> Callable[[list[str], str], str]:
+    """Advice for the usual causes, judged from the op and its (finite) inputs, as a function
+    of the inputs' names and the result's dtype: a 0 divided by (a node of degree 0 under
+    ``deg.pow(-0.5)``), a log or a square root of what is not positive, an input outside an
+    inverse sine's domain, an overflow."""
+    op = op_name.strip("_")
+    op = op[1:] if op_name.startswith("__i") else op  # __itruediv__: truediv
+    exponent = args[1] if len(args) > 1 and isinstance(args[1], (int, float)) else None
+    first = inputs[0] if inputs and inputs[0].is_floating_point() else None
+    if op in _DIVIDING or (op == "pow" and exponent is not None and exponent < 0):
+        # the divisor: the second input of a division, else the first (reciprocal, pow)
+        order = [1, 0] if len(inputs) > 1 else [0]
+        at = next((i for i in order if i < len(inputs) and _holds(inputs[i], inputs[i] == 0)), None)
+        # (a node's degree to a negative power: the isolated nodes of a graph)
+        graph = " (a graph's isolated nodes: add self-loops)" if len(inputs) == 1 else ""
+        if at is not None:
+            return lambda names, _dtype: (
+                f" {_named(names, at)} holds 0: add an epsilon (`+ 1e-8`) or clamp it "
+                f"(`.clamp_min(1e-8)`), or mask those entries{graph}."
+            )
+    if first is not None and op in _LOGS and _holds(first, first <= (-1 if op == "log1p" else 0)):
+        return lambda names, _dtype: (
+            f" {_named(names, 0)} holds values <= 0: clamp it (`.clamp_min(1e-8)`) or stay in "
+            "log space (`F.log_softmax`, `torch.logsumexp`)."
+        )
+    if first is not None and op == "sqrt" and _holds(first, first < 0):
+        return lambda names, _dtype: f" {_named(names, 0)} holds negative values: clamp it at 0."
+    if first is not None and op in _DOMAIN:
+        return lambda names, _dtype: (
+            f" {_named(names, 0)} leaves the function's domain: clamp it to [-1 + 1e-7, 1 - 1e-7]."
+        )
+    if op in _OVERFLOWING:
+        return lambda _names, dtype: (
+            f" The values overflow {dtype}: scale them down (subtract the max before `exp`)"
+            + (
+                ", stay in log space, or compute in float32."
+                if "16" in dtype
+                else " or stay in log space."
+            )
+        )
+    return lambda _names, _dtype: ""
+
+
+_OVERFLOWING = frozenset(
+    ("exp", "pow", "mul", "matmul", "mm", "bmm", "sum", "add", "square", "cumprod", "prod")
+)
+
+
+def _named(names: list[str], at: int) -> str:
+    return names[at] if at < len(names) else "an input"
+
+
+def _holds(tensor: Any, condition: Any) -> bool:
+    """Whether any element meets ``condition`` (False for a tensor type that cannot say)."""
+    try:
+        return bool(condition.any())
+    except Exception:
+        return False
 
 
 # -- NaN/Inf born in backward ----------------------------------------------------------------
