@@ -146,3 +146,17 @@ def test_a_column_indexed_with_none_on_an_earlier_line_is_intended() -> None:
         return column - x
 
     assert _broadcasts(pairwise) == []
+
+
+def test_a_jagged_nested_tensor_scaled_per_feature_is_skipped_not_a_failure() -> None:
+    """Its ragged size (a nested int) has no order: the op is skipped, the rule stays on."""
+
+    def scale() -> torch.Tensor:
+        jagged = torch.nested.nested_tensor(
+            [torch.randn(n, 6) for n in (2, 4, 3)], layout=torch.jagged
+        )
+        return jagged * torch.full((6,), 2.0)
+
+    with tensor_dap.watch(rules=["broadcast"]) as watch:
+        scale()
+    assert watch.failed == {} and watch.findings == []

@@ -71,6 +71,8 @@ def _check(args: Args, caller: Any, state: Any) -> Optional[Report]:
     """
     tensors = [a for a in args if isinstance(a, _Tensor) and a.dim()]
     shapes = [tuple(t.shape) for t in tensors]
+    if not all(type(size) is int for shape in shapes for size in shape):
+        return None  # a jagged tensor's ragged size (a nested int) has no order to judge
     try:
         result = tuple(torch.broadcast_shapes(*shapes))  # type: ignore[no-untyped-call]
     except RuntimeError:
