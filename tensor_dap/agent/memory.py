@@ -30,8 +30,8 @@ such as ``cross_entropy``.
 
 from __future__ import annotations
 
-import contextlib
 import os
+import threading
 import weakref
 from types import FrameType, SimpleNamespace
 from typing import Any, Optional
@@ -41,6 +41,7 @@ import torch
 from tensor_dap.agent import frames, native, optimizers
 from tensor_dap.agent.graph_nodes import accumulates_grad, graph_node
 from tensor_dap.agent.storage import real_storages
+from tensor_dap.agent.tensor_map import TensorMap
 
 #: lines kept in a device's ``top``
 TOP = 10
@@ -81,11 +82,32 @@ class MemoryLedger:
         self._over: set[str] = set()
         #: (device, live bytes) of devices that went over the limit since the last ``crossed()``
         self._crossed: list[tuple[str, int]] = []
-        #: (path, line) of the last ``backward()``: where the ``.grad`` tensors were made
-        self.backward_line: Optional[tuple[str, int]] = None
-        #: a ``backward()`` line -> weak references to the leaf tensors (parameters) its first
-        #: graph accumulates gradients into: their ``.grad`` is counted as it returns
-        self.grad_leaves: dict[tuple[str, int], list[Any]] = {}
+        #: per thread: the last ``backward()``'s line and the leaves of each line (below)
+        self._threads = threading.local()
+
+    @property
+    def backward_line(self) -> Optional[tuple[str, int]]:
+        """(path, line) of this thread's last ``backward()``: where its ``.grad`` tensors were
+        made."""
+        line: Optional[tuple[str, int]] = getattr(self._threads, "line", None)
+        return line
+
+    @backward_line.setter
+    def backward_line(self, line: Optional[tuple[str, int]]) -> None:
+        self._threads.line = line
+
+    @property
+    def grad_leaves(self) -> dict[tuple[str, int], TensorMap[None]]:
+        """A ``backward()`` line of this thread -> the leaf tensors (parameters, weakly) its
+        first graph accumulates gradients into: their ``.grad`` is counted as it returns. Per
+        thread: a thread reading another's ``.grad`` while that one's backward (which runs
+        without the GIL) writes it made PyTorch's storage objects race (SIGSEGV)."""
+        leaves: Optional[dict[tuple[str, int], TensorMap[None]]] = getattr(
+            self._threads, "leaves", None
+        )
+        if leaves is None:
+            leaves = self._threads.leaves = {}
+        return leaves
 
     def __del__(self) -> None:
         entries, self._entries = self._entries, {}
@@ -296,8 +318,9 @@ def before_backward(op: Any, args: Any, kwargs: Any, caller: FrameType, state: A
     if books is None:
         return
     line = books.backward_line = _user_line(caller)
-    if line is not None and line not in books.grad_leaves:  # (autograd.grad writes no .grad)
-        books.grad_leaves[line] = [] if op.name == "grad" else _graph_leaves(args, kwargs)
+    known = books.grad_leaves
+    if line is not None and line not in known:  # (autograd.grad writes no .grad)
+        known[line] = TensorMap() if op.name == "grad" else _graph_leaves(args, kwargs)
 
 
 def after_backward(op: Any, args: Any, kwargs: Any, out: Any, caller: Any, state: Any) -> None:
@@ -311,19 +334,20 @@ def after_backward(op: Any, args: Any, kwargs: Any, out: Any, caller: Any, state
     if not leaves:
         return
     with torch._C.DisableTorchFunction():
-        grads = [leaf.grad for leaf in (ref() for ref in leaves) if leaf is not None]
+        grads = [leaf.grad for leaf, _ in leaves.items()]
     _observe_all(grads, _GRAD, line, state)
 
 
-def _graph_leaves(args: Any, kwargs: Any) -> list[Any]:
-    """Weak references to the leaf tensors the graphs of ``backward()``'s tensors (``args[0]``
-    or ``tensors=``: one, or a sequence) accumulate gradients into (their ``AccumulateGrad``
-    nodes' variables)."""
+def _graph_leaves(args: Any, kwargs: Any) -> TensorMap[None]:
+    """The leaf tensors the graphs of ``backward()``'s tensors (``args[0]`` or ``tensors=``: one,
+    or a sequence) accumulate gradients into (their ``AccumulateGrad`` nodes' variables), held
+    weakly by a :class:`TensorMap` (which steps aside for ``torch.utils.swap_tensors``: a weak
+    reference of its own on a parameter would make swapping it fail)."""
     roots = args[0] if args else (kwargs or {}).get("tensors")
     roots = roots if isinstance(roots, (list, tuple)) else [roots]
     queue: list[Any] = [graph_node(t) for t in roots if isinstance(t, _Tensor)]
     seen: set[int] = set()
-    leaves: list[Any] = []
+    leaves: TensorMap[None] = TensorMap()
     with torch._C.DisableTorchFunction():
         while queue and len(seen) < _LEAF_WALK_LIMIT:
             node = queue.pop()
@@ -331,10 +355,8 @@ def _graph_leaves(args: Any, kwargs: Any) -> list[Any]:
                 continue
             seen.add(id(node))
             variable = getattr(node, "variable", None) if accumulates_grad(node) else None
-            if isinstance(variable, _Tensor):
-                # (a tensor type without weak references is not counted here)
-                with contextlib.suppress(TypeError):
-                    leaves.append(weakref.ref(variable))
+            if isinstance(variable, _Tensor):  # (one without weak references is passed over)
+                leaves.set(variable, None)
             queue.extend(next_node for next_node, _ in node.next_functions)
     return leaves
 

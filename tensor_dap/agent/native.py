@@ -54,14 +54,18 @@ LEDGER_INSTANCE_ATTRIBUTES = (
     "_pending",
     "_over",
     "limit",
-    "backward_line",
-    "grad_leaves",
 )
+#: read and written as attributes (per thread: properties of the class)
+LEDGER_PROPERTIES = ("backward_line", "grad_leaves")
 LEDGER_METHODS = ("_add", "_insert")
 STORAGE_ATTRIBUTES = ("_cdata", "data_ptr", "_weak_ref", "nbytes")
 OP_INFO_ATTRIBUTES = ("name", "backward")
 BOOKS_ATTRIBUTES = (
-    LEDGER_INSTANCE_ATTRIBUTES + LEDGER_METHODS + STORAGE_ATTRIBUTES + OP_INFO_ATTRIBUTES
+    LEDGER_INSTANCE_ATTRIBUTES
+    + LEDGER_PROPERTIES
+    + LEDGER_METHODS
+    + STORAGE_ATTRIBUTES
+    + OP_INFO_ATTRIBUTES
 )
 
 

@@ -18,6 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import tensor_dap
 from tensor_dap.agent.engine import Watch
 from tensor_dap.testing import accelerator_device
 
@@ -348,3 +349,55 @@ def test_counting_an_optimizers_tensors_keeps_neither_it_nor_its_model_alive() -
         del model, optimizer
         gc.collect()
         assert [r() for r in refs] == [None, None]
+
+
+THREADS = """
+import threading
+import torch
+
+def train(seed, model, x, y):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(300):
+        optimizer.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        optimizer.step()
+    print(seed, round(float(model.weight.sum()), 4))
+
+torch.manual_seed(0)
+work = [(k, torch.nn.Linear(8, 1), torch.randn(32, 8), torch.randn(32, 1)) for k in range(4)]
+threads = [threading.Thread(target=train, args=args) for args in work]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+"""
+
+
+def test_threads_training_their_own_models_run_as_without_the_books(check, tmp_path: Path) -> None:
+    """Each thread's ``backward()`` line is its own: the books read only that thread's
+    ``.grad`` (reading another thread's while its backward, which runs without the GIL, wrote
+    it crashed the process in PyTorch's storage objects, most runs)."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    for _ in range(3):
+        run = check(script, extra=("--memory",))
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert sorted(run.stdout.splitlines()) == sorted(plain.stdout.splitlines())
+        assert run.report["memory"]["cpu"]["peak_bytes"] > 0
+
+
+def test_a_parameter_backpropagated_through_can_still_be_swapped() -> None:
+    """The books know a backward line's parameters weakly, through a table that steps aside for
+    ``torch.utils.swap_tensors`` (a weak reference of their own made swapping fail)."""
+    with tensor_dap.watch(memory=True):
+        net = torch.nn.Linear(2, 1)
+        net(torch.randn(4, 2)).sum().backward()
+        torch.utils.swap_tensors(net.weight, torch.nn.Parameter(torch.zeros(1, 2)))
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        try:
+            net(torch.randn(4, 2)).sum().backward()
+            net.to(torch.float64)
+        finally:
+            torch.__future__.set_swap_module_params_on_conversion(False)
+    assert net.weight.dtype == torch.float64 and net.weight.sum().item() == 0.0

@@ -47,6 +47,8 @@ def test_the_listed_names_exist_where_the_c_path_reads_them() -> None:
             assert hasattr(torch.ones(1), name), name
         for name in native.LEDGER_INSTANCE_ATTRIBUTES:
             assert name in vars(watch.memory), name
+        for name in native.LEDGER_PROPERTIES:
+            assert isinstance(getattr(type(watch.memory), name), property), name
         for name in native.LEDGER_METHODS:
             assert callable(getattr(watch.memory, name)), name
         for name in native.STORAGE_ATTRIBUTES:
