@@ -1,11 +1,14 @@
-"""``torch.compile`` under the watch: compiled code runs, and dynamo never traces tensor-dap.
+"""``torch.compile`` under the watch: compiled code compiles and runs as without tensor-dap.
 
-Inside a compiled function every op still reaches the watch's mode; dynamo cannot trace the
-mode (its ``__torch_function__`` is C, or Python that reads frames), breaks the graph there and
-runs the op eagerly through it — and then tries to compile each Python function of tensor-dap
-the mode calls, fails on the first C builtin it meets, and warns on the program's stderr
-("Dynamo does not know how to trace the builtin `posix._path_normpath`"). Putting this package on
-dynamo's skip list keeps tensor-dap's frames out of dynamo: no warning, no wasted compile.
+Dynamo cannot trace the watch's mode (its ``__torch_function__`` is C, or Python that reads
+frames): with the mode on the stack every op would break the graph and run eagerly — a backend
+never given a graph, ``fullgraph=True`` raising "Unsupported method call". So a compiled
+function or module runs with the watch's mode off the stack (this thread's, for the call):
+dynamo traces, compiles and runs the program's code alone, and the rules do not look inside
+(what goes in and comes out is watched as usual: a rule that cannot judge an op skips it).
+``torch.compile``'s result is wrapped (``model.compile()`` calls it too); compiled modules'
+class ``OptimizedModule`` once. Dynamo's skip list also gets this package, so that dynamo never
+tries to compile tensor-dap's own frames (a mode pushed inside compiled code, a hook).
 
 Dynamo costs a second to import, so it is not imported here: the skip is registered at once when
 it is already loaded, else by a thin wrapper around ``torch.compile`` at its first call.
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -34,7 +37,11 @@ def install() -> None:
     @functools.wraps(original)
     def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - torch's own name
         _skip_tensor_dap()
-        return original(*args, **kwargs)
+        compiled = original(*args, **kwargs)
+        model = args[0] if args else kwargs.get("model")
+        if model is None or isinstance(compiled, torch.nn.Module):  # a decorator; a module
+            return compiled
+        return unwatched(compiled) if callable(compiled) else compiled
 
     setattr(compile, _MARK, True)
     torch.compile = compile
@@ -51,3 +58,26 @@ def _skip_tensor_dap() -> None:
         trace_rules.add("tensor_dap")
     except Exception:  # a torch without this private API: dynamo then warns, nothing worse
         pass
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+
+        if not getattr(OptimizedModule.__call__, _MARK, False):
+            OptimizedModule.__call__ = unwatched(OptimizedModule.__call__)  # type: ignore[method-assign]
+    except Exception:  # a torch without it: compiled modules run eagerly under the watch
+        pass
+
+
+def unwatched(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` run with the watch's mode off this thread's stack, when it is on top."""
+    from tensor_dap.agent.mode import WatchMode  # (the engine imports this module)
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        top = torch.overrides._get_current_function_mode()  # type: ignore[no-untyped-call]
+        if not isinstance(top, WatchMode):
+            return function(*args, **kwargs)
+        with torch.overrides._pop_mode_temporarily():
+            return function(*args, **kwargs)
+
+    setattr(run, _MARK, True)
+    return run

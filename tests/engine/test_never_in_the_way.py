@@ -147,3 +147,53 @@ def test_a_compiled_model_trains_the_same_and_quietly_under_check(tmp_path: Path
     assert plain.returncode == 0, plain.stderr
     assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
     assert run.stderr.strip().splitlines() == ["tensor-dap: no findings"], run.stderr[-2000:]
+
+
+COMPILED_GRAPHS = """
+import torch
+from torch import nn
+
+graphs = []
+
+
+def counting(gm, example_inputs):
+    graphs.append(len(gm.graph.nodes))
+    return gm.forward
+
+
+@torch.compile(backend=counting)
+def f(x):
+    return torch.sin(x).relu() + x.cos()
+
+
+@torch.compile(backend="eager", fullgraph=True)
+def h(t):
+    return (t.relu() * 2).mean()
+
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+compiled = torch.compile(model, backend=counting)
+other = nn.Linear(4, 2)
+other.compile(backend=counting)
+x = torch.randn(3, 4)
+print(f(torch.randn(3)).shape, f"{h(torch.randn(5)).item():.4f}")
+print(compiled(x).shape, other(x).shape, type(compiled).__name__)
+print("graphs given to the backend:", graphs)
+"""
+
+
+def test_compiled_code_is_compiled_under_check(tmp_path: Path, check) -> None:  # noqa: ANN001
+    """The watch's mode is off the stack while compiled code runs: the backend is given the
+    same graphs as without tensor-dap (it was given none: every op broke the graph), and
+    ``fullgraph=True`` compiles (it raised "Unsupported method call")."""
+    import subprocess
+
+    script = tmp_path / "graphs.py"
+    script.write_text(COMPILED_GRAPHS)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    assert "graphs given to the backend: [6, 9]" in plain.stdout
+    for rules in ("default", "all"):
+        run = check(script, rules=rules)
+        assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
