@@ -36,6 +36,7 @@ from tensor_dap.agent import (
     reporting,
     sampling,
     tensor_map,
+    warning_lines,
 )
 from tensor_dap.agent import memory as memory_ledger
 from tensor_dap.agent.mode import WatchMode
@@ -161,6 +162,7 @@ class Watch:
         optimizers.install((WatchMode,))
         tensor_map.guard_swaps()
         compile_guard.install()
+        warning_lines.install()
         self._operators = True
         # the threads the program starts from now on get a mode of their own
         self._new_threads = NewThreads(self._enter_thread)

@@ -67,6 +67,13 @@ def code_kind(code: CodeType) -> int:
     return kind
 
 
+def is_tensor_dap_code(code: CodeType) -> bool:
+    """Whether ``code`` is tensor-dap's own (not torch's, which is INTERNAL too)."""
+    return code_kind(code) == INTERNAL and os.path.abspath(code.co_filename).startswith(
+        _TENSOR_DAP_DIR
+    )
+
+
 def is_user_code(code: CodeType) -> bool:
     return code_kind(code) == USER
 

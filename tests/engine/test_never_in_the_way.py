@@ -197,3 +197,38 @@ def test_compiled_code_is_compiled_under_check(tmp_path: Path, check) -> None:  
     for rules in ("default", "all"):
         run = check(script, rules=rules)
         assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
+
+
+WARNINGS = """
+import warnings
+import torch
+import torch.nn.functional as F
+
+x = torch.randn(2, 3)
+a = F.softmax(x)
+b = F.softmax(x * 2)
+F.mse_loss(torch.randn(3), torch.randn(1))
+torch.randn(2).storage()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    F.softmin(x)
+print([(w.filename.rsplit("/", 1)[-1], w.lineno) for w in caught])
+"""
+
+
+def test_warnings_from_torch_functions_name_the_programs_lines(tmp_path: Path, check) -> None:  # noqa: ANN001
+    """``F.softmax`` without ``dim`` warns at the caller's line: under the watch too (it named
+    ``torch/overrides.py``, and the same warning from a second line was dropped)."""
+    import subprocess
+
+    script = tmp_path / "warns.py"
+    script.write_text(WARNINGS)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert plain.stdout == "[('warns.py', 13)]\n"
+    assert plain.stderr.count("warns.py:") == 4, plain.stderr
+    run = check(script, rules="default")
+    assert run.stdout == plain.stdout
+    tool_lines = [line for line in run.stderr.splitlines() if line.startswith("tensor-dap")]
+    assert [line for line in run.stderr.splitlines() if line not in tool_lines] == (
+        plain.stderr.splitlines()
+    )

@@ -1,0 +1,67 @@
+"""Warnings raised inside torch functions name the program's line, as without tensor-dap.
+
+``warnings.warn(msg, stacklevel=2)`` in a torch function (``F.softmax`` without ``dim``,
+``F.mse_loss`` with mismatched sizes, ``Tensor.storage()``) names the frame calling it. Under any
+``TorchFunctionMode`` that call goes through ``torch.overrides.handle_torch_function``, which calls
+the function again from the mode: the frame two up from the warning is then
+``handle_torch_function``'s (``torch/overrides.py:1771``), the user's line is lost, and the
+default "once per location" filter drops the same warning from the program's other lines. So
+``warnings.warn`` is wrapped (once; it stays, like the other wrappers): frames between the
+warning and where it would land are counted as without the mode — ``handle_torch_function`` and
+the public function that dispatched to it are one frame, tensor-dap's own frames none — and
+CPython's ``warn`` is called with the stack level that lands there: its filters, registry and
+``catch_warnings`` see what they would see without tensor-dap. (A warning raised by C++,
+``TORCH_WARN``, names the Python frame running the op, which the C path leaves as it is.)
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import warnings
+from types import FrameType
+from typing import Any, Optional
+
+import torch
+
+from tensor_dap.agent import frames
+
+_MARK = "_tensor_dap_warning_lines"
+_DISPATCH = torch.overrides.handle_torch_function.__code__
+
+
+def install() -> None:
+    """Wrap ``warnings.warn`` (once)."""
+    original = warnings.warn
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def warn(
+        message: Any, category: Any = None, stacklevel: int = 1, *args: Any, **kwargs: Any
+    ) -> None:
+        extra = _dispatch_frames(sys._getframe(1), stacklevel) if stacklevel > 1 else 0
+        original(message, category, stacklevel + 1 + extra, *args, **kwargs)
+
+    setattr(warn, _MARK, True)
+    warnings.warn = warn
+
+
+def _dispatch_frames(warner: FrameType, stacklevel: int) -> int:
+    """How many frames on the way ``stacklevel`` up from ``warner`` are there only because of
+    a mode: ``handle_torch_function`` and the function that dispatched to it, tensor-dap's."""
+    extra = 0
+    frame: Optional[FrameType] = warner
+    for _ in range(stacklevel - 1):
+        frame = frame.f_back if frame is not None else None
+        while frame is not None:
+            if frame.f_code is _DISPATCH:
+                dispatcher = frame.f_back
+                frame = dispatcher.f_back if dispatcher is not None else None
+                extra += 2
+            elif frames.is_tensor_dap_code(frame.f_code):
+                frame = frame.f_back
+                extra += 1
+            else:
+                break
+    return extra
