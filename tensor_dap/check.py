@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 from tensor_dap import report
 from tensor_dap.agent.child import ProcessAgent, follow_forks
@@ -108,11 +108,8 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
     follow_forks(agent)  # DataLoader workers forked from here report as themselves
     exported = Exported(config)  # ...and so do the Python processes the script starts
     exit_info = ExitInfo("exception", 1, "did not run")
-    try:
-        with watch:
-            exit_info = run_script(script, args)
-            watch.finish()
-    finally:
+
+    def finish(exit_info: ExitInfo) -> int:
         exported.restore()
         session.finish(exit_info.to_json())
         sys.stdout.flush()
@@ -123,7 +120,31 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
         failed = {**collected.failed, **watch.failed}
         memory = watch.memory.summary() if request.memory and watch.memory else None
         _report(findings, times, collected, exit_info, request, failed, session.error, memory)
-    return 1 if (findings or failed or exit_info.failed) else 0
+        return 1 if (findings or failed or exit_info.failed) else 0
+
+    real_exit = os._exit
+    pid = os.getpid()
+
+    def exit_now(status: int) -> NoReturn:
+        """``os._exit(status)`` in the script: the report first (nothing of the script's runs
+        after it, as it asked), then out with check's status; a forked child's goes as is."""
+        if os.getpid() == pid:
+            os._exit = real_exit
+            watch.finish()
+            status = finish(ExitInfo("ok" if status == 0 else "exit", status))
+            sys.stderr.flush()
+        real_exit(status)
+
+    os._exit = exit_now
+    try:
+        with watch:
+            exit_info = run_script(script, args)
+            watch.finish()
+    finally:
+        if os._exit is exit_now:
+            os._exit = real_exit
+        status = finish(exit_info)
+    return status
 
 
 def run_check_command(command: list[str], request: CheckRequest) -> int:

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tensor_dap.tracedb import TraceReader
 from tests.conftest import SAMPLES, SIMULATE_CUDA
 
@@ -88,6 +90,29 @@ def test_sys_exit_codes(tmp_path: Path, check) -> None:
     assert check(write(tmp_path, "ok.py", "import sys; sys.exit(0)\n")).returncode == 0
     run = check(write(tmp_path, "three.py", "import sys; sys.exit(3)\n"))
     assert run.returncode == 1 and run.report["exit"]["code"] == 3
+
+
+OS_EXIT = """
+import os
+import torch
+
+difference = torch.ones(4) - torch.ones(4, 1)
+print(difference.shape, flush=True)
+os._exit(STATUS)
+print("never")
+"""
+
+
+@pytest.mark.parametrize("status", [0, 5])
+def test_os_exit_still_reports(tmp_path: Path, check, status: int) -> None:  # noqa: ANN001
+    """``os._exit()`` ends the process at once: the report (and its summary, and check's
+    status) comes first; it was lost, and check exited 0 with a finding printed."""
+    run = check(write(tmp_path, "quits.py", OS_EXIT.replace("STATUS", str(status))))
+    assert run.returncode == 1
+    assert run.stdout == "torch.Size([4, 4])\n"
+    assert run.pairs() == {("broadcast", 5)}
+    assert run.report["exit"]["code"] == status
+    assert "tensor-dap: 1 finding(s)" in run.stderr
 
 
 def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:

@@ -143,5 +143,5 @@ def _operand(text: str) -> str:
     return text if _ATOM.fullmatch(text) else f"({text})"
 
 
-#: a name, attribute or item chain: ``y``, ``batch.y``, ``Y[i:i + 64]``, ``out[0]``
-_ATOM = re.compile(r"[A-Za-z_][\w.]*(\[[^\[\]]*\])*")
+#: a name, attribute, call or item chain: ``y``, ``batch.y``, ``Y[i:i + 64]``, ``torch.ones(4)``
+_ATOM = re.compile(r"[A-Za-z_][\w.]*(\([^()]*\)|\[[^\[\]]*\])*")
