@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
+import weakref
 from types import CodeType, FrameType
 from typing import Any, Optional, Sequence
 
@@ -53,9 +54,11 @@ class FrameState:
     def __init__(self, code: CodeType, depth: int) -> None:
         self.code = code
         self.depth = depth
-        #: the objects last seen bound to each name (held, so identity checks are exact: a
-        #: new object at a freed one's address is still seen as new); mutation keys of tensors
-        #: (version counter, grad flag) and containers (length)
+        #: the objects last seen bound to each name, weakly where they take weak references
+        #: (a tensor the program deletes must die, as without the trace; a weak reference to
+        #: a freed one is dead, so a new object at its address is still seen as new), else
+        #: held (numbers, strings, lists); mutation keys of tensors (version counter, grad
+        #: flag) and containers (length)
         self.refs: dict[str, Any] = {}
         self.extras: dict[str, Any] = {}
         self.texts: dict[str, str] = {}
@@ -303,8 +306,13 @@ class Tracer:
         line = state.last_line
         watched = self.watched
         with torch._C.DisableTorchFunction():
-            for name, value in tuple(values.items()):
-                old = refs.get(name, _MISSING)
+            items = tuple(values.items())
+            if len(refs) > len(items):  # names deleted (`del t`): let their objects go
+                for name in refs.keys() - dict(items).keys():
+                    del refs[name]
+            for name, value in items:
+                held = refs.get(name, _MISSING)
+                old = held if held is _MISSING else _referent(held)
                 if old is value:  # same object: changed only if mutated in a way we can see
                     extra = extras.get(name)
                     if extra is None or extra == extra_key(value):
@@ -314,9 +322,9 @@ class Tracer:
                     and name not in watched
                     and hidden(name, value, old is _MISSING)
                 ):
-                    refs[name] = value
+                    refs[name] = _reference(value)
                     continue
-                refs[name] = value
+                refs[name] = _reference(value)
                 extras[name] = extra_key(value)
                 before = texts.get(name)
                 if isinstance(value, _Tensor):
@@ -343,3 +351,27 @@ class Tracer:
                 elif before != text:
                     changes.append(("modified", name, text, False))
         return changes
+
+
+class _Held:
+    """An object that takes no weak reference (a number, a list), held as it is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _reference(value: Any) -> Any:
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return _Held(value)
+
+
+def _referent(reference: Any) -> Any:
+    """The object :func:`_reference` refers to; ``_MISSING`` once a weakly held one died."""
+    if type(reference) is _Held:
+        return reference.value
+    found = reference()
+    return _MISSING if found is None else found

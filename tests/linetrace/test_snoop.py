@@ -123,6 +123,30 @@ def test_bad_repr_never_breaks_the_program() -> None:
     assert Entry("new", "thing", "REPR FAILED", 0) in parse(out.getvalue())
 
 
+def test_a_tensor_the_program_deletes_dies_as_without_the_trace() -> None:
+    """The trace remembers what each name was bound to weakly: ``del t`` frees the tensor (it
+    stayed alive until the frame returned), and a list rebound lets its tensors go."""
+    import gc
+    import weakref
+
+    out = io.StringIO()
+
+    @tensor_dap.snoop(output=out, rules=None)
+    def f() -> tuple[bool, bool]:
+        t = torch.ones(3)
+        kept = weakref.ref(t)
+        del t
+        gc.collect()
+        losses = [torch.zeros(2)]
+        item = weakref.ref(losses[0])
+        losses = []
+        gc.collect()
+        return kept() is None, item() is None and losses == []
+
+    assert f() == (True, True)
+    assert Entry("new", "t", "tensor<(3,) float32 cpu>", 0) in parse(out.getvalue())
+
+
 @pytest.mark.skipif(not backends.MONITORING, reason="sys.monitoring needs Python 3.12+")
 def test_monitoring_backend() -> None:
     out = io.StringIO()
