@@ -144,3 +144,55 @@ def test_the_message_says_the_usual_cause_and_its_fix() -> None:
         "logits (2,). The values overflow float32: scale them down (subtract the max before "
         "`exp`) or stay in log space.",
     ]
+
+
+def test_the_rules_reads_are_not_seen_by_the_programs_modes_subclasses_or_traces() -> None:
+    """nan-inf reads each result: the program's dispatch mode does not see those reads, a
+    subclass of the program's that dispatches in Python is not read (it would run its code),
+    and ``torch.jit.trace`` records the program's ops only."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import tensor_dap
+
+    class Counting(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            self.seen.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    class Logged(torch.Tensor):
+        """A wrapper subclass logging what it is asked, as in PyTorch's own tests."""
+
+        seen: list[str] = []
+
+        @staticmethod
+        def __new__(cls, inner: torch.Tensor):  # noqa: ANN205
+            return torch.Tensor._make_wrapper_subclass(
+                cls, inner.shape, dtype=inner.dtype, device=inner.device
+            )
+
+        def __init__(self, inner: torch.Tensor) -> None:
+            self.inner = inner
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
+            cls.seen.append(func.__name__)
+            out = func(*[a.inner if isinstance(a, cls) else a for a in args], **(kwargs or {}))
+            return cls(out) if isinstance(out, torch.Tensor) else out
+
+    def program() -> tuple[list[str], list[str], str]:
+        x = torch.randn(4, 3)
+        with Counting() as counting:
+            torch.exp(x).relu()
+        Logged.seen = []
+        torch.exp(Logged(x))
+        traced = torch.jit.trace(lambda t: torch.exp(t) * 2, (x,))
+        return counting.seen, list(Logged.seen), str(traced.graph)
+
+    plain = program()
+    with tensor_dap.watch(rules=["nan-inf"]) as watch:
+        watched = program()
+    assert watched == plain and watch.failed == {}

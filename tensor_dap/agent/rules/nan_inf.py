@@ -81,6 +81,14 @@ def _parts(tensor: Any) -> Optional[list[Any]]:
                 return None
             parts.extend(found)
         return parts
+    # a subclass of the program's (a LoggingTensor): reading it would run its code, which sees
+    # ops it never asked for (the stand-in accelerator is tensor-dap's own)
+    if (
+        kind not in _PLAIN
+        and kind.__torch_dispatch__ is not _plain_dispatch
+        and not kind.__module__.startswith("tensor_dap.")
+    ):
+        return None
     if tensor.device.type == "meta":
         return None
     layout = tensor.layout
@@ -100,10 +108,18 @@ def _finite(tensor: Any) -> Optional[bool]:
     parts = _parts(tensor)
     if parts is None:
         return None
-    # (a plain subclass's own __torch_function__ and the program's modes do not see our reads)
+    # (a plain subclass's own __torch_function__ and the program's modes do not see our reads,
+    # nor, for plain tensors, its dispatch modes: a FlopCounterMode, a logging mode)
     with torch._C.DisableTorchFunction(), torch.no_grad():
         for part in parts:
-            if part.numel() and not _all_finite(part):
+            if not part.numel():
+                continue
+            if type(part) in _PLAIN:
+                with torch._C._DisableTorchDispatch():
+                    finite = _all_finite(part)
+            else:
+                finite = _all_finite(part)
+            if not finite:
                 return False
     return True
 
@@ -142,8 +158,8 @@ def after(
 ) -> Optional[Report]:
     if op.backward:
         return _backward_done(caller, state)
-    if not isinstance(out, _Tensor):
-        return None
+    if not isinstance(out, _Tensor) or torch._C._get_tracing_state() is not None:
+        return None  # (under torch.jit.trace our reads would be traced into the program's graph)
     try:
         if _finite(out) is not False:
             return None
