@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 from typing import Any, Callable, Optional
 
@@ -74,7 +75,19 @@ def _wrap_train(original: Callable[..., Any]) -> Callable[..., Any]:
                     log.exception("tensor-dap: an eval-mode subscriber failed")
         return out
 
-    disable = getattr(torch, "_disable_dynamo", None)
-    wrapper = disable(train) if disable is not None else train
-    wrapper.__tensor_dap_wraps__ = original  # type: ignore[union-attr]
+    hidden: list[Callable[..., Any]] = []
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # hidden from dynamo once it is loaded (nothing compiles before): importing it for
+        # the first model.eval() would cost the program a second
+        if "torch._dynamo" not in sys.modules:
+            return train(self, *args, **kwargs)
+        if not hidden:
+            import torch._dynamo
+
+            hidden.append(torch._dynamo.disable(train))  # type: ignore[no-untyped-call]
+        return hidden[0](self, *args, **kwargs)
+
+    wrapper.__tensor_dap_wraps__ = original  # type: ignore[attr-defined]
     return wrapper

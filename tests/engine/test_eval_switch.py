@@ -74,3 +74,19 @@ def test_an_evaluation_run_under_a_watch_gives_the_same_outputs() -> None:
         model.train()
         got = model.eval()(x)
     assert torch.equal(expected, got)
+
+
+def test_the_first_eval_does_not_import_dynamo() -> None:
+    """The wrapper is hidden from dynamo only once dynamo is loaded: importing it for the first
+    ``model.eval()`` cost a program a second."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch, tensor_dap\n"
+        "with tensor_dap.watch():\n"
+        "    torch.nn.Linear(2, 2).eval()\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "False\n"), done.stderr
