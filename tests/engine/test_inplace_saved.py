@@ -43,6 +43,7 @@ def kind(request: pytest.FixtureRequest) -> str:
         ("resnet_block", "ReluBackward0"),
         ("vae_reparam", "ExpBackward0"),
         ("codebook_ema", "MmBackward0"),
+        ("prototypes_ema", "MmBackward0"),
     ],
 )
 def test_reported_at_the_in_place_line(program: str, saver: str, kind: str, check) -> None:
@@ -51,6 +52,8 @@ def test_reported_at_the_in_place_line(program: str, saver: str, kind: str, chec
     assert run.pairs() == expected_findings(script), run.stderr[-3000:]
     message = run.finding("inplace-saved")["message"]
     assert saver in message
+    if program == "prototypes_ema" and kind == "cpu":  # the saver the backward() reached
+        assert "saved for backward at prototypes_ema.py:20 (`logits = z @ prototypes.T" in message
     if program == "codebook_ema":  # reported once the backward() reached what was written
         line = script.read_text().splitlines().index("loss.backward()") + 1
         assert f"(`loss.backward()` at codebook_ema.py:{line} went through it.)" in message

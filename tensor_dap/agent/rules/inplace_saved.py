@@ -116,9 +116,28 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if found is None:
         return None
     node, phase = found
-    if phase < 2 or not _wait_for_backward(state, node, op, target, caller):
+    if phase < 2 or not _wait_for_backward(state, _savers(phases[2], target), op, target, caller):
         return Report(tensors=[target], message=_message(op.name, node, target))
     return None
+
+
+def _savers(roots: list[Any], target: Any) -> list[Any]:
+    """Every live node reachable from ``roots`` that saved a tensor sharing ``target``'s
+    counter: a backward may reach any of them (a prototype saved by the distances feeding
+    ``argmin`` and by the logits feeding the loss)."""
+    found = []
+    seen: set[int] = set()
+    wanted = _Target(target)
+    queue = collections.deque(roots)
+    while queue and len(seen) < _MAX_NODES:
+        node = queue.popleft()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if _saved_by(node, wanted):
+            found.append(node)
+        queue.extend(next_node for next_node, _ in node.next_functions)
+    return found
 
 
 def _saver(index: SavedIndex, phases: list[list[Any]], target: Any) -> Optional[tuple[Any, int]]:
@@ -161,30 +180,36 @@ class _Pending:
     """A write to what a node saved, reported if a ``backward()`` reaches the node: the node
     holds this as its pre-hook (freed with it, unreported)."""
 
-    __slots__ = ("path", "line", "text", "reached", "__weakref__")
+    __slots__ = ("path", "line", "texts", "reached", "__weakref__")
 
-    def __init__(self, path: str, line: int, text: str) -> None:
-        self.path, self.line, self.text = path, line, text
-        self.reached = False
+    def __init__(self, path: str, line: int, texts: list[str]) -> None:
+        #: the finding's text naming each node that saved the tensor, in order
+        self.path, self.line, self.texts = path, line, texts
+        #: the node a backward reached, by its index in ``texts``
+        self.reached: Optional[int] = None
 
-    def __call__(self, grad_outputs: Any) -> None:  # (in the autograd engine's thread)
-        self.reached = True
+    def reach(self, index: int, grad_outputs: Any) -> None:  # (in the autograd engine's thread)
+        if self.reached is None:
+            self.reached = index
 
 
-def _wait_for_backward(state: Any, node: Any, op: OpInfo, target: Any, caller: Any) -> bool:
-    """Hook ``node`` to report the write when a ``backward()`` reaches it; False when it
+def _wait_for_backward(state: Any, nodes: list[Any], op: OpInfo, target: Any, caller: Any) -> bool:
+    """Hook ``nodes`` to report the write when a ``backward()`` reaches one; False when it
     cannot be (no user frame, a node without pre-hooks)."""
     user = frames.user_frame(caller)
-    if user is None:
+    if user is None or not nodes:
         return False
+
     (name,) = naming.name_tensors([target], op.name, caller, user, True)
     shape = shape_text(target.shape) if target.layout == torch.strided else ""
     path, line = user.f_code.co_filename, user.f_lineno
     at = f" ({os.path.basename(path)}:{line})"
-    text = _text(op.name, node, name, shape, target, naming.expression_text(user), at)
-    pending = _Pending(path, line, text)
+    expression = naming.expression_text(user)
+    texts = [_text(op.name, node, name, shape, target, expression, at) for node in nodes]
+    pending = _Pending(path, line, texts)
     try:
-        node.register_prehook(pending)
+        for index, saver in enumerate(nodes):
+            saver.register_prehook(functools.partial(pending.reach, index))
     except Exception:
         return False
     waiting = state.rule_state.setdefault(_PENDING, [])
@@ -227,9 +252,9 @@ def _reached(state: Any, caller: Any) -> Optional[Report]:
         return None
     for ref in waiting:
         pending = ref()
-        if pending is not None and pending.reached:
+        if pending is not None and pending.reached is not None:
             waiting.remove(ref)
-            text = pending.text
+            text = pending.texts[pending.reached]
             user = frames.user_frame(caller)
             if user is not None:
                 call = naming.expression_text(user)
