@@ -160,3 +160,37 @@ def test_a_jagged_nested_tensor_scaled_per_feature_is_skipped_not_a_failure() ->
     with tensor_dap.watch(rules=["broadcast"]) as watch:
         scale()
     assert watch.failed == {} and watch.findings == []
+
+
+def test_columns_sliced_one_wide_and_slices_of_a_column_made_on_purpose_are_intended() -> None:
+    """NMS's overlap of a box set with itself (``boxes[:, 0:1]`` against ``boxes[:, 0]``), a
+    positional encoding's ``position[:T]`` whose length is half the model's width."""
+
+    def overlaps() -> torch.Tensor:
+        boxes = torch.rand(50, 4) * 100
+        x1, x2 = boxes[:, 0:1], boxes[:, 2:3]
+        return torch.minimum(x2, boxes[:, 2]) - torch.maximum(x1, boxes[:, 0])
+
+    def encoding() -> torch.Tensor:
+        position = torch.arange(512).unsqueeze(1).float()
+        div_term = torch.exp(torch.arange(0, 64, 2).float() * (-math.log(10000.0) / 64))
+        pos = position[:32]
+        return torch.sin(pos * div_term)
+
+    assert _broadcasts(overlaps) == [] and _broadcasts(encoding) == []
+
+
+def test_a_target_column_indexed_from_one_reshaped_against_a_prediction_is_found() -> None:
+    """A NeRF-style depth loss: targets reshaped ``(-1, 1)`` once, a batch of them indexed out
+    and subtracted from a rendered depth that requires grad."""
+
+    def depth_loss() -> torch.Tensor:
+        w = torch.randn(3, requires_grad=True)
+        depths = torch.rand(100).reshape(-1, 1)
+        sel = torch.randperm(100)[:16]
+        rendered = torch.randn(16, 3) @ w
+        target = depths[sel]
+        return ((rendered - target) ** 2).mean()
+
+    (message,) = _broadcasts(depth_loss)
+    assert "rendered (16,), target (16, 1) broadcast to (16, 16)" in message

@@ -85,7 +85,11 @@ def _check(args: Args, caller: Any, state: Any) -> Optional[Report]:
     site = (id(caller.f_code), caller.f_lasti) if caller is not None else None
     if site in intended:
         return None
-    if any(_made_to_broadcast(t, shape, result, state) for t, shape in zip(tensors, shapes)):
+    made = [_made_to_broadcast(t, shape, result, state) for t, shape in zip(tensors, shapes)]
+    # (a column indexed from one made on purpose, against a prediction that requires grad, is
+    # a loss's target: `depth_map - depths[k][sel]` of targets reshaped (-1, 1) once)
+    loss_like = any(t.requires_grad for t in tensors) and _INHERITED in made
+    if _DIRECT in made or (_INHERITED in made and not loss_like):
         intended.add(site)
         return None
     return Report(tensors=tensors, message=_message(result))
@@ -99,26 +103,67 @@ def _stretched_to_own_size(shape: tuple[int, ...], result: tuple[int, ...]) -> b
     return any(mine == 1 and size > 1 and size in own for mine, size in zip(padded, result))
 
 
+#: ops whose result has their input's shape: what made the input's size-1 dims made theirs
+_SAME_SHAPE = frozenset(
+    ("float", "double", "half", "bfloat16", "long", "int", "to", "type", "clone", "contiguous")
+    + ("detach", "cpu", "cuda")
+)
+#: how a tensor's stretched size-1 dim came (:func:`_made_to_broadcast`)
+_DIRECT, _INHERITED, _NOT = "direct", "inherited", "not"
+
+
 def _made_to_broadcast(
     tensor: Any, shape: tuple[int, ...], result: tuple[int, ...], state: Any
-) -> bool:
-    """A size-1 dim of ``tensor`` that broadcasting stretches was made on purpose upstream
-    (``unsqueeze``, ``reshape``, ``[:, None]``...): ``position (L, 1)`` of a positional encoding,
-    ``a = x.unsqueeze(1)`` of pairwise differences."""
+) -> str:
+    """Whether a size-1 dim of ``tensor`` that broadcasting stretches was made on purpose
+    upstream (``unsqueeze``, ``reshape``, ``[:, None]``...: ``position (L, 1)`` of a positional
+    encoding, ``a = x.unsqueeze(1)`` of pairwise differences): :data:`_DIRECT`; by indexing a
+    tensor made so (``position[:T]``): :data:`_INHERITED`; else :data:`_NOT`."""
     aligned = result[len(result) - len(shape) :]
     stretched = any(mine == 1 and size > 1 for mine, size in zip(shape, aligned))
-    if not stretched:
-        return False
-    prov = state.provenance.lookup(tensor) if state is not None else None
-    if prov is None or prov.op not in _RESHAPING:
-        return False
-    # indexing keeps the size-1 dims of what it indexes (``Y[idx]``, ``Y[i:i + bs]`` of an
-    # (N, 1) column) unless its index adds one: ``x[:, None]``
-    return prov.op != "__getitem__" or bool(_NEW_AXIS.search(source_line(prov.path, prov.line)))
+    prov = state.provenance.lookup(tensor) if stretched and state is not None else None
+    return _NOT if prov is None else _on_purpose(prov)
+
+
+def _on_purpose(prov: Any, depth: int = 3) -> str:
+    """How the op ``prov`` records made its size-1 dims (see :func:`_made_to_broadcast`).
+    Indexing keeps the size-1 dims of what it indexes (``Y[idx]``, ``Y[i:i + bs]`` of an
+    ``(N, 1)`` column) unless its index makes one (``x[:, None]``, a column sliced
+    ``boxes[:, 0:1]``)."""
+    if prov.op in _SAME_SHAPE and depth > 0:  # `arange(L).unsqueeze(1).float()`
+        found = {_on_purpose(p, depth - 1) for p in prov.parents}
+        return next((kind for kind in (_DIRECT, _INHERITED) if kind in found), _NOT)
+    if prov.op not in _RESHAPING:
+        return _NOT
+    if prov.op != "__getitem__":
+        return _DIRECT
+    text = source_line(prov.path, prov.line)
+    if _NEW_AXIS.search(text) or any(_unit_width(*found) for found in _SLICE.findall(text)):
+        return _DIRECT
+    if depth > 0 and any(_on_purpose(p, depth - 1) != _NOT for p in prov.parents):
+        return _INHERITED
+    return _NOT
 
 
 #: an index adding a dim: ``x[:, None]``, ``x[..., np.newaxis]``
 _NEW_AXIS = re.compile(r"\[[^\]]*\b(None|newaxis)\b")
+#: a slice ``start:stop`` (``0:1``, ``-1:``, ``k:k + 1``)
+_SLICE = re.compile(r"(?<![\w.)\]])(-?[\w.]*)\s*:\s*(-?[\w.]*(?:\s*\+\s*1)?)(?=\s*[\],])")
+
+
+def _unit_width(start: str, stop: str) -> bool:
+    """Whether ``start:stop`` takes one element: ``0:1``, ``:1``, ``-1:``, ``k:k + 1``."""
+    stop = stop.replace(" ", "")
+    if stop == f"{start}+1" and start:
+        return True
+    if start in ("", "0") and stop == "1":
+        return True
+    if start == "-1" and stop == "":
+        return True
+    try:
+        return int(stop) - int(start) == 1
+    except ValueError:
+        return False
 
 
 def _message(result: tuple[int, ...]) -> Any:
