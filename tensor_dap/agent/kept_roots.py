@@ -317,6 +317,10 @@ def observe(
                 lines[key] = _JUDGED
             return
         path, name, line, kept, holder = hooked
+        if not in_eval_mode(footprint(graph_node(kept)).leaves, holder):
+            # (in training, a backward() may have gone through it before it is watched: only
+            # an evaluation's are judged)
+            return
     lines[key] = _JUDGED  # watched, once
     pending = state.rule_state.setdefault(_WATCHED, [])
     if any(_watching(other, path, line) for other in pending):
@@ -445,7 +449,7 @@ def _hook_list(function: types.FunctionType, owner: Any, name: str) -> list[list
         return []
     if isinstance(value, list):
         return [] if item else [value]
-    if item and type(value) is dict:
+    if item and isinstance(value, dict):  # (a defaultdict(list) too: its values() runs no code)
         return [v for v in value.values() if isinstance(v, list)]
     return []
 
@@ -453,25 +457,35 @@ def _hook_list(function: types.FunctionType, owner: Any, name: str) -> list[list
 def _hook_keeping(
     hook_lists: list[_HookList], tensor: Any
 ) -> Optional[tuple[str, str, int, Any, FrameType]]:
-    """Of the hooks' lists, one that holds ``tensor`` or, last, a tensor with autograd history
-    made after it (the hooked layer's output: the op sampled may be another of the forward's;
-    made after it, no backward() went through it yet); ``(path, name, line, that tensor, the
-    frame naming the module)``, or None."""
-    try:
-        made = graph_node(tensor)._sequence_nr()
-    except Exception:  # a node type without one
+    """Of the hooks' lists, one that keeps a tensor with autograd history made before
+    ``tensor`` (an earlier forward's, the list not emptied since: a list cleared every step,
+    which holds only the running forward's, is let go; the op sampled need not be the hooked
+    layer's), the latest such; ``(path, name, line, that tensor, the frame naming the
+    module)``, or None."""
+    made = _sequence_number(tensor)
+    if made is None:
         return None
     for path, name, line, held, frame in hook_lists:
-        if any(item is tensor for item in held[-_JUDGED_TAIL:]):
-            return path, name, line, tensor, frame
-        last = held[-1] if held else None
-        node = graph_node(last) if isinstance(last, _Tensor) else None
-        try:
-            if node is not None and node._sequence_nr() > made:
-                return path, name, line, last, frame
-        except Exception:
-            continue
+        tail = held[-_HOOK_TAIL:]
+        for item in reversed(tail):
+            number = _sequence_number(item)
+            if number is not None and number < made:
+                return path, name, line, item, frame
     return None
+
+
+#: a hook list's items looked at, from the end (a hook on several layers adds several a step)
+_HOOK_TAIL = 64
+
+
+def _sequence_number(item: Any) -> Optional[int]:
+    """The autograd sequence number of ``item``'s node (in the order nodes were made); None
+    for what has none."""
+    node = graph_node(item) if isinstance(item, _Tensor) else None
+    try:
+        return int(node._sequence_nr()) if node is not None else None
+    except Exception:
+        return None
 
 
 def _user_frames(user: FrameType) -> list[FrameType]:

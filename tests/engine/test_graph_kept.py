@@ -421,6 +421,29 @@ def features_kept_by_a_forward_hook(device: torch.device) -> None:
     _evaluate_with_a_hook(keep_features, features, device)
 
 
+def features_by_layer_in_a_defaultdict(device: torch.device) -> None:
+    """``features = defaultdict(list)``, one hook per layer appending under its name."""
+    import collections
+
+    features: collections.defaultdict = collections.defaultdict(list)
+
+    def keep(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+            features[name].append(output)  # kept
+
+        return hook
+
+    torch.manual_seed(0)
+    model = _TutorialNet().to(device)
+    model.fc1.register_forward_hook(keep("fc1"))
+    model.fc2.register_forward_hook(keep("fc2"))
+    model.eval()
+    x = torch.randn(8, 6, device=device)
+    for _batch in range(40):
+        model(x)
+    print(f"{len(features['fc2'])} batches")
+
+
 def _evaluate_with_a_hook(hook: Callable[..., None], features: list, device: torch.device) -> None:
     """40 batches through a model in eval mode, ``hook`` on its second layer filling
     ``features``, no ``torch.no_grad()``."""
@@ -479,6 +502,7 @@ LEAKS = [
     user_model_evaluated_without_no_grad_after_training,
     features_kept_by_a_forward_hook,
     features_kept_by_a_hook_object_after_training,
+    features_by_layer_in_a_defaultdict,
 ]
 
 
@@ -873,6 +897,20 @@ def features_detached_in_the_hook(device: torch.device) -> None:
     _evaluate_with_a_hook(lambda m, i, output: features.append(output.detach()), features, device)
 
 
+def features_read_and_cleared_every_batch(device: torch.device) -> None:
+    """An evaluation without ``no_grad`` reading the hooked activations of each batch and
+    clearing the list: nothing is kept from one batch to the next."""
+    features: list = []
+    model = _TutorialNet().to(device).eval()
+    model.fc1.register_forward_hook(lambda m, i, output: features.append(output))
+    model.fc2.register_forward_hook(lambda m, i, output: features.append(output))
+    norms = []
+    for _batch in range(30):
+        model(torch.randn(8, 6, device=device))
+        norms.append(features[0].norm().item())
+        features.clear()
+
+
 def feature_matching_loss_from_hooks(device: torch.device) -> None:
     """A perceptual / feature-matching loss: the hooks collect a frozen critic's features each
     step, the loss is computed from them and backpropagated, the list cleared."""
@@ -944,6 +982,7 @@ CLEAN = [
     best_of_separate_networks,
     hardest_negative,
     features_detached_in_the_hook,
+    features_read_and_cleared_every_batch,
     feature_matching_loss_from_hooks,
     grad_cam_activations_per_image,
 ]
