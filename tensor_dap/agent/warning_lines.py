@@ -40,8 +40,9 @@ def install() -> None:
     def warn(
         message: Any, category: Any = None, stacklevel: int = 1, *args: Any, **kwargs: Any
     ) -> None:
-        extra = _dispatch_frames(sys._getframe(1), stacklevel) if stacklevel > 1 else 0
-        original(message, category, stacklevel + 1 + extra, *args, **kwargs)
+        level = stacklevel if stacklevel > 1 else 1  # (0 and below name the caller, as 1)
+        extra = _dispatch_frames(sys._getframe(1), level) if level > 1 else 0
+        original(message, category, level + 1 + extra, *args, **kwargs)
 
     setattr(warn, _MARK, True)
     warnings.warn = warn

@@ -212,6 +212,7 @@ torch.randn(2).storage()
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     F.softmin(x)
+    warnings.warn("mine", stacklevel=0)
 print([(w.filename.rsplit("/", 1)[-1], w.lineno) for w in caught])
 """
 
@@ -224,7 +225,7 @@ def test_warnings_from_torch_functions_name_the_programs_lines(tmp_path: Path, c
     script = tmp_path / "warns.py"
     script.write_text(WARNINGS)
     plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
-    assert plain.stdout == "[('warns.py', 13)]\n"
+    assert plain.stdout == "[('warns.py', 13), ('warns.py', 14)]\n"
     assert plain.stderr.count("warns.py:") == 4, plain.stderr
     run = check(script, rules="default")
     assert run.stdout == plain.stdout

@@ -200,11 +200,15 @@ def _mark_reported(out: Any) -> None:
 
 def _message(op_name: str, out: Any, inputs: list[Any], args: Args) -> Any:
     nans = infs = 0
-    with torch._C.DisableTorchFunction():
-        for part in _parts(out) or ():
+    parts = _parts(out) or []
+    with torch._C.DisableTorchFunction(), _unseen([*parts, *inputs]):
+        for part in parts:
             nans += int(torch.isnan(part).sum())
             infs += int(torch.isinf(part).sum())
-        hint = _forward_hint(op_name, inputs, args)
+        try:
+            hint = _forward_hint(op_name, inputs, args)
+        except Exception:  # a tensor type that cannot be compared: no advice, still the finding
+            hint = _no_hint
 
     def build(described: list[Any], expression: str) -> str:
         *operands, result = described
@@ -265,7 +269,7 @@ def _forward_hint(op_name: str, inputs: list[Any], args: Args) -> Callable[[list
                 else " or stay in log space."
             )
         )
-    return lambda _names, _dtype: ""
+    return _no_hint
 
 
 _OVERFLOWING = frozenset(
@@ -275,6 +279,18 @@ _OVERFLOWING = frozenset(
 
 def _named(names: list[str], at: int) -> str:
     return names[at] if at < len(names) else "an input"
+
+
+def _no_hint(_names: list[str], _dtype: str) -> str:
+    return ""
+
+
+def _unseen(tensors: list[Any]) -> Any:
+    """Reads of plain tensors kept from the program's dispatch modes (a logging mode, a
+    FlopCounterMode); others (the stand-in accelerator dispatches in Python) as they are."""
+    if all(type(t) in _PLAIN for t in tensors):
+        return torch._C._DisableTorchDispatch()
+    return contextlib.nullcontext()
 
 
 def _holds(tensor: Any, condition: Any) -> bool:
