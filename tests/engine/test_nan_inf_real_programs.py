@@ -149,7 +149,7 @@ def test_the_message_says_the_usual_cause_and_its_fix() -> None:
 def test_the_rules_reads_are_not_seen_by_the_programs_modes_subclasses_or_traces() -> None:
     """nan-inf reads each result: the program's dispatch mode does not see those reads, a
     subclass of the program's that dispatches in Python is not read (it would run its code),
-    and ``torch.jit.trace`` records the program's ops only."""
+    ``torch.jit.trace`` records the program's ops only, and a profile counts them only."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     import tensor_dap
@@ -183,14 +183,17 @@ def test_the_rules_reads_are_not_seen_by_the_programs_modes_subclasses_or_traces
             out = func(*[a.inner if isinstance(a, cls) else a for a in args], **(kwargs or {}))
             return cls(out) if isinstance(out, torch.Tensor) else out
 
-    def program() -> tuple[list[str], list[str], str]:
+    def program() -> tuple[list[str], list[str], str, list[tuple[str, int]]]:
         x = torch.randn(4, 3)
         with Counting() as counting:
             torch.exp(x).relu()
         Logged.seen = []
         torch.exp(Logged(x))
         traced = torch.jit.trace(lambda t: torch.exp(t) * 2, (x,))
-        return counting.seen, list(Logged.seen), str(traced.graph)
+        with torch.profiler.profile() as profile:
+            torch.exp(x).relu().sum()
+        counts = sorted((e.key, e.count) for e in profile.key_averages())
+        return counting.seen, list(Logged.seen), str(traced.graph), counts
 
     plain = program()
     with tensor_dap.watch(rules=["nan-inf"]) as watch:

@@ -160,6 +160,8 @@ def after(
         return _backward_done(caller, state)
     if not isinstance(out, _Tensor) or torch._C._get_tracing_state() is not None:
         return None  # (under torch.jit.trace our reads would be traced into the program's graph)
+    if _profiling():  # (the program's profile would count our reads as its ops)
+        return None
     try:
         if _finite(out) is not False:
             return None
@@ -279,6 +281,9 @@ _OVERFLOWING = frozenset(
 
 def _named(names: list[str], at: int) -> str:
     return names[at] if at < len(names) else "an input"
+
+
+_profiling: Any = getattr(torch.autograd, "_profiler_enabled", lambda: False)
 
 
 def _no_hint(_names: list[str], _dtype: str) -> str:
