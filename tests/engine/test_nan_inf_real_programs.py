@@ -190,8 +190,9 @@ def test_the_rules_reads_are_not_seen_by_the_programs_modes_subclasses_or_traces
         Logged.seen = []
         torch.exp(Logged(x))
         traced = torch.jit.trace(lambda t: torch.exp(t) * 2, (x,))
+        w = torch.randn(3, requires_grad=True)
         with torch.profiler.profile() as profile:
-            torch.exp(x).relu().sum()
+            torch.exp(x @ w).relu().sum().backward()
         counts = sorted((e.key, e.count) for e in profile.key_averages())
         return counting.seen, list(Logged.seen), str(traced.graph), counts
 

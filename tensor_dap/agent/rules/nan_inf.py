@@ -392,6 +392,8 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> N
     stale = sessions.pop(thread, None)
     if stale is not None:  # the previous backward of this thread raised: its after never ran
         stale.close()
+    if _profiling():  # (the program's profile would count the gradients' checks as its ops)
+        return None
     session = _Backward()
     sessions[thread] = session
     roots = [graph_node(t) for t in backward_targets(op, args, kwargs) if graph_node(t) is not None]
