@@ -45,7 +45,7 @@ import functools
 import os
 import re
 import weakref
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -125,19 +125,7 @@ def _savers(roots: list[Any], target: Any) -> list[Any]:
     """Every live node reachable from ``roots`` that saved a tensor sharing ``target``'s
     counter: a backward may reach any of them (a prototype saved by the distances feeding
     ``argmin`` and by the logits feeding the loss)."""
-    found = []
-    seen: set[int] = set()
-    wanted = _Target(target)
-    queue = collections.deque(roots)
-    while queue and len(seen) < _MAX_NODES:
-        node = queue.popleft()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if _saved_by(node, wanted):
-            found.append(node)
-        queue.extend(next_node for next_node, _ in node.next_functions)
-    return found
+    return [node for node, _ in _saving_nodes([roots], _Target(target))]
 
 
 def _saver(index: SavedIndex, phases: list[list[Any]], target: Any) -> Optional[tuple[Any, int]]:
@@ -310,9 +298,15 @@ def _root(tensor: Any) -> Any:
 
 
 def _find_saver(phases: list[list[Any]], target: _Target) -> Optional[tuple[Any, int]]:
-    """The first live node that saved a tensor sharing ``target``'s version counter, walking
-    from each phase's roots in turn (nodes seen from an earlier phase are not walked again),
-    and that phase."""
+    """The first live node that saved a tensor sharing ``target``'s version counter, and the
+    phase of roots it was found from."""
+    return next(_saving_nodes(phases, target), None)
+
+
+def _saving_nodes(phases: list[list[Any]], target: _Target) -> Iterator[tuple[Any, int]]:
+    """``(node, phase)`` of each live node that saved a tensor sharing ``target``'s version
+    counter, walking from each phase's roots in turn (nodes seen from an earlier phase are not
+    walked again; :data:`_MAX_NODES` at most)."""
     seen: set[int] = set()
     for phase, roots in enumerate(phases):
         queue = collections.deque(roots)
@@ -322,9 +316,8 @@ def _find_saver(phases: list[list[Any]], target: _Target) -> Optional[tuple[Any,
                 continue
             seen.add(id(node))
             if _saved_by(node, target):
-                return node, phase
+                yield node, phase
             queue.extend(next_node for next_node, _ in node.next_functions)
-    return None
 
 
 def _saved_by(node: Any, target: _Target) -> bool:
