@@ -19,6 +19,9 @@ in CPU time, and reports the median ratio to plain execution:
 - ``TorchSnooper``: ``@torchsnooper.snoop()`` on the workload, output to a file (when the
   ``torchsnooper`` package imports; ``pip install -e .[bench]``), in a pass of its own.
 
+``--device cuda`` times the MLP step alone on a GPU, in wall time with the device synchronized
+at the end of each run (kernels included).
+
 As in a program, the C operator shadows (``tensor_dap/agent/operator_shadows.py``) and the
 ``zero_grad`` wrapper (``tensor_dap/agent/optimizers.py``) stay installed once the first watch
 installed them; plain runs after it pass through them (one C check per operator, about 1% of a
@@ -127,22 +130,43 @@ def _quiet_anomaly() -> Any:
             yield
 
 
-def measure(name: str, fn: Callable[[int], None], n: int, rounds: int) -> None:
+def measure(
+    name: str,
+    fn: Callable[[int], None],
+    n: int,
+    rounds: int,
+    clock: Callable[[], float] = time.process_time,
+) -> None:
+    """``clock``: CPU time by default (the workloads run in this process and wait on nothing);
+    wall time for a GPU's, whose runs end waiting for the device."""
     wrapped = {label: wrap(fn) for label, wrap in modes().items()}
-    # CPU time: the workloads run in this process and wait on nothing
-    plain, medians = interleaved_ratios(fn, wrapped, n, rounds, time.process_time)
+    plain, medians = interleaved_ratios(fn, wrapped, n, rounds, clock)
     # TorchSnooper in a pass of its own, still side by side with plain: its tens of times
     # slower runs and their output would otherwise weigh on the runs that follow them
     snooper = _torchsnooper()
     if snooper is not None:
         _, snooped = interleaved_ratios(
-            fn, {"TorchSnooper": snooper(fn)}, n, max(3, rounds // 5), time.process_time
+            fn, {"TorchSnooper": snooper(fn)}, n, max(3, rounds // 5), clock
         )
         medians.update(snooped)
     print(f"\n{name}: plain {plain * 1e6:.1f} µs per iteration")
     for label, ratio in medians.items():
         print(f"  {label:34s} {ratio:6.2f}×")
     print(f"  (a new watch costs {_one_off_cost(fn, rounds) * 1e3:.2f} ms once)")
+
+
+def measure_on(device: str, n: int, rounds: int) -> None:
+    """The MLP step on an accelerator: each run ends waiting for the device, so the ratios are
+    of wall time, kernels included (a small model's step is bound by launching them)."""
+    step = make_mlp_step(device=device)
+    backend = getattr(torch, torch.device(device).type)
+
+    def synchronized(iterations: int) -> None:
+        step(iterations)
+        backend.synchronize()
+
+    name = f"(a) MLP 784-256-10, batch 64, training step on {device}"
+    measure(name, synchronized, n, rounds, time.perf_counter)
 
 
 def _one_off_cost(fn: Callable[[int], None], rounds: int) -> float:
@@ -164,10 +188,16 @@ def main() -> None:
     # many short side-by-side pairs is steadier than that of a few long ones
     parser.add_argument("--rounds", type=int, default=45)
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument(
+        "--device", default="cpu", help="only the MLP step, on this device (cuda), in wall time"
+    )
     options = parser.parse_args()
     torch.set_num_threads(1)
     scale = 5 if options.quick else 1
     print(f"torch {torch.__version__}, Python {sys.version.split()[0]}, 1 thread")
+    if options.device != "cpu":
+        measure_on(options.device, 12 // scale, options.rounds)
+        return
     measure(
         "(a) MLP 784-256-10, batch 64, training step", make_mlp_step(), 12 // scale, options.rounds
     )
