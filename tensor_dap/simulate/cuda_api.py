@@ -60,6 +60,9 @@ _ANSWERS: dict[str, Callable[..., Any]] = {
     "get_device_name": lambda device=None: DEVICE_NAME,
     "get_device_capability": lambda device=None: (8, 0),
     "is_bf16_supported": lambda including_emulation=True: True,
+    # no CUDA graph is ever captured (torch.cuda.graph stops the run); Adam and AdamW of torch
+    # before 2.12 ask at every step(), SyncBatchNorm at every forward
+    "is_current_stream_capturing": lambda: False,
     "synchronize": _nothing,
     "empty_cache": _nothing,
     "ipc_collect": _nothing,

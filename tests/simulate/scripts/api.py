@@ -23,4 +23,6 @@ assert torch.cuda.memory_allocated() == before
 assert torch.cuda.max_memory_allocated() == peak >= 1024 * 256 * 4
 torch.cuda.synchronize()
 torch.cuda.empty_cache()
+# torch <= 2.12's Adam/AdamW ask it at every step(), SyncBatchNorm at every forward
+assert torch.cuda.is_current_stream_capturing() is False
 print("OK")
