@@ -18,12 +18,18 @@ import torch
 from tensor_dap.agent.graph_nodes import graph_node, is_parameter, saved_tensors
 from tensor_dap.agent.storage import storage_key
 
-#: ``(id(node), node._sequence_nr())``: names a node without keeping it (nor its graph) alive
-NodeKey = tuple[int, int]
+#: ``(node._sequence_nr(), type name)``: names a node without keeping it (nor its graph) alive
+NodeKey = tuple[int, str]
 
 
 def node_key(node: Any) -> NodeKey:
-    return (id(node), int(node._sequence_nr()))
+    """A name for ``node`` that stays the same while the node lives. Not ``id(node)``: before
+    torch 2.13 a node does not keep its Python object alive, so the object ``t.grad_fn`` gave
+    goes when nothing holds it and ``next_functions`` later gives a new one (another id) for
+    the same node. The sequence number is the thread's count of nodes made (never reused in
+    that thread); the type tells apart the nodes of other threads. For the same reason a
+    graph walk keeps the nodes it has seen, not their ids."""
+    return (int(node._sequence_nr()), type(node).__name__)
 
 
 @dataclass
@@ -46,19 +52,19 @@ def footprint(
     """Walk the graph from node ``root`` (at most ``limit`` nodes); ``saved=False`` leaves the
     saved tensors' bytes uncounted (a walk for the leaves only)."""
     found = Footprint()
-    seen: set[int] = set()
+    seen: set[Any] = set()  # the nodes themselves (see node_key)
     storages: set[Any] = set()
     queue = collections.deque([root])
     with torch._C.DisableTorchFunction():
         while queue:
             node = queue.popleft()
-            if node is None or id(node) in seen:
+            if node is None or node in seen:
                 continue
             if len(seen) >= limit:
                 found.truncated = True
                 break
-            seen.add(id(node))
-            if stop is not None and id(node) == stop[0] and node_key(node) == stop:
+            seen.add(node)
+            if stop is not None and node_key(node) == stop:
                 found.reached = True
             if saved:
                 found.saved_bytes += _saved_bytes(node, storages)

@@ -509,14 +509,14 @@ def _ancestors(node: Any) -> list[Any]:
     """Up to :data:`_ANCESTORS` nodes upstream of ``node``, nearest first, without the
     ``AccumulateGrad`` nodes of parameters (which every graph of the model shares)."""
     found: list[Any] = []
-    seen = {id(node)}
+    seen = {node}  # the nodes themselves (see graph_walk.node_key)
     queue = collections.deque([node])
     with torch._C.DisableTorchFunction():
         while queue and len(found) < _ANCESTORS:
             for next_node, _ in queue.popleft().next_functions:
-                if next_node is None or id(next_node) in seen:
+                if next_node is None or next_node in seen:
                     continue
-                seen.add(id(next_node))
+                seen.add(next_node)
                 if not accumulates_grad(next_node):
                     found.append(next_node)
                     queue.append(next_node)

@@ -346,14 +346,14 @@ def _graph_leaves(args: Any, kwargs: Any) -> TensorMap[None]:
     roots = args[0] if args else (kwargs or {}).get("tensors")
     roots = roots if isinstance(roots, (list, tuple)) else [roots]
     queue: list[Any] = [graph_node(t) for t in roots if isinstance(t, _Tensor)]
-    seen: set[int] = set()
+    seen: set[Any] = set()  # the nodes themselves (see graph_walk.node_key)
     leaves: TensorMap[None] = TensorMap()
     with torch._C.DisableTorchFunction():
         while queue and len(seen) < _LEAF_WALK_LIMIT:
             node = queue.pop()
-            if node is None or id(node) in seen:
+            if node is None or node in seen:
                 continue
-            seen.add(id(node))
+            seen.add(node)
             variable = getattr(node, "variable", None) if accumulates_grad(node) else None
             if isinstance(variable, _Tensor):  # (one without weak references is passed over)
                 leaves.set(variable, None)

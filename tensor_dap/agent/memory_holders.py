@@ -137,17 +137,17 @@ def named_tensors(user_frames: list[types.FrameType], tracked: list[Any]) -> lis
 def graph_holders(roots: list[tuple[Any, str]]) -> Iterator[Held]:
     """The tensors live autograd graphs saved for backward (parameters left out: modules name
     them), each node once, from the graphs of ``roots`` (tensor, name of the graph) in order."""
-    seen: set[int] = set()
+    seen: set[Any] = set()  # the nodes themselves (see graph_walk.node_key)
     for tensor, root_name in roots:
         node = graph_node(tensor)
-        if node is None or id(node) in seen:
+        if node is None or node in seen:
             continue
         stack = [node]
         while stack and len(seen) < MAX_NODES:
             node = stack.pop()
-            if node is None or id(node) in seen:
+            if node is None or node in seen:
                 continue
-            seen.add(id(node))
+            seen.add(node)
             holder = Holder("graph", f"saved by {type(node).__name__} for {root_name}")
             for saved in saved_tensors(node):
                 if not is_parameter(saved):

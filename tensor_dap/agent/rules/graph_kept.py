@@ -424,8 +424,7 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
     else:  # the total is an operand (cheaper: no node tuples made)
         inputs = [graph_node(a) for a in args[:2] if isinstance(a, _Tensor)]
     for input_node in inputs:
-        same = input_node is not None and id(input_node) == chain.node[0]
-        if same and node_key(input_node) == chain.node:
+        if input_node is not None and node_key(input_node) == chain.node:
             previous = input_node
     if previous is None:
         return None
@@ -434,7 +433,7 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
             grad_fn = graph_node(operand)
             if grad_fn is previous:
                 continue
-            if grad_fn is not None and grad_fn._sequence_nr() > chain.node[1]:
+            if grad_fn is not None and grad_fn._sequence_nr() > chain.node[0]:
                 return operand
             return None
     return None

@@ -307,14 +307,14 @@ def _saving_nodes(phases: list[list[Any]], target: _Target) -> Iterator[tuple[An
     """``(node, phase)`` of each live node that saved a tensor sharing ``target``'s version
     counter, walking from each phase's roots in turn (nodes seen from an earlier phase are not
     walked again; :data:`_MAX_NODES` at most)."""
-    seen: set[int] = set()
+    seen: set[Any] = set()  # the nodes themselves (see graph_walk.node_key)
     for phase, roots in enumerate(phases):
         queue = collections.deque(roots)
         while queue and len(seen) < _MAX_NODES:
             node = queue.popleft()
-            if node is None or id(node) in seen:
+            if node is None or node in seen:
                 continue
-            seen.add(id(node))
+            seen.add(node)
             if _saved_by(node, target):
                 yield node, phase
             queue.extend(next_node for next_node, _ in node.next_functions)
