@@ -103,13 +103,14 @@ class DistributedDataParallel(_DDP):
             output = self.device_ids[0]
         self.output_device = _get_device_index(output, True) if output is not None else None
         self.dim = options["dim"]
-        buffers = options["forward_sync_buffers"]
+        # (the signature is this torch's: 2.11 has no forward_sync_buffers, older ones fewer)
+        buffers = options.get("forward_sync_buffers")
         if buffers is None:
             buffers = options["broadcast_buffers"] is not False
         self.forward_sync_buffers = buffers
         for name in ("find_unused_parameters", "gradient_as_bucket_view", "static_graph"):
-            setattr(self, name, options[name])
-        self.mixed_precision = options["mixed_precision"]
+            setattr(self, name, options.get(name, False))
+        self.mixed_precision = options.get("mixed_precision")
         self.require_backward_grad_sync = True
         self.require_forward_param_sync = True
         self._sync_pending = False
@@ -122,7 +123,7 @@ class DistributedDataParallel(_DDP):
                 "DistributedDataParallel is not needed when a module "
                 "doesn't have any parameter that requires a gradient."
             )
-        if options["init_sync"]:
+        if options.get("init_sync", True):
             params = [p for n, p in module.named_parameters() if n not in ignored]
             self._broadcast(params + (self._buffers_to_sync() if buffers else []))
         for param in self._synced_parameters:

@@ -86,7 +86,12 @@ def decode(data: dict[str, Any]) -> list[float]:
 
 
 def autograd_state(dap: DapClient, frame_id: int) -> str:
-    expression = "[(t._version, t.requires_grad, t.is_leaf, repr(t.grad_fn)) for t in (w, h, img)]"
+    # the node's type and sequence number: before torch 2.13 its Python object (and the address
+    # its repr shows) is made anew each time nothing holds it
+    expression = (
+        "[(t._version, t.requires_grad, t.is_leaf, type(t.grad_fn).__name__,"
+        " t.grad_fn and t.grad_fn._sequence_nr()) for t in (w, h, img)]"
+    )
     return evaluate(dap, frame_id, expression, context="repl")["result"]
 
 
