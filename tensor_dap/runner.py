@@ -18,6 +18,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 _TENSOR_DAP_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: Python's own hook for a thread's uncaught exception (``threading.__excepthook__`` is 3.10+;
+#: on 3.9 the hook as this module found it, before any script ran)
+_PYTHONS_THREAD_HOOK = getattr(threading, "__excepthook__", threading.excepthook)
 
 
 @dataclass
@@ -69,7 +72,7 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
     else:
         sys.path.insert(0, folder)
     saved_main = sys.modules.get("__main__")
-    if threading.excepthook is threading.__excepthook__:
+    if threading.excepthook is _PYTHONS_THREAD_HOOK:
         threading.excepthook = _thread_excepthook
     main = types.ModuleType("__main__")
     main.__file__ = path
@@ -132,7 +135,7 @@ def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
     name = args.thread.name if args.thread is not None else threading.get_ident()
     sys.stderr.write(f"Exception in thread {name}:\n")
     if args.exc_value is None:
-        threading.__excepthook__(args)
+        _PYTHONS_THREAD_HOOK(args)
         return
     print_user_traceback(args.exc_value)
 
