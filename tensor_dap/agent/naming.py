@@ -9,6 +9,7 @@ parameter of a module in the torch frames between the op and the user; else ``op
 from __future__ import annotations
 
 import ast
+import dis
 import io
 import linecache
 import sys
@@ -81,6 +82,35 @@ def current_node(frame: FrameType) -> Optional[ast.AST]:
         ):
             best = node
     return best
+
+
+def calls_on_running_line(frame: FrameType) -> Optional[list[str]]:
+    """Where :func:`current_node` knows no answer (Python before 3.11 gives no columns): when
+    the instruction running in ``frame`` is a call, the names called on its line (``sum``,
+    ``parameters``, ``add_``); None when it is no call (``+``, ``+=``) or the source is not
+    there."""
+    code = frame.f_code
+    instructions = _CALL_OFFSETS.get(code)
+    if instructions is None:
+        instructions = _CALL_OFFSETS[code] = frozenset(
+            i.offset
+            for i in dis.get_instructions(code)
+            # (3.11 specialises PRECALL into the call itself: the frame runs there)
+            if i.opname.startswith("CALL") or i.opname == "PRECALL"
+        )
+    tree = _tree(code.co_filename) if frame.f_lasti in instructions else None
+    if tree is None:
+        return None
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    return [
+        call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")
+        for call in calls
+        if call.lineno == frame.f_lineno
+    ]
+
+
+#: code object -> offsets of its call instructions (:func:`calls_on_running_line`)
+_CALL_OFFSETS: dict[Any, frozenset[int]] = {}
 
 
 def expression_text(frame: FrameType) -> str:

@@ -957,6 +957,18 @@ def grad_cam_activations_per_image(device: torch.device) -> None:
     print(f"{len(maps)} maps")
 
 
+def validation_loss_with_a_weight_penalty_summed_in_one_call(device: torch.device) -> None:
+    """A VAE-style loss whose weight penalty is one ``sum()`` over the parameters, validated in
+    eval mode without ``no_grad`` (each number read with ``.item()``): the adds of that one
+    call are no accumulation across iterations."""
+    model, _, batches = _setup(device)
+    model.eval()
+    total = 0.0
+    for x, y in batches:
+        loss = F.mse_loss(model(x), y) + 1e-4 * sum(p.pow(2).sum() for p in model.parameters())
+        total += loss.item()
+
+
 CLEAN = [
     eval_mode_finetuning_with_micro_batches,
     item_totals,
@@ -985,6 +997,7 @@ CLEAN = [
     features_read_and_cleared_every_batch,
     feature_matching_loss_from_hooks,
     grad_cam_activations_per_image,
+    validation_loss_with_a_weight_penalty_summed_in_one_call,
 ]
 
 
@@ -1021,6 +1034,19 @@ def test_each_leak_is_reported_at_its_accumulating_line(program, path) -> None: 
 @pytest.mark.parametrize("program", CLEAN, ids=lambda p: p.__name__)
 def test_correct_idioms_are_not_reported(program, path) -> None:  # type: ignore[no-untyped-def]
     assert _run(program, DEVICE) == []
+
+
+def test_without_column_positions_as_before_python_3_11(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Python 3.9 and 3.10 give no instruction columns: what runs on a line is read from the
+    bytecode and the line's calls instead (a ``sum()`` over parameters was a chain there)."""
+    from tensor_dap.agent import naming
+
+    monkeypatch.setattr(naming, "current_node", lambda frame: None)
+    for program in CLEAN:
+        assert _run(program, DEVICE) == [], program.__name__
+    for program in LEAKS:
+        found = {line for _, line, _ in _run(program, DEVICE)}
+        assert found == _marked_lines(program), program.__name__
 
 
 def test_the_message_says_how_many_iterations_and_what_is_kept() -> None:

@@ -407,11 +407,16 @@ def _inside_call(caller: Any, state: Any) -> bool:
     inside = sites.get(key)
     if inside is None:
         node = naming.current_node(caller)
-        callee = None
-        if isinstance(node, ast.Call):
+        if node is None:  # before Python 3.11: whether a call runs, and the line's callees
+            called = naming.calls_on_running_line(caller)
+            inside = called is not None and not _ADDS.intersection(called)
+        elif isinstance(node, ast.Call):
             func = node.func
             callee = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-        inside = sites[key] = callee is not None and callee not in _ADDS
+            inside = callee not in _ADDS
+        else:
+            inside = False
+        sites[key] = inside
     return inside
 
 
