@@ -84,33 +84,36 @@ def current_node(frame: FrameType) -> Optional[ast.AST]:
     return best
 
 
-def calls_on_running_line(frame: FrameType) -> Optional[list[str]]:
-    """Where :func:`current_node` knows no answer (Python before 3.11 gives no columns): when
-    the instruction running in ``frame`` is a call, the names called on its line (``sum``,
-    ``parameters``, ``add_``); None when it is no call (``+``, ``+=``) or the source is not
-    there."""
+#: code object -> offsets of its call instructions (:func:`running_calls`)
+_CALL_OFFSETS: dict[Any, frozenset[int]] = {}
+
+
+def running_calls(frame: FrameType) -> Optional[list[str]]:
+    """The names called by the call running in ``frame`` (``sum``, ``add_``): its callee where
+    Python gives columns (3.11+), else every call on its line when the instruction running is a
+    call; None when what runs is no call (``+``, ``+=``) or the source is not there."""
+    node = current_node(frame)
+    if node is not None:
+        return [_callee(node)] if isinstance(node, ast.Call) else None
     code = frame.f_code
-    instructions = _CALL_OFFSETS.get(code)
-    if instructions is None:
-        instructions = _CALL_OFFSETS[code] = frozenset(
+    offsets = _CALL_OFFSETS.get(code)
+    if offsets is None:
+        offsets = _CALL_OFFSETS[code] = frozenset(
             i.offset
             for i in dis.get_instructions(code)
             # (3.11 specialises PRECALL into the call itself: the frame runs there)
             if i.opname.startswith("CALL") or i.opname == "PRECALL"
         )
-    tree = _tree(code.co_filename) if frame.f_lasti in instructions else None
+    tree = _tree(code.co_filename) if frame.f_lasti in offsets else None
     if tree is None:
         return None
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    return [
-        call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")
-        for call in calls
-        if call.lineno == frame.f_lineno
-    ]
+    return [_callee(call) for call in calls if call.lineno == frame.f_lineno]
 
 
-#: code object -> offsets of its call instructions (:func:`calls_on_running_line`)
-_CALL_OFFSETS: dict[Any, frozenset[int]] = {}
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
 
 
 def expression_text(frame: FrameType) -> str:

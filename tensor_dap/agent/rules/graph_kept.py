@@ -54,7 +54,6 @@ rule runs at each ``backward()`` and on a sample of ops (``observe``).
 
 from __future__ import annotations
 
-import ast
 import collections
 import functools
 import os
@@ -406,17 +405,8 @@ def _inside_call(caller: Any, state: Any) -> bool:
     key = (caller.f_code, caller.f_lasti)
     inside = sites.get(key)
     if inside is None:
-        node = naming.current_node(caller)
-        if node is None:  # before Python 3.11: whether a call runs, and the line's callees
-            called = naming.calls_on_running_line(caller)
-            inside = called is not None and not _ADDS.intersection(called)
-        elif isinstance(node, ast.Call):
-            func = node.func
-            callee = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-            inside = callee not in _ADDS
-        else:
-            inside = False
-        sites[key] = inside
+        called = naming.running_calls(caller)
+        inside = sites[key] = called is not None and not _ADDS.intersection(called)
     return inside
 
 
