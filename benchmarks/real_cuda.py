@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -134,8 +134,15 @@ def main() -> None:
         raise SystemExit("no CUDA device here: this compares a real GPU with the simulation")
     python = sys.version.split()[0]
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, Python {python}")
+    found = scripts()
     with ThreadPoolExecutor(options.jobs) as pool:
-        results = list(pool.map(lambda s: compare(s, options.timeout), scripts()))
+        pending = [pool.submit(compare, script, options.timeout) for script in found]
+        # each script as it ends (stderr): a run cut short by a time limit keeps what had ended
+        for number, done in enumerate(as_completed(pending), start=1):
+            r = done.result()
+            flags = ", ".join(k for k in ("markers", "sim_same", "messages_same", "same") if r[k])
+            print(f"[{number}/{len(found)}] {r['script']}: {flags}", file=sys.stderr, flush=True)
+    results = [future.result() for future in pending]
     print(f"{'script':44s} {'markers':>7} {'sim':>5} {'msgs':>5} {'same':>5} {'ratio':>6}")
     for r in results:
         flags = [r["markers"], r["sim_same"], r["messages_same"], r["same"]]

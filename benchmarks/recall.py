@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,15 @@ class Outcome:
     @property
     def false_alarms(self) -> set[tuple[str, int]]:
         return self.found - set(self.case.expected)
+
+    def line(self) -> str:
+        """One line for this run: what was found, missed and added, and whether it ran the same."""
+        flags = f"missed {sorted(self.missed)} " if self.missed else ""
+        flags += f"false {sorted(self.false_alarms)} " if self.false_alarms else ""
+        return (
+            f"{self.case.name}: {flags or 'as marked '}{'same' if self.same else 'CHANGED'}"
+            f" (plain {self.plain_s:.1f} s, check {self.check_s:.1f} s)"
+        )
 
 
 def run_case(case: Case, timeout: float) -> Outcome:
@@ -109,8 +118,14 @@ def main() -> int:
     runs = cases(tuple(args.names))
     if not runs:
         parser.error("no program matches")
+    outcomes = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        outcomes = list(pool.map(lambda case: run_case(case, args.timeout), runs))
+        pending = [pool.submit(run_case, case, args.timeout) for case in runs]
+        # each run as it ends (stderr): a run cut short by a time limit keeps what had ended
+        for number, done in enumerate(as_completed(pending), start=1):
+            outcome = done.result()
+            print(f"[{number}/{len(runs)}] {outcome.line()}", file=sys.stderr, flush=True)
+    outcomes = [future.result() for future in pending]
 
     header = f"{'program':<26} {'variants':>8} {'found':>6} {'missed':>6} {'false':>6}"
     header += f" {'same':>7} {'ratio':>6}"
