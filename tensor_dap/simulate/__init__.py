@@ -15,6 +15,9 @@ tensor subclass whose ops run on the CPU data):
   ``"cuda"`` devices (``device=``, ``.to(...)``, ``.cuda()``) as the simulated device;
 - :mod:`~tensor_dap.simulate.cuda_api`: ``torch.cuda``'s functions answered by the simulation,
   ``torch.load``/``torch.save`` across it, and a clear stop for what cannot be simulated;
+- :mod:`~tensor_dap.simulate.accelerator_api`: ``torch.accelerator`` answered the same way;
+- :mod:`~tensor_dap.simulate.recompute`: activation checkpointing's recomputation in
+  ``backward()`` under the simulation too;
 - :mod:`~tensor_dap.simulate.distributed`: torchrun ranks, NCCL answered by gloo;
 - :mod:`~tensor_dap.simulate.ddp`: ``DistributedDataParallel`` of a simulated module;
 - :mod:`~tensor_dap.simulate.stop`: the one-line stop for what cannot be simulated.
@@ -51,9 +54,11 @@ def start(kind: str) -> None:
         raise ValueError(f"cannot simulate {kind!r}; one of: {', '.join(KINDS)}")
     if _started is not None:
         return
-    from tensor_dap.simulate import cuda_api, mode, tensor
+    from tensor_dap.simulate import accelerator_api, cuda_api, mode, recompute, tensor
 
     tensor.install()
     cuda_api.install()
+    accelerator_api.install()
+    recompute.install()
     mode.install()
     _started = kind

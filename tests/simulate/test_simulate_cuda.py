@@ -32,7 +32,10 @@ def _found(run) -> list[tuple[str, int]]:
     return [(f["rule"], f["line"]) for f in run.report["findings"]]
 
 
-@pytest.mark.parametrize("name", ["api", "checkpoint", "amp", "amp_dtypes", "factories"])
+@pytest.mark.parametrize(
+    "name",
+    ["api", "accelerator_api", "checkpoint", "grad_checkpoint", "amp", "amp_dtypes", "factories"],
+)
 def test_clean_cuda_scripts_run_to_the_end_with_no_finding(check, name: str) -> None:
     run = check(SCRIPTS / f"{name}.py", extra=SIMULATE)
     assert run.returncode == 0, run.stderr
