@@ -286,14 +286,57 @@ static void note_raised(PyObject *watch, PyObject *watch_dict, PyObject *plan, P
     restore_exception(error);
 }
 
-/* mode.handle_op in C (see there for what each step is for) */
+/* torch._C.DisableTorchFunctionSubclass, looked up on first use */
+static PyObject *SUBCLASSES_OFF;
+
+/* Entered around the engine's own reads of an op whose arguments include a tensor subclass
+ * with a __torch_function__ of its own (mode.handle_op's `subclasses`): the rules' `.device`,
+ * `.grad_fn`, `untyped_storage()`... are not the program's ops, and the subclass must not see
+ * them (one that logs its ops would print them). The guard entered (a new reference), NULL on
+ * an error. */
+static PyObject *subclasses_off(void) {
+    if (SUBCLASSES_OFF == NULL) {
+        PyObject *module = PyImport_ImportModule("torch._C");
+        if (module == NULL) return NULL;
+        SUBCLASSES_OFF = PyObject_GetAttrString(module, "DisableTorchFunctionSubclass");
+        Py_DECREF(module);
+        if (SUBCLASSES_OFF == NULL) return NULL;
+    }
+    PyObject *guard = PyObject_CallNoArgs(SUBCLASSES_OFF);
+    if (guard == NULL) return NULL;
+    PyObject *entered = PyObject_CallMethod(guard, "__enter__", NULL);
+    if (entered == NULL) {
+        Py_DECREF(guard);
+        return NULL;
+    }
+    Py_DECREF(entered);
+    return guard;
+}
+
+/* Leave (and release) what subclasses_off entered, if anything, keeping the error being raised,
+ * if any. -1 when leaving fails. */
+static int subclasses_on(PyObject *guard) {
+    if (guard == NULL) return 0;
+    PyObject *pending = take_exception();
+    PyObject *left = PyObject_CallMethod(guard, "__exit__", "OOO", Py_None, Py_None, Py_None);
+    Py_DECREF(guard);
+    if (left == NULL) {
+        Py_XDECREF(pending);
+        return -1;
+    }
+    Py_DECREF(left);
+    restore_exception(pending);
+    return 0;
+}
+
+/* mode.handle_op in C (see there for what each step is for; `subclasses`: its keyword) */
 static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *args,
-                        PyObject *kwargs, PyObject *caller) {
+                        PyObject *kwargs, PyObject *caller, int subclasses) {
     PyObject *mode_dict = instance_dict(mode);
     PyObject *watch = own_attr(mode_dict, mode, s_watch);
     Py_XDECREF(mode_dict);
     if (watch == NULL) return NULL;
-    PyObject *out = NULL, *active = NULL, *plans = NULL, *plan = NULL;
+    PyObject *out = NULL, *active = NULL, *plans = NULL, *plan = NULL, *guard = NULL;
     PyObject *watch_dict = instance_dict(watch);
     active = own_attr(watch_dict, watch, s_mode);
     if (active == NULL) goto done;
@@ -323,16 +366,23 @@ static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *
         PyErr_SetString(PyExc_TypeError, "tensor-dap: a plan is (info, before, after, observers)");
         goto done;
     }
-    if (run_before(watch, PyTuple_GET_ITEM(plan, 1), PyTuple_GET_ITEM(plan, 0), args, kwargs,
-                   caller) < 0)
-        goto done;
+    guard = subclasses ? subclasses_off() : NULL;
+    if (subclasses && guard == NULL) goto done;
+    int before_failed = run_before(watch, PyTuple_GET_ITEM(plan, 1), PyTuple_GET_ITEM(plan, 0),
+                                   args, kwargs, caller) < 0;
+    if (subclasses_on(guard) < 0 || before_failed) goto done;
     out = call_op(func, args, kwargs);
-    if (out == NULL) { /* (out of memory: seen before the stack unwinds) */
-        note_raised(watch, watch_dict, plan, args, kwargs, caller);
+    guard = subclasses ? subclasses_off() : NULL;
+    if (subclasses && guard == NULL) {
+        Py_CLEAR(out);
         goto done;
     }
-    if (out == Py_NotImplemented) goto done; /* no op ran: nothing to record */
-    if (run_after(watch, watch_dict, plan, args, kwargs, out, caller) < 0) Py_CLEAR(out);
+    if (out == NULL) { /* (out of memory: seen before the stack unwinds) */
+        note_raised(watch, watch_dict, plan, args, kwargs, caller);
+    } else if (out != Py_NotImplemented) { /* (NotImplemented: no op ran, nothing to record) */
+        if (run_after(watch, watch_dict, plan, args, kwargs, out, caller) < 0) Py_CLEAR(out);
+    }
+    if (subclasses_on(guard) < 0) Py_CLEAR(out);
 done:
     Py_DECREF(watch);
     Py_XDECREF(watch_dict);
@@ -401,7 +451,7 @@ static PyObject *shadow_run(Shadow *self, PyObject *mode, PyObject *const *args,
     }
     /* the frame that applied the operator: the innermost Python frame (this is C) */
     PyObject *caller = (PyObject *)PyEval_GetFrame();
-    PyObject *out = run_op(mode, self->op, self->original, tuple, kwargs, caller);
+    PyObject *out = run_op(mode, self->op, self->original, tuple, kwargs, caller, 0);
     Py_DECREF(tuple);
     Py_DECREF(kwargs);
     return out;
@@ -426,7 +476,10 @@ static PyObject *shadow_vectorcall(PyObject *callable, PyObject *const *args, si
     PyObject *mode = PyObject_CallNoArgs(POP_MODE);
     if (mode == NULL) return NULL;
     int ours = is_watch_mode(self->modes, mode);
+    /* both operands plain: a subclass `self` goes the original way too, through the mode,
+     * which keeps the engine's own reads of it from its __torch_function__ (run_op) */
     if (ours) ours = is_plain(args[nargs - 1]);
+    if (ours > 0 && nargs > 1) ours = is_plain(args[0]);
     PyObject *out = ours > 0 ? shadow_run(self, mode, args, nargs, kwnames) : NULL;
     PyObject *error = ours != 0 && out == NULL ? take_exception() : NULL;
     PyObject *pushed = PyObject_CallOneArg(PUSH_MODE, mode);
@@ -585,7 +638,8 @@ static PyObject *torch_function_vectorcall(PyObject *callable, PyObject *const *
     if (frame == NULL) /* not called from Python: no user line to check */
         out = call_op(func, call_tuple, kwargs);
     else
-        out = run_op(mode, func, func, call_tuple, kwargs, (PyObject *)frame);
+        out = run_op(mode, func, func, call_tuple, kwargs, (PyObject *)frame,
+                     PyTuple_Check(args[2]) && PyTuple_GET_SIZE(args[2]) > 0);
     Py_XDECREF(back);
     Py_DECREF(call_tuple);
     return out;

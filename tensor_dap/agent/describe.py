@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
+import torch
+
 from tensor_dap.agent.provenance import Prov
 from tensor_dap.findings import TensorInfo
 from tensor_dap.tensor_text import dtype_name, grad_fn_name, shape_text
@@ -43,9 +45,24 @@ class Described(TensorInfo):
         return TensorInfo(**{field.name: getattr(self, field.name) for field in fields(TensorInfo)})
 
 
-def tensor_fields(tensor: Any) -> tuple[tuple[int, ...], str, str, bool, Optional[str]]:
+#: tensor types whose metadata reads go to no ``__torch_function__``
+_PLAIN_TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
+
+Fields = tuple[tuple[int, ...], str, str, bool, Optional[str]]
+
+
+def tensor_fields(tensor: Any) -> Fields:
     """Shape, dtype name, device, requires_grad and grad_fn name; a field that cannot be read
-    is ``()``, ``"?"``, ``"?"``, False or None."""
+    is ``()``, ``"?"``, ``"?"``, False or None. Read with subclasses' ``__torch_function__``
+    off: describing a tensor (a trace line, the debugger's VARIABLES) is no op of the program,
+    and a subclass that logs its calls must not see it."""
+    if type(tensor) in _PLAIN_TENSORS:
+        return _read_fields(tensor)
+    with torch._C.DisableTorchFunctionSubclass():
+        return _read_fields(tensor)
+
+
+def _read_fields(tensor: Any) -> Fields:
     try:
         shape = tuple(int(s) for s in tensor.shape)
     except Exception:

@@ -38,10 +38,22 @@ _getframe = sys._getframe
 
 
 def handle_op(
-    mode: Any, op: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
+    mode: Any,
+    op: Any,
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: Any,
+    caller: FrameType,
+    subclasses: bool = False,
 ) -> Any:
     """Run ``func`` for the user's frame ``caller`` with the rules for ``op`` around it (the
     mode is off the stack here: torch popped it, or :mod:`operator_shadows` did).
+
+    ``subclasses``: an argument is a tensor subclass with a ``__torch_function__`` of its own
+    (torch's ``types``). The engine's own reads of the op's tensors (the rules' ``.device``,
+    ``.grad_fn``, the books' ``untyped_storage()``...) then run with subclasses' torch functions
+    off: they are not the program's ops, and a subclass that logs its ops would print them. The
+    op itself still goes through the subclass.
 
     Every line here runs for every op: each is paid for in benchmarks/overhead.py. Its C twin
     in ``_fastpath.c`` runs the very same steps; change both together. What it reads of the
@@ -54,14 +66,10 @@ def handle_op(
     if plan is PASS:
         return func(*args, **kwargs) if kwargs else func(*args)
     info, before, after, observers = plan
-    for rule_id, check, _screen in before:  # (the C path skips checks their screen rules out)
-        try:
-            report = check(info, args, kwargs, caller, watch)
-        except Exception as error:
-            watch._rule_failed(rule_id, error)
-            continue
-        if report is not None:
-            watch._emit(rule_id, report, info, caller)
+    if subclasses:
+        return _with_subclasses_off(watch, plan, func, args, kwargs, caller)
+    if before:
+        check_before(watch, before, info, args, kwargs, caller)
     try:
         out = func(*args, **kwargs) if kwargs else func(*args)
     except RuntimeError as error:  # (out of memory: seen before the stack unwinds)
@@ -70,6 +78,40 @@ def handle_op(
         raise
     if out is NotImplemented:  # no op ran (``t @ 2``): Python tries the operand's side next
         return out
+    record_after(watch, info, args, kwargs, out, caller, after, observers)
+    return out
+
+
+def check_before(
+    watch: Watch,
+    before: tuple[Any, ...],
+    info: OpInfo,
+    args: tuple[Any, ...],
+    kwargs: Any,
+    caller: FrameType,
+) -> None:
+    """The ``before`` rules of a plan (the C path skips checks their screens rule out)."""
+    for rule_id, check, _screen in before:
+        try:
+            report = check(info, args, kwargs, caller, watch)
+        except Exception as error:
+            watch._rule_failed(rule_id, error)
+            continue
+        if report is not None:
+            watch._emit(rule_id, report, info, caller)
+
+
+def record_after(
+    watch: Watch,
+    info: OpInfo,
+    args: tuple[Any, ...],
+    kwargs: Any,
+    out: Any,
+    caller: FrameType,
+    after: tuple[Any, ...],
+    observers: tuple[Any, ...],
+) -> None:
+    """After the op: count its call site, sample it, run the ``after`` rules."""
     # per call site: the first 8 hits in full, then one in 64 (provenance, trace). A site is
     # id(code) + instruction offset: unique among live code objects (the offset lies inside
     # the object), and an int hashes for free where a code object hashes its bytecode.
@@ -80,6 +122,25 @@ def handle_op(
         watch._sample(site, hits, info, sampled_arguments(args, kwargs), out, caller, observers)
     if after:
         watch._after(after, info, args, kwargs, out, caller)
+
+
+def _with_subclasses_off(
+    watch: Watch, plan: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
+) -> Any:
+    """:func:`handle_op`'s steps, the engine's own with subclasses' torch functions off."""
+    info, before, after, observers = plan
+    with torch._C.DisableTorchFunctionSubclass():
+        check_before(watch, before, info, args, kwargs, caller)
+    try:
+        out = func(*args, **kwargs) if kwargs else func(*args)
+    except RuntimeError as error:
+        if watch._raise_hooks:
+            with torch._C.DisableTorchFunctionSubclass():
+                watch._raised(info, args, kwargs, error, caller)
+        raise
+    if out is not NotImplemented:
+        with torch._C.DisableTorchFunctionSubclass():
+            record_after(watch, info, args, kwargs, out, caller, after, observers)
     return out
 
 
@@ -140,7 +201,7 @@ class WatchMode(TorchFunctionMode):
             caller = caller.f_back
         elif code is _DISPATCH_CODE and caller.f_back is not None:  # see _DISPATCH_CODE
             caller = caller.f_back.f_back or caller
-        return handle_op(self, func, func, args, kwargs, caller)
+        return handle_op(self, func, func, args, kwargs, caller, bool(types))
 
     def enter(self) -> None:
         """Push this mode on the calling thread's torch-function stack."""

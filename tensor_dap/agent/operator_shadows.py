@@ -57,9 +57,10 @@ _stack_at = torch._C._get_function_stack_at
 _pop: Callable[[], Any] = torch._C._pop_torch_function_stack
 _push = torch._C._push_on_torch_function_stack
 
-#: operands the fast path takes (the last argument: ``other``, or ``self`` for ``-a``). Anything
-#: else — a subclass, a custom object with ``__radd__`` — goes the original way, where torch
-#: may answer NotImplemented without any op (and so without any rule) running.
+#: operands the fast path takes (``self`` and the last argument: ``other``, or ``self`` for
+#: ``-a``). Anything else — a subclass, a custom object with ``__radd__`` — goes the original
+#: way, where torch may answer NotImplemented without any op (and so without any rule) running,
+#: and where a subclass's ``__torch_function__`` is kept out of the engine's own reads.
 PLAIN = frozenset([torch.Tensor, torch.nn.Parameter, int, float, bool, complex])
 
 _lock = threading.Lock()
@@ -106,7 +107,11 @@ def _python_shadow(
             mode: Any = None
             try:
                 mode = _pop()
-                if mode.__class__ in modes and args[-1].__class__ in PLAIN:
+                if (
+                    mode.__class__ in modes
+                    and args[-1].__class__ in PLAIN
+                    and args[0].__class__ in PLAIN
+                ):
                     # (a watch mode: mypy narrows it to ``object`` by the class test above)
                     return mode.run(mode, op, original, args, kwargs or None, _getframe(1))  # type: ignore[attr-defined]
             finally:

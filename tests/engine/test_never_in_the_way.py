@@ -234,3 +234,48 @@ def test_warnings_from_torch_functions_name_the_programs_lines(tmp_path: Path, c
     assert [line for line in run.stderr.splitlines() if line not in tool_lines] == (
         plain.stderr.splitlines()
     )
+
+
+LOGGED = """
+import torch
+from torch import nn
+
+calls = []
+
+
+class Logged(torch.Tensor):
+    \"\"\"Logs every torch function called on it, as tracing and debugging subclasses do.\"\"\"
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        calls.append(getattr(func, "__name__", str(func)))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+x = torch.randn(3, 4).as_subclass(Logged)
+loss = model(x).pow(2).mean()
+loss.backward()
+total = (x * 2 + x).sum()
+print(sorted(set(calls)), len(calls))
+"""
+
+
+def test_a_subclass_sees_only_the_programs_own_torch_functions(
+    tmp_path: Path,
+    check,
+    engine_path,  # noqa: ANN001
+) -> None:
+    """The rules read the op's tensors (``.device``, ``.grad_fn``, ``is_floating_point()``,
+    storages): a subclass whose ``__torch_function__`` logs its calls must not see those reads,
+    only the program's ops, on either engine path and with the memory books."""
+    import subprocess
+
+    script = tmp_path / "logged.py"
+    script.write_text(LOGGED)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    for extra in ((), ("--memory",)):
+        run = check(script, rules="all", extra=extra, env=engine_path)
+        assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
