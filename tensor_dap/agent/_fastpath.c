@@ -313,20 +313,20 @@ static PyObject *subclasses_off(void) {
     return guard;
 }
 
-/* Leave (and release) what subclasses_off entered, if anything, keeping the error being raised,
- * if any. -1 when leaving fails. */
+/* Leave (and release) what subclasses_off entered, if anything. An error being raised stays the
+ * one raised (a failure to leave is then dropped); else -1 when leaving fails. */
 static int subclasses_on(PyObject *guard) {
     if (guard == NULL) return 0;
     PyObject *pending = take_exception();
     PyObject *left = PyObject_CallMethod(guard, "__exit__", "OOO", Py_None, Py_None, Py_None);
     Py_DECREF(guard);
-    if (left == NULL) {
-        Py_XDECREF(pending);
-        return -1;
+    Py_XDECREF(left);
+    if (pending != NULL) {
+        PyErr_Clear();
+        restore_exception(pending);
+        return 0;
     }
-    Py_DECREF(left);
-    restore_exception(pending);
-    return 0;
+    return left == NULL ? -1 : 0;
 }
 
 /* mode.handle_op in C (see there for what each step is for; `subclasses`: its keyword) */
@@ -372,16 +372,24 @@ static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *
                                    args, kwargs, caller) < 0;
     if (subclasses_on(guard) < 0 || before_failed) goto done;
     out = call_op(func, args, kwargs);
+    if (out == NULL) { /* (out of memory: seen before the stack unwinds) */
+        if (subclasses) { /* the op's error waits while the guard is entered */
+            PyObject *error = take_exception();
+            guard = subclasses_off();
+            if (guard == NULL) PyErr_Clear(); /* the hooks then see the subclass: still raise */
+            restore_exception(error);
+        }
+        note_raised(watch, watch_dict, plan, args, kwargs, caller);
+        subclasses_on(guard); /* (keeps the op's error) */
+        goto done;
+    }
+    if (out == Py_NotImplemented) goto done; /* no op ran: nothing to record */
     guard = subclasses ? subclasses_off() : NULL;
     if (subclasses && guard == NULL) {
         Py_CLEAR(out);
         goto done;
     }
-    if (out == NULL) { /* (out of memory: seen before the stack unwinds) */
-        note_raised(watch, watch_dict, plan, args, kwargs, caller);
-    } else if (out != Py_NotImplemented) { /* (NotImplemented: no op ran, nothing to record) */
-        if (run_after(watch, watch_dict, plan, args, kwargs, out, caller) < 0) Py_CLEAR(out);
-    }
+    if (run_after(watch, watch_dict, plan, args, kwargs, out, caller) < 0) Py_CLEAR(out);
     if (subclasses_on(guard) < 0) Py_CLEAR(out);
 done:
     Py_DECREF(watch);
