@@ -1,5 +1,12 @@
-"""``torch.nn.Module`` for ``isinstance`` checks only (see the package's docstring)."""
+"""``torch.nn.Module`` and ``torch.nn.Parameter`` for ``isinstance`` and type checks only (see the
+package's docstring)."""
+
+from torch import Tensor
 
 
 class Module:
+    pass
+
+
+class Parameter(Tensor):
     pass
