@@ -281,3 +281,30 @@ def test_a_graph_built_in_another_thread_is_looked_at() -> None:
         del first
     assert failed
     assert len(watch.findings) == 1 and watch.findings[0].rule == "inplace-saved"
+
+
+def test_writes_to_fresh_tensors_do_not_walk_the_graph(kind: str, monkeypatch) -> None:  # noqa: ANN001
+    """An environment's observation buffer written at each step while an episode's graph grows
+    (an RL rollout): the index of saved memory answers for every tensor type — a wrapper
+    subclass, as the simulated device's tensors are, by the storages it wraps — so no write
+    walks the graphs (walking at each write made an RL program 3× slower under --simulate)."""
+    from tensor_dap.agent.rules import inplace_saved
+
+    walks = []
+    find_saver = inplace_saved._find_saver
+
+    def counted(phases: Any, target: Any) -> Any:
+        walks.append(target)
+        return find_saver(phases, target)
+
+    monkeypatch.setattr(inplace_saved, "_find_saver", counted)
+    with tensor_dap.watch(rules=["inplace-saved"]) as watch:
+        weight = kinds.kind(torch.randn(4), kind).requires_grad_()
+        episode_loss = None
+        for _ in range(12):
+            observation = kinds.kind(torch.zeros(4), kind)
+            observation.add_(1.0)  # a fresh buffer: no graph saved it
+            step_loss = (weight * observation).sum()
+            episode_loss = step_loss if episode_loss is None else episode_loss + step_loss
+        episode_loss.backward()
+    assert walks == [] and watch.findings == []
