@@ -29,11 +29,31 @@ def saved_attribute_names(node: Any) -> tuple[str, ...]:
     return names
 
 
+#: what :func:`saved_value` gives for a saved tensor that a saved-tensor hook packed
+PACKED: Any = object()
+
+
+def saved_value(node: Any, attr: str) -> Any:
+    """``node.<attr>`` (a ``_saved_*`` attribute), or :data:`PACKED` when a saved-tensor hook
+    packed what it saved. Reading such an attribute unpacks it, running the program's hook:
+    ``torch.utils.checkpoint`` recomputes the checkpointed forward (every read: a transformer
+    trained with checkpointing ran its attention 15× over under check), ``save_on_cpu`` copies
+    the tensor back to the device. The program unpacks it once, in backward; the engine never
+    does. Raises what reading the attribute raises (freed by backward...)."""
+    raw = getattr(node, "_raw" + attr, None)  # _saved_self -> _raw_saved_self, not unpacked
+    if raw is not None:
+        for item in raw if isinstance(raw, (list, tuple)) else (raw,):
+            if getattr(item, "unpack_hook", None) is not None:
+                return PACKED
+    return getattr(node, attr)
+
+
 def saved_tensors(node: Any) -> Iterator[Any]:
-    """The tensors ``node`` saved for backward and still holds (none once backward freed them)."""
+    """The tensors ``node`` saved for backward and still holds (none once backward freed them,
+    none that a saved-tensor hook packed: :func:`saved_value`)."""
     for attr in saved_attribute_names(node):
         try:
-            value = getattr(node, attr)
+            value = saved_value(node, attr)
         except Exception:  # freed by backward(), or modified in place since
             continue
         for item in value if isinstance(value, (tuple, list)) else (value,):
@@ -59,7 +79,7 @@ def freed_by_backward(node: Any, limit: int = 16) -> bool:
         seen += 1
         for attr in saved_attribute_names(current):
             try:
-                value = getattr(current, attr)
+                value = saved_value(current, attr)
             except RuntimeError as error:  # "... saved tensors after they have been freed"
                 if "freed" in str(error):
                     return True

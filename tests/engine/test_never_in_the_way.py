@@ -5,12 +5,14 @@ tensors, and through the real ``tensor-dap check``."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import pickle
 import sys
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -279,3 +281,52 @@ def test_a_subclass_sees_only_the_programs_own_torch_functions(
     for extra in ((), ("--memory",)):
         run = check(script, rules="all", extra=extra, env=engine_path)
         assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
+
+
+def _checkpointed_training(hook_context: Any) -> tuple[int, int, list[float]]:
+    """Three steps of a model whose block is checkpointed (and a block whose activations
+    ``save_on_cpu`` would move to the host), with an in-place write in the loop (what has
+    ``inplace-saved`` look at the graphs): how many times each block's forward ran, and the
+    losses."""
+    from torch.utils.checkpoint import checkpoint
+
+    runs = {"checkpointed": 0, "offloaded": 0}
+
+    class Block(nn.Module):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            runs[self.name] += 1
+            return torch.tanh(self.linear(x)).sin()
+
+    torch.manual_seed(0)
+    first, second = Block("checkpointed"), Block("offloaded")
+    optimizer = torch.optim.SGD([*first.parameters(), *second.parameters()], lr=0.1)
+    losses = []
+    with hook_context():
+        for _ in range(3):
+            optimizer.zero_grad()
+            h = checkpoint(first, torch.randn(4, 8), use_reentrant=False)
+            with torch.autograd.graph.save_on_cpu():
+                out = second(h)
+            scratch = out.detach().clone()
+            scratch.mul_(2)  # an in-place write of user code while the graph lives
+            loss = out.pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            losses.append(round(loss.item(), 6))
+    return runs["checkpointed"], runs["offloaded"], losses
+
+
+def test_saved_tensor_hooks_run_only_when_the_program_unpacks() -> None:
+    """Reading what autograd saved runs the program's saved-tensor hooks: checkpoint's
+    recomputes the forward, ``save_on_cpu``'s copies back to the device. The engine never
+    unpacks a packed saved tensor: the blocks run as often as without tensor-dap (a transformer
+    trained with checkpointing ran its attention 15× over under check before)."""
+    plain = _checkpointed_training(contextlib.nullcontext)
+    watched = _checkpointed_training(lambda: tensor_dap.watch(rules="all", memory=True))
+    assert plain[:2] == (6, 3)  # forward + recomputation each step; forward only
+    assert watched == plain

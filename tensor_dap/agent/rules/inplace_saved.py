@@ -51,7 +51,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, saved_index
-from tensor_dap.agent.graph_nodes import graph_node, saved_attribute_names
+from tensor_dap.agent.graph_nodes import graph_node, saved_attribute_names, saved_value
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY, Prov
 from tensor_dap.agent.rules import Report
@@ -324,7 +324,7 @@ def _saved_by(node: Any, target: _Target) -> bool:
     """Whether ``node`` saved a tensor sharing ``target``'s version counter."""
     for attr in saved_attribute_names(node):
         try:
-            value = getattr(node, attr)
+            value = saved_value(node, attr)  # (a hook's packed tensor: not unpacked, not judged)
         except RuntimeError as error:
             if _FREED in str(error):  # backward already freed this node's saved tensors
                 return False

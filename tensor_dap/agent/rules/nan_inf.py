@@ -23,7 +23,12 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming
-from tensor_dap.agent.graph_nodes import accumulates_grad, graph_node, saved_attribute_names
+from tensor_dap.agent.graph_nodes import (
+    accumulates_grad,
+    graph_node,
+    saved_attribute_names,
+    saved_value,
+)
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY
 from tensor_dap.agent.rules import Report
@@ -378,7 +383,10 @@ def _saved_finite(node: Any) -> bool:
     can be told (read in its hook: they are freed once backward is past it)."""
     saved: list[Any] = []
     for name in saved_attribute_names(node):
-        value = getattr(node, name, None)
+        try:
+            value = saved_value(node, name)
+        except Exception:
+            continue
         saved.extend(value if isinstance(value, (list, tuple)) else (value,))
     if not saved:  # a custom autograd.Function keeps them here
         saved.extend(getattr(node, "saved_tensors", None) or ())

@@ -126,6 +126,11 @@ class _StandinBackendModule:
         # Data lives on the CPU, whose generator ``torch.manual_seed`` has already seeded.
         pass
 
+    def get_amp_supported_dtype(self) -> list[torch.dtype]:
+        """What ``torch.autocast("accel")`` may lower to (torch asks before entering it, as
+        ``torch.utils.checkpoint`` does for the default accelerator at each recomputation)."""
+        return [torch.float16, torch.bfloat16]
+
 
 _lock = threading.Lock()
 _installed = False
