@@ -25,6 +25,13 @@ class Tensor:
     """Only for ``isinstance`` checks: no instance is ever made."""
 
 
+class layout:  # noqa: N801 - torch's name
+    """``torch.layout``, names only (``tensor_dap.agent.storage`` keys a table by them)."""
+
+
+strided, sparse_coo, sparse_csr, sparse_bsr, sparse_csc, sparse_bsc = (layout() for _ in range(6))
+
+
 class _C:
     """``torch._C.DisableTorchFunction()`` (tracer.py wraps its variable diff in it)."""
 
