@@ -67,9 +67,15 @@ def handle_op(
         return func(*args, **kwargs) if kwargs else func(*args)
     info, before, after, observers = plan
     if subclasses:
-        return _with_subclasses_off(watch, plan, func, args, kwargs, caller)
-    if before:
-        check_before(watch, before, info, args, kwargs, caller)
+        return _with_subclasses_off(mode, op, func, args, kwargs, caller)
+    for rule_id, check, _screen in before:  # (the C path skips checks their screen rules out)
+        try:
+            report = check(info, args, kwargs, caller, watch)
+        except Exception as error:
+            watch._rule_failed(rule_id, error)
+            continue
+        if report is not None:
+            watch._emit(rule_id, report, info, caller)
     try:
         out = func(*args, **kwargs) if kwargs else func(*args)
     except RuntimeError as error:  # (out of memory: seen before the stack unwinds)
@@ -78,40 +84,6 @@ def handle_op(
         raise
     if out is NotImplemented:  # no op ran (``t @ 2``): Python tries the operand's side next
         return out
-    record_after(watch, info, args, kwargs, out, caller, after, observers)
-    return out
-
-
-def check_before(
-    watch: Watch,
-    before: tuple[Any, ...],
-    info: OpInfo,
-    args: tuple[Any, ...],
-    kwargs: Any,
-    caller: FrameType,
-) -> None:
-    """The ``before`` rules of a plan (the C path skips checks their screens rule out)."""
-    for rule_id, check, _screen in before:
-        try:
-            report = check(info, args, kwargs, caller, watch)
-        except Exception as error:
-            watch._rule_failed(rule_id, error)
-            continue
-        if report is not None:
-            watch._emit(rule_id, report, info, caller)
-
-
-def record_after(
-    watch: Watch,
-    info: OpInfo,
-    args: tuple[Any, ...],
-    kwargs: Any,
-    out: Any,
-    caller: FrameType,
-    after: tuple[Any, ...],
-    observers: tuple[Any, ...],
-) -> None:
-    """After the op: count its call site, sample it, run the ``after`` rules."""
     # per call site: the first 8 hits in full, then one in 64 (provenance, trace). A site is
     # id(code) + instruction offset: unique among live code objects (the offset lies inside
     # the object), and an int hashes for free where a code object hashes its bytecode.
@@ -122,26 +94,25 @@ def record_after(
         watch._sample(site, hits, info, sampled_arguments(args, kwargs), out, caller, observers)
     if after:
         watch._after(after, info, args, kwargs, out, caller)
+    return out
 
 
 def _with_subclasses_off(
-    watch: Watch, plan: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
+    mode: Any, op: Any, func: Any, args: tuple[Any, ...], kwargs: Any, caller: FrameType
 ) -> Any:
-    """:func:`handle_op`'s steps, the engine's own with subclasses' torch functions off."""
-    info, before, after, observers = plan
-    with torch._C.DisableTorchFunctionSubclass():
-        check_before(watch, before, info, args, kwargs, caller)
-    try:
-        out = func(*args, **kwargs) if kwargs else func(*args)
-    except RuntimeError as error:
-        if watch._raise_hooks:
-            with torch._C.DisableTorchFunctionSubclass():
-                watch._raised(info, args, kwargs, error, caller)
-        raise
-    if out is not NotImplemented:
-        with torch._C.DisableTorchFunctionSubclass():
-            record_after(watch, info, args, kwargs, out, caller, after, observers)
-    return out
+    """:func:`handle_op` with subclasses' torch functions off for the engine's own steps and
+    back as they were for the op itself (the guard left around ``func``, entered again after)."""
+    guard = torch._C.DisableTorchFunctionSubclass()
+
+    def run(*call_args: Any, **call_kwargs: Any) -> Any:
+        guard.__exit__(None, None, None)
+        try:
+            return func(*call_args, **call_kwargs)
+        finally:
+            guard.__enter__()
+
+    with guard:
+        return handle_op(mode, op, run, args, kwargs, caller)
 
 
 def sampled_arguments(args: tuple[Any, ...], kwargs: Any) -> tuple[Any, ...]:
