@@ -46,7 +46,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "leaves-device",
         "Tensor leaves device",
-        "A tensor is copied from an accelerator to the CPU by user code.",
+        "User code copies a tensor from an accelerator to the CPU at every training step.",
         module="leaves_device",
     ),
     Rule(

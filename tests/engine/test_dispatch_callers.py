@@ -20,8 +20,11 @@ def _line(function, text: str) -> int:  # noqa: ANN001
 
 def test_tolist_of_an_accelerator_tensor_is_reported_at_the_users_line(engine_path) -> None:  # noqa: ANN001
     x = torch.randn(4, device=accelerator_device())
+    w = torch.ones(4, device=accelerator_device(), requires_grad=True)
     with tensor_dap.watch(rules=["leaves-device"]) as watch:
-        values = x.tolist()
+        for _ in range(2):  # a copy at every training step
+            (x * w).sum().backward()
+            values = x.tolist()
     (finding,) = watch.findings
     here = test_tolist_of_an_accelerator_tensor_is_reported_at_the_users_line
     assert finding.line == _line(here, "values = x.tolist()")

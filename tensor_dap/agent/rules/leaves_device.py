@@ -1,14 +1,23 @@
-"""``leaves-device``: user code copies a tensor from an accelerator to the CPU.
+"""``leaves-device``: user code copies a tensor from an accelerator to the CPU at every
+training step.
 
 Watches ``.cpu()``, ``.to("cpu")`` / ``.to(cpu_tensor)``, ``.numpy()``, ``.tolist()``,
 ``np.asarray(t)`` and ``cpu_t.copy_(acc_t)`` called directly from user code (torch's own
 printing and saving are not the user's doing). Reading one number (``.item()``, ``float(t)``...)
-is what people do to log a loss; it is reported only with the option ``{"scalars": true}``.
+is what people do to log a loss, and so is copying a one-element tensor (``loss.cpu().numpy()``);
+they are reported only with the option ``{"scalars": true}``.
+
+A copy costs a device sync; the bug is paying it at every step. Copying once after a loop
+(``torch.cat(preds).cpu().numpy()`` after evaluation, ``idx[0].tolist()`` after generation),
+once per epoch, or per batch of an evaluation or rollout with no backward() in between is what
+the fix looks like, so a line is reported when it copies again after at most
+:data:`EVERY_STEP_BACKWARDS` backward() calls (a training step, a GAN's two or three, a few
+accumulated micro-batches) and at least one: the copy runs inside the training loop.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -24,9 +33,14 @@ RULE = catalog.rule("leaves-device")
 _Tensor = torch.Tensor
 _WATCHED = HOST_COPIES | SCALAR_READS | {"to", "copy_"}
 
+#: a line copying again within this many backward() calls copies at every training step
+EVERY_STEP_BACKWARDS = 3
+_BACKWARDS = "leaves-device.backwards"
+_LAST_COPY = "leaves-device.last-copy"  # (file, line) -> backward() calls when it last copied
+
 
 def applies(op: OpInfo) -> bool:
-    return op.name in _WATCHED
+    return op.name in _WATCHED or op.backward
 
 
 def _on_accelerator(tensor: Any) -> bool:
@@ -50,24 +64,49 @@ def _target_is_cpu(args: Args, kwargs: Kwargs) -> bool:
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
+    if op.backward:
+        state.rule_state[_BACKWARDS] = state.rule_state.get(_BACKWARDS, 0) + 1
+        return None
     if not args or not frames.is_user_code(caller.f_code):
         return None
     name = op.name
     if name == "copy_":
         into_cpu = len(args) > 1 and isinstance(args[0], _Tensor) and args[0].device.type == "cpu"
-        if into_cpu and _on_accelerator(args[1]):
-            return Report(tensors=[args[1], args[0]], message=_copy_message)
-        return None
+        if not into_cpu or not _on_accelerator(args[1]):
+            return None
+        source = args[1]
+        if (source.numel() == 1 and not _scalars(state)) or not _every_step(caller, state):
+            return None
+        return Report(tensors=[source, args[0]], message=_copy_message)
     source = args[0]
     if not _on_accelerator(source):
         return None
     if name == "to" and not _target_is_cpu(args, kwargs):
         return None
-    if name in SCALAR_READS:
-        options = state.options.get(RULE.id, {})
-        if not options.get("scalars"):
-            return None
+    if (name in SCALAR_READS or source.numel() == 1) and not _scalars(state):
+        return None
+    if not _every_step(caller, state):
+        return None
     return Report(tensors=[source], message=_message(name))
+
+
+def _scalars(state: Any) -> bool:
+    """Whether one-number reads are reported too (option ``{"scalars": true}``)."""
+    return bool(state.options.get(RULE.id, {}).get("scalars"))
+
+
+def _every_step(caller: Any, state: Any) -> bool:
+    """Whether the copy at ``caller``'s line runs at every training step: the line copied
+    before, and between then and now came at least one backward() and at most
+    :data:`EVERY_STEP_BACKWARDS`. Each copy is remembered as the line's last."""
+    backwards: int = state.rule_state.get(_BACKWARDS, 0)
+    last: Optional[dict[tuple[str, int], int]] = state.rule_state.get(_LAST_COPY)
+    if last is None:
+        last = state.rule_state[_LAST_COPY] = {}
+    site = (caller.f_code.co_filename, caller.f_lineno)
+    before = last.get(site)
+    last[site] = backwards
+    return before is not None and 0 < backwards - before <= EVERY_STEP_BACKWARDS
 
 
 def _message(op_name: str) -> Any:
@@ -79,7 +118,8 @@ def _message(op_name: str) -> Any:
         return (
             f"`{expression}`: {d.name} {shape} {d.dtype} leaves {d.device} for the CPU "
             f"({call}){created(d)}. This copies device memory to the host and waits for the "
-            f"device; if it runs every step, keep it on {d.device} or copy once after the loop."
+            f"device at every training step; keep it on {d.device} (or collect on the device) "
+            f"and copy once after the loop."
         )
 
     return build
@@ -89,5 +129,5 @@ def _copy_message(described: list[Any], expression: str) -> str:
     src, dst = described
     return (
         f"`{expression}`: copy_ moves {src.name} {src.shape_text} from {src.device} into "
-        f"{dst.name} on the CPU{created(src)}."
+        f"{dst.name} on the CPU{created(src)} at every training step; copy once after the loop."
     )

@@ -52,7 +52,7 @@ def main() -> None:
             if BUG == "threshold-pred":
                 out = (out > 0.5).float()
             elif BUG == "numpy-roundtrip":
-                probs = out.detach().cpu().numpy()  # bug[numpy-roundtrip]: leaves-device
+                probs = out.detach().cpu().numpy()  # the copy runs once: the backward() raises
                 probs = np.clip(probs, 1e-4, 1 - 1e-4)
                 out = torch.from_numpy(probs).to(device)
             loss = criterion(out, yb)  # bug[labels-on-cpu]: device-mismatch

@@ -6,7 +6,6 @@ and optimizer are also round-tripped through ``pickle``/``copy.deepcopy`` as
 
 Bug variants (first argument):
 - ``resume-not-moved``: the resumed model is built and loaded but never moved to the device.
-- ``val-loss-numpy``: each validation loss is stored as ``loss.cpu().numpy()``.
 """
 
 import copy
@@ -84,10 +83,7 @@ def main() -> None:
         resumed.eval()
         with torch.no_grad():
             val_loss = F.mse_loss(resumed(x_val), y_val)
-        if BUG == "val-loss-numpy":
-            val_losses.append(val_loss.cpu().numpy())  # bug[val-loss-numpy]: leaves-device
-        else:
-            val_losses.append(val_loss)
+        val_losses.append(val_loss)
         print(f"epoch {epoch}: loss {loss.item():.4f} val {float(val_losses[-1]):.4f}")
 
 

@@ -6,7 +6,8 @@ sinusoidal ``PositionalEncoding`` (a registered buffer) and a causal mask from
 Bug variants (first argument):
 - ``pe-attribute``: the positional table kept as a plain attribute (``self.pe = pe``) instead
   of ``register_buffer``, so ``model.to(device)`` leaves it on the CPU.
-- ``ppl-numpy``: the perplexity computed through ``loss.cpu().numpy()`` every step.
+- ``ppl-numpy``: the perplexity computed in NumPy from the per-token losses, copied to the host
+  every step.
 """
 
 import math
@@ -67,6 +68,7 @@ def main() -> None:
     targets = stream[1:].view(-1, SEQ).t().to(device)
     model = TransformerModel(NTOKENS, 32, 2, 64, 2).to(device)
     criterion = nn.CrossEntropyLoss()
+    criterion_per_token = nn.CrossEntropyLoss(reduction="none")
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     src_mask = nn.Transformer.generate_square_subsequent_mask(SEQ).to(device)
 
@@ -80,7 +82,8 @@ def main() -> None:
         optimizer.step()
         ppl = math.exp(loss.item())
         if BUG == "ppl-numpy":
-            ppl = np.exp(loss.detach().cpu().numpy())  # bug[ppl-numpy]: leaves-device
+            token_nll = criterion_per_token(output.detach().view(-1, NTOKENS), targets.reshape(-1))
+            ppl = np.exp(token_nll.cpu().numpy().mean())  # bug[ppl-numpy]: leaves-device
         if step % 2 == 1:
             print(f"step {step}: loss {loss.item():.3f} ppl {float(ppl):.2f}")
 

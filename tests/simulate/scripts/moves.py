@@ -21,13 +21,22 @@ if out.device.type == "cuda":  # the CUDA branch is the one taken
     out = out.float()
 else:
     raise SystemExit("took the CPU branch")
-host = out.detach().cpu()  # expect: leaves-device
+host = out.detach().cpu()  # one copy, not at every step: not reported
 assert host.device.type == "cpu" and not host.is_cuda
 assert "device='cuda:0'" in repr(a)
 try:
-    a.numpy()  # expect: leaves-device
+    a.numpy()
 except TypeError as error:
     assert "cuda:0" in str(error)
 else:
     raise SystemExit("numpy() of a CUDA tensor should refuse")
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+history = []
+for _step in range(3):
+    optimizer.zero_grad()
+    pred = model(d)
+    pred.square().mean().backward()
+    optimizer.step()
+    history.append(pred.detach().cpu())  # expect: leaves-device
+assert all(h.device.type == "cpu" for h in history)
 print("OK")
