@@ -33,7 +33,7 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--scalars",
         action="store_true",
-        help="leaves-device: also report .item() / float(t) reads and one-element copies of accelerator tensors",
+        help="leaves-device: also report .item() / float(t) reads and one-element copies",
     )
     _simulate_argument(check)
     check.add_argument(
