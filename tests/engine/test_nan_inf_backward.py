@@ -56,6 +56,25 @@ def test_a_gradient_born_infinite_is_reported_at_its_forward_line(
     assert run.returncode == 1
 
 
+def test_a_gradient_born_infinite_at_every_step_stays_at_its_forward_line(
+    tmp_path: Path, check
+) -> None:
+    """A program that skips the steps whose gradients are not finite makes the same bad
+    gradient at every step. Past the first runs of the line the engine no longer records it,
+    but the same node kind from the same backward() line is the same bug: every report names
+    the forward line."""
+    skipping = TRAIN.replace("STEPS", "12").replace("BAD_FROM", "0")
+    skipping = skipping.replace(
+        "    opt.step()\n",
+        "    if all(bool(p.grad.isfinite().all()) for p in model.parameters()):\n"
+        "        opt.step()\n",
+    )
+    script = write(tmp_path, "every.py", skipping)
+    run = check(script, rules="nan-inf")
+    assert run.stdout.strip() == "False"  # every step skipped: the weights stay finite
+    assert run.pairs() == {("nan-inf", 11)}, run.stderr
+
+
 def test_a_node_of_an_unsampled_op_is_reported_at_the_backward_line(tmp_path: Path, check) -> None:
     """Past a call site's first runs the engine stamps one node in 64 with its line; the others
     are reported at the ``backward()`` that ran them, by name."""

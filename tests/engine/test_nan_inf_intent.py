@@ -74,3 +74,49 @@ def test_a_forward_finding_is_not_reported_again_in_backward() -> None:
     log_line = next(first + i for i, text in enumerate(lines) if "log_p = torch.log(probs)" in text)
     found = _nan_inf(entropy_of_a_zero_probability)
     assert [line for line, _ in found] == [log_line], found
+
+
+def amp_float16_training(distance_eps: float, steps: int) -> list[float]:
+    """Mixed precision as the AMP recipe writes it (float16 autocast, ``GradScaler``), on the
+    CPU: a scale too large for float16 at first, so the first steps' gradients overflow and the
+    scaler skips them. The loss holds a Euclidean distance; without an eps its gradient is Inf
+    at two equal points whatever the scale."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**20)
+    x = torch.randn(8, 16) * 10
+    y = torch.randint(0, 4, (8,))
+    anchor = torch.zeros(8, 4)
+    scales = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+        gap = (out.float() * 0 - anchor).pow(2).sum(-1)
+        loss = loss + 1e-3 * torch.sqrt(gap + distance_eps).mean()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scales.append(scaler.get_scale())
+    return scales
+
+
+def test_gradscaler_overflow_is_left_to_the_scaler() -> None:
+    scales: list[float] = []
+    findings = _nan_inf(lambda: scales.extend(amp_float16_training(1e-12, 12)))
+    assert scales[0] < 2.0**20 and scales[-1] == scales[-2], scales  # it skipped, then trained
+    assert findings == []
+
+
+def test_a_non_finite_gradient_the_scale_does_not_cause_is_reported() -> None:
+    scales: list[float] = []
+    findings = _nan_inf(lambda: scales.extend(amp_float16_training(0.0, 12)))
+    assert all(later < earlier for earlier, later in zip(scales, scales[1:]))  # skips every step
+    ((line, message),) = findings
+    source, first = inspect.getsourcelines(amp_float16_training)
+    assert line == first + next(i for i, t in enumerate(source) if "torch.sqrt(gap" in t)
+    assert "the gradient computed by SqrtBackward0" in message
+    assert "8 scaled backward() calls in a row: GradScaler skipped each step" in message
+    assert "add an eps inside it" in message

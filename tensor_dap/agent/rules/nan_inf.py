@@ -163,6 +163,8 @@ def after(
 ) -> Optional[Report]:
     if op.backward:
         return _backward_done(caller, state)
+    if caller.f_code.co_name in _SCALING and op.name in _MULS:
+        _mark_scaled(out, caller)
     if not isinstance(out, _Tensor) or torch._C._get_tracing_state() is not None:
         return None  # (under torch.jit.trace our reads would be traced into the program's graph)
     if _profiling():  # (the program's profile would count our reads as its ops)
@@ -197,6 +199,52 @@ def _asks_for_non_finite(args: Args, kwargs: Kwargs) -> bool:
 #: ``grad_fn.metadata`` key: the forward check reported this node's output (its backward, which
 #: sees the same non-finite values, is not reported again)
 _REPORTED = "tensor_dap.nan-inf"
+
+
+# -- a loss scaled by ``GradScaler`` ---------------------------------------------------------
+#
+# Mixed precision in float16 scales the loss (``scaler.scale(loss).backward()``) so that small
+# gradients survive; a scale too large makes some overflow to Inf, and the scaler is built for
+# it: ``scaler.step`` skips that step and ``scaler.update`` halves the scale. Its first steps
+# overflow by design (the scale starts at 2**16). Such a backward's non-finite gradients are
+# left to the scaler unless they keep coming: after :data:`SCALER_GIVES_UP` scaled backward
+# calls in a row made them, the scale is not the cause (a sqrt at 0, a log at 0: the scaler
+# would skip every step and shrink the scale for ever) and the rule reports.
+
+#: scaled backward calls in a row with non-finite gradients before the rule reports them
+SCALER_GIVES_UP = 8
+#: ``grad_fn.metadata`` key: this node multiplied a loss by a ``GradScaler``'s scale
+_SCALED = "tensor_dap.nan-inf.scaled"
+_SCALED_IN_A_ROW = "nan-inf.scaled-in-a-row"
+#: where ``GradScaler.scale`` (torch.amp, FSDP's ShardedGradScaler) multiplies its outputs
+_SCALING = frozenset(("scale", "apply_scale"))
+_MULS = frozenset(("mul", "__mul__", "__rmul__"))
+
+
+def _mark_scaled(out: Any, caller: Any) -> None:
+    if "grad_scaler" not in caller.f_code.co_filename or not isinstance(out, _Tensor):
+        return
+    node = graph_node(out)
+    if node is not None:
+        node.metadata[_SCALED] = True
+
+
+def _scaled(roots: list[Any]) -> bool:
+    """Whether a backward from ``roots`` starts at a loss a ``GradScaler`` scaled."""
+    return any(node.metadata.get(_SCALED) for node in roots)
+
+
+def _left_to_the_scaler(session: _Backward, state: Any) -> bool:
+    """Whether this scaled backward's non-finite gradients are the scaler's to handle (see
+    above); counts the scaled backward calls in a row that made them."""
+    if not session.scaled:
+        return False
+    if session.first is None:
+        state.rule_state[_SCALED_IN_A_ROW] = 0
+        return False
+    in_a_row: int = state.rule_state.get(_SCALED_IN_A_ROW, 0) + 1
+    state.rule_state[_SCALED_IN_A_ROW] = in_a_row
+    return in_a_row < SCALER_GIVES_UP
 
 
 def _mark_reported(out: Any) -> None:
@@ -340,6 +388,8 @@ class _Backward:
         #: (node, NaN count, Inf count) of the first node that made a non-finite gradient
         self.first: Optional[tuple[Any, int, int]] = None
         self.others = 0
+        #: the backward starts at a loss a ``GradScaler`` scaled
+        self.scaled = False
 
     def check(self, index: int, grad_inputs: Any, grad_outputs: Any) -> None:
         if not self.open:
@@ -405,6 +455,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> N
     session = _Backward()
     sessions[thread] = session
     roots = [graph_node(t) for t in backward_targets(op, args, kwargs) if graph_node(t) is not None]
+    session.scaled = _scaled(roots)
     seen = set(roots)
     queue = deque(roots)
     nodes = session.nodes
@@ -427,12 +478,15 @@ def _backward_done(caller: Any, state: Any) -> Optional[Report]:
         return None
     found, others = session.first, session.others
     session.close()
+    left_to_the_scaler = _left_to_the_scaler(session, state)
     if found is None:
         return None
     node, nans, infs = found
     kind = node.name()
-    prov = node.metadata.get(NODE_PROV_KEY)
     user = frames.user_frame(caller)
+    prov = _forward_line(node, kind, user, state)  # (remembered while the scaler is waited on)
+    if left_to_the_scaler:
+        return None
     backward_text = naming.expression_text(user) if user is not None else "backward()"
     backward_at = f"{os.path.basename(user.f_code.co_filename)}:{user.f_lineno}" if user else ""
     if prov is not None:
@@ -443,17 +497,41 @@ def _backward_done(caller: Any, state: Any) -> Optional[Report]:
     else:
         where = "created by an op whose line was not recorded"
     also = f" ({others} more node(s) did too)" if others else ""
+    scaled = (
+        f" It happened in {SCALER_GIVES_UP} scaled backward() calls in a row: GradScaler "
+        "skipped each step and lowered its scale, so the scale is not the cause."
+        if session.scaled
+        else ""
+    )
 
     def build(described: list[Any], expression: str) -> str:
         return (
             f"`{expression}`: the gradient computed by {kind} ({where}) has {nans} NaN and "
             f"{infs} Inf values though its incoming gradient and forward values were "
-            f"finite{also}: .grad gets them, the weights at the next optimizer step. "
+            f"finite{also}: .grad gets them, the weights at the next optimizer step.{scaled} "
             f"{_hint(kind)}."
         )
 
     at = (prov.path, prov.line) if prov is not None else None
     return Report(tensors=[], message=build, operands=False, at=at)
+
+
+_FORWARD_LINES = "nan-inf.forward-lines"
+
+
+def _forward_line(node: Any, kind: str, user: Any, state: Any) -> Any:
+    """Where ``node`` was made (its Prov), or ``None``. Only the first runs of a line are
+    recorded; a loop that makes the same bad gradient at every step keeps its first steps'
+    answer, by backward call line and node kind, so each report names the forward line."""
+    prov = node.metadata.get(NODE_PROV_KEY)
+    if user is None:
+        return prov
+    known: dict[tuple[str, int, str], Any] = state.rule_state.setdefault(_FORWARD_LINES, {})
+    key = (user.f_code.co_filename, user.f_lineno, kind)
+    if prov is None:
+        return known.get(key)
+    known[key] = prov
+    return prov
 
 
 #: node name prefix -> what makes its derivative infinite, and the usual fix
