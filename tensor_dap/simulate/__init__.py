@@ -16,8 +16,8 @@ tensor subclass whose ops run on the CPU data):
 - :mod:`~tensor_dap.simulate.cuda_api`: ``torch.cuda``'s functions answered by the simulation,
   ``torch.load``/``torch.save`` across it, and a clear stop for what cannot be simulated;
 - :mod:`~tensor_dap.simulate.accelerator_api`: ``torch.accelerator`` answered the same way;
-- :mod:`~tensor_dap.simulate.recompute`: activation checkpointing's recomputation in
-  ``backward()`` under the simulation too;
+- :mod:`~tensor_dap.simulate.in_backward`: the Python autograd runs in ``backward()`` (custom
+  Functions, hooks, checkpointing's recomputation) under the simulation too;
 - :mod:`~tensor_dap.simulate.distributed`: torchrun ranks, NCCL answered by gloo;
 - :mod:`~tensor_dap.simulate.ddp`: ``DistributedDataParallel`` of a simulated module;
 - :mod:`~tensor_dap.simulate.stop`: the one-line stop for what cannot be simulated.
@@ -54,11 +54,11 @@ def start(kind: str) -> None:
         raise ValueError(f"cannot simulate {kind!r}; one of: {', '.join(KINDS)}")
     if _started is not None:
         return
-    from tensor_dap.simulate import accelerator_api, cuda_api, mode, recompute, tensor
+    from tensor_dap.simulate import accelerator_api, cuda_api, in_backward, mode, tensor
 
     tensor.install()
     cuda_api.install()
     accelerator_api.install()
-    recompute.install()
+    in_backward.install()
     mode.install()
     _started = kind

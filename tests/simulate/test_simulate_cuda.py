@@ -34,7 +34,16 @@ def _found(run) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize(
     "name",
-    ["api", "accelerator_api", "checkpoint", "grad_checkpoint", "amp", "amp_dtypes", "factories"],
+    [
+        "api",
+        "accelerator_api",
+        "checkpoint",
+        "grad_checkpoint",
+        "custom_backward",
+        "amp",
+        "amp_dtypes",
+        "factories",
+    ],
 )
 def test_clean_cuda_scripts_run_to_the_end_with_no_finding(check, name: str) -> None:
     run = check(SCRIPTS / f"{name}.py", extra=SIMULATE)
