@@ -16,6 +16,8 @@ tensor subclass whose ops run on the CPU data):
 - :mod:`~tensor_dap.simulate.cuda_api`: ``torch.cuda``'s functions answered by the simulation,
   ``torch.load``/``torch.save`` across it, and a clear stop for what cannot be simulated;
 - :mod:`~tensor_dap.simulate.accelerator_api`: ``torch.accelerator`` answered the same way;
+- :mod:`~tensor_dap.simulate.module_moves`: ``model.to("cuda")`` keeps the Parameter objects
+  (tied weights, an optimizer built before the move), as on a GPU;
 - :mod:`~tensor_dap.simulate.in_backward`: the Python autograd runs in ``backward()`` (custom
   Functions, hooks, checkpointing's recomputation) under the simulation too;
 - :mod:`~tensor_dap.simulate.distributed`: torchrun ranks, NCCL answered by gloo;
@@ -54,11 +56,19 @@ def start(kind: str) -> None:
         raise ValueError(f"cannot simulate {kind!r}; one of: {', '.join(KINDS)}")
     if _started is not None:
         return
-    from tensor_dap.simulate import accelerator_api, cuda_api, in_backward, mode, tensor
+    from tensor_dap.simulate import (
+        accelerator_api,
+        cuda_api,
+        in_backward,
+        mode,
+        module_moves,
+        tensor,
+    )
 
     tensor.install()
     cuda_api.install()
     accelerator_api.install()
     in_backward.install()
+    module_moves.install()
     mode.install()
     _started = kind

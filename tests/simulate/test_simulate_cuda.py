@@ -40,6 +40,7 @@ def _found(run) -> list[tuple[str, int]]:
         "checkpoint",
         "grad_checkpoint",
         "custom_backward",
+        "module_moves",
         "amp",
         "amp_dtypes",
         "factories",

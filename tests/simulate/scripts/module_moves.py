@@ -1,0 +1,43 @@
+"""Moving modules as GPU programs do: the Parameter objects stay the module's, as on CUDA.
+
+nanoGPT ties its token embedding to the output head, an optimizer is often built before
+``model.to(device)``, and ``model.cpu()`` at the end exports the weights; on a GPU each of
+these keeps the same Parameter objects (PyTorch sets their data in place)."""
+
+import torch
+from torch import nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+torch.manual_seed(0)
+
+
+class TinyLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(16, 8)
+        self.rnn = nn.LSTM(8, 8, batch_first=True)
+        self.lm_head = nn.Linear(8, 16, bias=False)
+        self.wte.weight = self.lm_head.weight  # weight tying
+
+
+model = TinyLM()
+held = model.lm_head.weight
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)  # built before the move
+model.to(device)
+assert model.wte.weight is model.lm_head.weight is held
+assert len(list(model.parameters())) == 5 and held.device.type == device.type
+idx = torch.randint(0, 16, (2, 5), device=device)
+before = held.detach().clone()
+for _ in range(2):
+    optimizer.zero_grad()
+    hidden, _ = model.rnn(model.wte(idx))
+    logits = model.lm_head(hidden)
+    nn.functional.cross_entropy(logits.reshape(-1, 16), idx.reshape(-1)).backward()
+    optimizer.step()
+assert not torch.equal(before, held.detach()), "the optimizer did not train the model"
+model.half()
+assert model.wte.weight is held and held.dtype == torch.float16
+exported = model.cpu()
+assert exported.lm_head.weight is held is exported.wte.weight and held.device.type == "cpu"
+assert held.grad is not None and held.grad.device.type == "cpu"
+print("OK")
