@@ -156,7 +156,44 @@ def detach_alias(make):
     return h.sum(), lambda: d.add_(1)
 
 
+class _LossOfTheWrite:
+    """The loss of a forward that goes on from the written tensor (made by the write)."""
+
+    def __init__(self) -> None:
+        self.loss: Any = None
+
+    def backward(self) -> None:
+        self.loss.backward()
+
+
+def _written_then_summed(make, write_of) -> tuple[Any, Callable[[], None]]:  # noqa: ANN001
+    z = _leaf(make, 2, 3) * 1
+    later = _LossOfTheWrite()
+
+    def write() -> None:
+        write_of(z)
+        later.loss = z.sum()
+
+    return later, write
+
+
+def operand_saved_the_target(make):
+    """``z /= z.norm(dim=1, keepdim=True)``: the norm saved z, and z's graph goes on from it."""
+    return _written_then_summed(make, lambda z: z.div_(z.norm(dim=1, keepdim=True)))
+
+
+def operand_of_a_detached_copy(make):
+    return _written_then_summed(make, lambda z: z.div_(z.detach().norm(dim=1, keepdim=True)))
+
+
+def operand_that_saved_nothing_of_it(make):
+    return _written_then_summed(make, lambda z: z.sub_(z.mean(dim=1, keepdim=True)))
+
+
 SCENARIOS = [
+    operand_saved_the_target,
+    operand_of_a_detached_copy,
+    operand_that_saved_nothing_of_it,
     saved_output,
     view_of_a_saved_output,
     saved_input,

@@ -199,6 +199,12 @@ def test_scalars_and_lists(dev: torch.device) -> None:
     assert int(torch.tensor(3, device=dev)) == 3
     assert acc.tolist() == [1.5, 2.5]
     assert bool((acc > 2).any())
+    # a list of one-element device tensors, read one number each as CUDA does: a CPU tensor
+    # (``torch.tensor([loss_a, loss_b])``, a loss rebuilt from a list)
+    listed = torch.tensor([acc[0], acc.sum()])
+    assert listed.device.type == "cpu" and listed.tolist() == [1.5, 4.0]
+    assert torch.as_tensor([[acc[1]]]).tolist() == [[2.5]]
+    assert torch.tensor([acc[0], acc[1]], device=dev).device == dev
 
 
 def test_numpy_refuses_like_cuda(dev: torch.device) -> None:

@@ -32,7 +32,8 @@ A graph that no ``backward()`` will go through breaks nothing: a VQ-VAE's distan
 codebook (``x @ codebook.T``, saving the codebook) feed only ``argmin``, and the codebook's EMA
 update under ``no_grad`` writes what they saved while the ``distances`` variable is still
 alive. So a write is reported at once only when the node that saved the tensor is part of the
-written tensor's own graph (the forward goes on from it) or of a one-element tensor's held by
+written tensor's own graph or of its operands' (the forward goes on from them:
+``z /= z.norm(dim=1, keepdim=True)``) or of a one-element tensor's held by
 the user's frames (a loss computed already); else the node gets a pre-hook
 (``node.register_prehook``) and the finding waits for a ``backward()`` to reach it: reported
 then, at the in-place line, paused at the ``backward()`` (before its error unwinds the stack).
@@ -98,6 +99,9 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if target.is_inference():  # no version counter: autograd never saved it
         return None
     own = [graph_node(t) for t in (target, target._base) if t is not None]
+    # (and the graphs of its other operands, which the written tensor's graph goes on from:
+    # ``z /= z.norm(dim=1, keepdim=True)``, whose norm saved z)
+    own += [graph_node(a) for a in args[1:] if isinstance(a, _Tensor)]
     losses, others = _roots_in_frames(caller)
     # (the written tensor's own graph, then the losses', then the other tensors')
     phases = [[node for node in own if node is not None], losses, others]

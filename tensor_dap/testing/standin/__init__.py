@@ -73,6 +73,7 @@ _BACKEND_OPS = (
     "_copy_from_and_resize",
     "tril_indices",
     "triu_indices",
+    "_local_scalar_dense",
 )
 
 
