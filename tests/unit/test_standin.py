@@ -243,6 +243,10 @@ def test_mixing_with_non_scalar_cpu_tensors_raises(dev: torch.device) -> None:
         nn.Linear(3, 2)(acc)  # a model left on the CPU
     with pytest.raises(RuntimeError, match=SAME_DEVICE):
         acc.index_select(0, torch.tensor([0, 2]))
+    # a CPU tensor indexed by device indices: PyTorch's `index` allows CPU or self's device
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same "):
+        torch.ones(3)[torch.tensor([0, 2], device=dev)]
+    assert acc[torch.tensor([0, 2])].device == dev  # the other way round is fine
 
 
 def test_cpu_scalars_and_python_numbers_are_fine(dev: torch.device) -> None:

@@ -29,11 +29,17 @@ _Tensor = torch.Tensor
 _FACTORIES = TENSOR_FACTORIES | DTYPE_CONVERSIONS
 
 
+#: indexing ops: mixing devices is allowed there in part (see :func:`_indexing`)
+_INDEXING = frozenset(("__getitem__", "__setitem__", "index_put_", "index_put"))
+
+
 def applies(op: OpInfo) -> bool:
-    return not (op.device_move or op.backward)
+    return op.name in _INDEXING or not (op.device_move or op.backward)
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
+    if op.device_move:  # (the indexing ops: the only device moves it applies to)
+        return _indexing(op.name, args)
     # fast path: ``is_cpu`` is a plain flag (``.device`` builds an object); accelerator
     # tensors compare their device index. Only a mix goes to the slow path.
     on_cpu = False
@@ -59,6 +65,30 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
                     index = arg.get_device()
     if on_cpu and index is not None:
         return _report(tensor_args(args, kwargs))
+    return None
+
+
+def _indexing(name: str, args: Args) -> Optional[Report]:
+    """What PyTorch refuses of indexing across devices: a CPU tensor indexed by a device
+    tensor (``table[labels]``: indices must be on the CPU or the indexed tensor's device), and a
+    write through tensor indices (``t[idx] = v``, ``index_put_``) of values on another device
+    (a 0-dim CPU value is a number). A device tensor indexed by CPU indices, and a write
+    through ints and slices (a ``copy_`` into a view), are fine."""
+    if len(args) < 2 or not isinstance(args[0], _Tensor):
+        return None
+    target, index = args[0], args[1]
+    indices = index if index.__class__ is tuple or index.__class__ is list else (index,)
+    index_tensors = [t for t in indices if isinstance(t, _Tensor)]
+    if not index_tensors:
+        return None
+    if name == "__getitem__":
+        if not target.is_cpu:
+            return None
+        elsewhere = [t for t in index_tensors if not t.is_cpu]
+        return _report([target, *elsewhere]) if elsewhere else None
+    value = args[2] if len(args) > 2 else None
+    if isinstance(value, _Tensor) and not is_cpu_scalar(value):
+        return _report([target, value])
     return None
 
 

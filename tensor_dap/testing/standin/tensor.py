@@ -215,6 +215,18 @@ def _same_device_error(first: str, second: str) -> RuntimeError:
     )
 
 
+def _check_index_devices(indexed: Any, indices: Any) -> None:
+    """``cpu_tensor[device_index]`` raises, as PyTorch's ``index`` does on any device ("Only
+    allow: dev_tensor[{cpu,dev}_tensor]"): a CPU lookup table indexed by labels on the GPU."""
+    if isinstance(indexed, AcceleratorTensor) or not isinstance(indexed, torch.Tensor):
+        return
+    if any(isinstance(index, AcceleratorTensor) for index in indices or ()):
+        raise RuntimeError(
+            "indices should be either on cpu or on the same device as the indexed tensor "
+            f"({indexed.device})"
+        )
+
+
 def _check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Raise PyTorch's error when accelerator tensors meet non-scalar CPU tensors.
 
@@ -223,6 +235,8 @@ def _check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     """
     if func in _COPY_OPS:
         return
+    if func is _aten.index.Tensor and len(args) > 1:
+        _check_index_devices(args[0], args[1])
     first: Optional[str] = None
     skip_index = func in _INDEX_OPS
     values: list[Any] = list(args)
