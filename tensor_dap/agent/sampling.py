@@ -88,7 +88,7 @@ def _record(watch: Watch, info: OpInfo, args: tuple[Any, ...], out: Any, caller:
                 provenance.record(out, inherited)
                 return
         op_name = api_called(caller, user) or op_name
-    if out.requires_grad:
+    if out.requires_grad and not (op_name in _NEW_LEAVES and graph_node(out) is None):
         prov = Prov(user.f_code.co_filename, user.f_lineno, op_name)
         node = graph_node(out)
         if node is not None:  # where this graph node was made (for inplace-saved)
@@ -97,6 +97,11 @@ def _record(watch: Watch, info: OpInfo, args: tuple[Any, ...], out: Any, caller:
         prov = history(op_name, args, user, provenance)
     provenance.record(out, prov)
 
+
+#: factories making a new leaf of Python or NumPy data: one made with ``requires_grad=True``
+#: keeps how its values lost their history too (``torch.tensor(loss.item(), requires_grad=True)``
+#: trains nothing; grad-lost names the ``.item()``)
+_NEW_LEAVES = frozenset({"tensor", "as_tensor", "asarray", "new_tensor"})
 
 #: ops that hand a tensor's values to Python or NumPy: ``tolist`` (nested lists of numbers) and
 #: ``numpy`` (an array on the tensor's memory)

@@ -613,3 +613,37 @@ def test_an_index_shaped_like_the_messages_is_no_cut() -> None:
     (message,) = _step_findings(message_passing_with_a_detached_embedding)
     assert "`loss = F.cross_entropy(classifier(embedding.detach()), y)` by detach()" in message
     assert "expand_as" not in message
+
+
+def loss_remade_as_a_leaf() -> None:
+    """A loss re-made from its number with ``requires_grad=True`` (so backward() runs): no
+    error, no parameter gets a gradient, nothing trains."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
+    for _ in range(3):
+        loss = F.cross_entropy(model(x), y)
+        loss = torch.tensor(loss.item(), requires_grad=True)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert model.weight.grad is None
+
+
+def leaves_of_their_own() -> None:
+    """Backward from leaves made of plain data (autograd's tutorial): not a cut history."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    w.backward(torch.ones(2))
+    x = torch.tensor(3.0, requires_grad=True)
+    (x * x).backward()
+    assert float(x.grad) == 6.0
+
+
+def test_a_loss_remade_as_a_new_leaf_is_reported() -> None:
+    ((line, message),) = set(_grad_lost(loss_remade_as_a_leaf))
+    assert line == _line_of(loss_remade_as_a_leaf, "loss.backward()")
+    assert message.startswith("`loss.backward()`: loss is a new leaf tensor (made at ")
+    assert "backward() reaches no parameter: nothing trains" in message
+    assert "read out of the graph there by .item()" in message
+    assert _grad_lost(leaves_of_their_own) == []

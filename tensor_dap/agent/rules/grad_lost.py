@@ -29,6 +29,7 @@ import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
+from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import upstream_leaves
 from tensor_dap.agent.lineage import NO_GRADIENT, argument_items
 from tensor_dap.agent.op_kinds import OpInfo
@@ -72,7 +73,30 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
         if not tensor.requires_grad:
             prov = state.provenance.lookup(tensor)
             return Report(tensors=[tensor], message=_explain(prov))
+        if graph_node(tensor) is None:  # a leaf: backward() reaches nothing but itself
+            prov = state.provenance.lookup(tensor)
+            cut = first_cut(prov) if prov is not None else None
+            if cut is not None:  # re-made of a graph's values: torch.tensor(loss.item(), ...)
+                return Report(tensors=[tensor], message=_leaf_message(prov, cut))
     return None
+
+
+def _leaf_message(prov: Prov, cut: Prov) -> Any:
+    """A loss re-made as a new leaf (``torch.tensor(loss.item(), requires_grad=True)``):
+    backward() runs without an error and no parameter gets a gradient."""
+
+    def build(described: list[Any], expression: str) -> str:
+        name = described[0].name
+        same_line = (cut.path, cut.line) == (prov.path, prov.line)
+        read_at = "there" if same_line else f"at {_where(cut)}"
+        return (
+            f"`{expression}`: {name} is a new leaf tensor (made at {_where(prov)} by "
+            f"{prov.op}), so backward() reaches no parameter: nothing trains. Its values were "
+            f"read out of the graph {read_at} by {cut.cut}; requires_grad=True does not "
+            f"bring the history back. Call backward() on the loss tensor itself."
+        )
+
+    return build
 
 
 #: rule_state key: parameter -> its use (a TensorMap)
