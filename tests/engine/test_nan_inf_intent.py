@@ -120,3 +120,38 @@ def test_a_non_finite_gradient_the_scale_does_not_cause_is_reported() -> None:
     assert "the gradient computed by SqrtBackward0" in message
     assert "8 scaled backward() calls in a row: GradScaler skipped each step" in message
     assert "add an eps inside it" in message
+
+
+def gcn_normalisations() -> None:
+    """Symmetric GCN normalisation with isolated nodes (degree 0), as GCN code writes it."""
+    deg = torch.tensor([0.0, 1.0, 4.0, 0.0])
+    dinv = deg.pow(-0.5)  # PyTorch Geometric 1.x gcn_norm
+    dinv[dinv == float("inf")] = 0
+    inv = deg.clone().pow_(-0.5)  # PyTorch Geometric 2.x
+    inv.masked_fill_(inv == float("inf"), 0)
+    r_inv = deg.pow(-1).flatten()  # pygcn's normalize()
+    r_inv[torch.isinf(r_inv)] = 0.0
+    safe = torch.nan_to_num(torch.log(deg), neginf=0.0)  # one line
+    assert torch.isfinite(dinv).all() and torch.isfinite(inv).all() and torch.isfinite(safe).all()
+    assert torch.isfinite(r_inv).all()
+
+
+def written_in_place() -> None:
+    deg = torch.tensor([0.0, 1.0, 4.0])
+    deg.pow_(-0.5)
+    x = torch.tensor([0.0, 1.0])
+    x.log_()
+
+
+def test_non_finite_values_the_program_masks_next_are_not_reported() -> None:
+    assert _nan_inf(gcn_normalisations) == []
+
+
+def test_in_place_ops_are_judged_on_their_target_before_the_write() -> None:
+    found = _nan_inf(written_in_place)
+    source, first = inspect.getsourcelines(written_in_place)
+    assert [line - first for line, _ in found] == [2, 4]
+    (_, pow_message), (_, log_message) = found
+    assert pow_message.startswith("`deg.pow_(-0.5)`: pow_ produced 0 NaN and 1 Inf values")
+    assert "deg held 0 where it is now Inf" in pow_message
+    assert "x held values outside the function's domain (<= 0)" in log_message

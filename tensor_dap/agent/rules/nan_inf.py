@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import threading
 from collections import deque
 from functools import partial
@@ -50,7 +51,8 @@ def applies(op: OpInfo) -> bool:
 
 
 def applies_before(op: OpInfo) -> bool:
-    return op.backward
+    # (an in-place op's target is read before it runs: after, its old values are gone)
+    return op.backward or op.inplace
 
 
 _COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
@@ -176,13 +178,57 @@ def after(
             return None
         inputs, operands = _inputs(args, kwargs)
         # an input holding NaN passed it along; one that cannot be judged might have
-        if not all(_finite(t) for t in inputs):
+        # (an in-place op's target as it was before the op: ``deg.pow_(-0.5)``)
+        if op.inplace and inputs and inputs[0] is out:
+            if state.rule_state.get(_TARGETS_BEFORE, {}).pop(id(out), None) is not True:
+                return None
+            if not all(_finite(t) for t in inputs[1:]):
+                return None
+        elif not all(_finite(t) for t in inputs):
+            return None
+        if _handled_by_program(caller):
             return None
         message = _message(op.name, out, inputs, args)
         _mark_reported(out)
     except Exception:  # a tensor type that cannot be judged: skip this op, not the rule
         return None
     return Report(tensors=[*inputs, out], message=message, operands=operands)
+
+
+#: what handles Inf/NaN in the program's own code: a test for them, a replacement, a clamp,
+#: a mask
+_HANDLING = re.compile(
+    r"\b(isinf|isnan|isfinite|isposinf|isneginf|nan_to_num_?|masked_fill_?|where|clamp_?|"
+    r"clamp_min_?|clamp_max_?|clip_?)\(|\binf\b|\bnan\b"
+)
+#: the statements after the op's line looked at
+_LOOK_AHEAD = 2
+
+
+def _handled_by_program(caller: Any) -> bool:
+    """Whether the program deals with the Inf/NaN it just made, on the op's line or the next
+    statements: GCN normalisation as PyTorch Geometric 1.x writes it, ``dinv = deg.pow(-0.5)``
+    then ``dinv[dinv == float("inf")] = 0`` (pygcn: ``r_inv[torch.isinf(r_inv)] = 0``),
+    ``torch.nan_to_num(torch.log(p))``, ``x.masked_fill_(deg == 0, 0)`` on the next line. A
+    gradient it makes NaN there (``torch.where`` over a log at 0) is still found in backward."""
+    user = frames.user_frame(caller)
+    if user is None:
+        return False
+    path, line = user.f_code.co_filename, user.f_lineno
+    here = naming.source_line(path, line)
+    if _HANDLING.search(here):
+        return True
+    names = {name for name in (naming.assignment_target(path, line),) if name}
+    names.update(re.findall(r"(\w+)\.\w+_\(", here))  # deg.pow_(-0.5): deg
+    for offset in range(1, _LOOK_AHEAD + 1):
+        following = naming.source_line(path, line + offset)
+        for name in names:
+            if re.search(rf"(?<![\w.]){re.escape(name)}\b", following) and (
+                _HANDLING.search(following)
+                or re.match(rf"{re.escape(name)}\s*\[.*\]\s*=[^=]", following)
+            ):
+                return True
+    return False
 
 
 def _asks_for_non_finite(args: Args, kwargs: Kwargs) -> bool:
@@ -261,7 +307,8 @@ def _message(op_name: str, out: Any, inputs: list[Any], args: Args) -> Any:
             nans += int(torch.isnan(part).sum())
             infs += int(torch.isinf(part).sum())
         try:
-            hint = _forward_hint(op_name, inputs, args)
+            written = bool(inputs) and inputs[0] is out  # (an in-place op: its input is gone)
+            hint = _written_hint(op_name, args) if written else _forward_hint(op_name, inputs, args)
         except Exception:  # a tensor type that cannot be compared: no advice, still the finding
             hint = _no_hint
 
@@ -282,6 +329,25 @@ _DIVIDING = frozenset(
 )
 _LOGS = frozenset(("log", "log2", "log10", "log1p", "xlogy"))
 _DOMAIN = frozenset(("acos", "asin", "atanh", "arccos", "arcsin", "arctanh", "acosh"))
+
+
+def _written_hint(op_name: str, args: Args) -> Callable[[list[str], str], str]:
+    """Advice for an in-place op (``deg.pow_(-0.5)``, ``x.log_()``), whose input values are
+    overwritten: what they must have held, from the op alone."""
+    op = op_name.strip("_")
+    exponent = args[1] if len(args) > 1 and isinstance(args[1], (int, float)) else None
+    if op in _DIVIDING or (op == "pow" and exponent is not None and exponent < 0):
+        return lambda names, _dtype: (
+            f" {_named(names, 0)} held 0 where it is now Inf: add an epsilon or clamp it "
+            "first (`.clamp_min(1e-8)`), or mask those entries (a graph's isolated nodes: "
+            "add self-loops)."
+        )
+    if op in _LOGS or op == "sqrt":
+        return lambda names, _dtype: (
+            f" {_named(names, 0)} held values outside the function's domain (<= 0): clamp it "
+            "first (`.clamp_min(1e-8)`)."
+        )
+    return _no_hint
 
 
 def _forward_hint(op_name: str, inputs: list[Any], args: Args) -> Callable[[list[str], str], str]:
@@ -443,8 +509,22 @@ def _saved_finite(node: Any) -> bool:
     return all(_finite(t) is not False for t in saved if isinstance(t, _Tensor))
 
 
+#: rule_state key: id of an in-place op's target -> whether it was finite before the op
+_TARGETS_BEFORE = "nan-inf.inplace-targets"
+
+
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> None:
-    """Hook the graph of this backward call (removed in ``after``)."""
+    """Hook the graph of this backward call (removed in ``after``); for an in-place op,
+    whether its target is finite before it writes."""
+    if not op.backward:
+        target = args[0] if args else None
+        if isinstance(target, _Tensor) and torch._C._get_tracing_state() is None:
+            try:
+                finite = _finite(target)
+            except Exception:  # a tensor type that cannot be judged: not this op
+                finite = None
+            state.rule_state.setdefault(_TARGETS_BEFORE, {})[id(target)] = finite
+        return None
     sessions = state.rule_state.setdefault(_SESSIONS, {})
     thread = threading.get_ident()
     stale = sessions.pop(thread, None)
