@@ -32,10 +32,12 @@ from __future__ import annotations
 import collections
 import dis
 import functools
+import gc
 import inspect
 import linecache
 import os
 import re
+import sys
 import types
 import weakref
 from dataclasses import dataclass
@@ -255,6 +257,45 @@ class _Unused:
     #: backward() calls before it was watched
     backwards: int = 0
     life: Optional[GraphLife] = None
+    #: the user's call of the helper function whose list keeps them, in evaluation
+    called_at: Optional[tuple[str, int, str]] = None
+    #: the kept tensor (weakly), and ``id()`` of the helper's list that held it
+    kept: Optional[Any] = None
+    list_id: int = 0
+    #: the helper's frame (``id()``, code) while it may still run; None once it returned
+    helper: Optional[tuple[int, Any]] = None
+    helper_returned: bool = False
+
+
+def _note_returned_helpers(state: Any) -> None:
+    """Mark the watched helpers' calls that have returned (none of their frames on the stack):
+    their lists went with them, what keeps the graph since is the caller's."""
+    waiting = [w for w in state.rule_state.get(_WATCHED) or () if w.helper is not None]
+    if not waiting:
+        return
+    running = set()
+    frame: Optional[FrameType] = sys._getframe(1)
+    for _ in range(_STACK * 2):
+        if frame is None:
+            break
+        running.add((id(frame), frame.f_code))
+        frame = frame.f_back
+    for watched in waiting:
+        if watched.helper not in running:
+            watched.helper, watched.helper_returned = None, True
+
+
+def _list_let_go(watched: _Unused) -> bool:
+    """Whether the helper's list is gone while the graph of what it held lives on to the end
+    (an ODE solver's ``torch.stack(ys)``, returned and kept by the caller): the list is not
+    what keeps them, the caller is — reported at the call. Asked once, at the end: who refers
+    to the kept tensor (the graph's saved tensors keep it alive)."""
+    if watched.helper_returned:
+        return True
+    tensor = watched.kept() if watched.kept is not None else None
+    if tensor is None:
+        return False
+    return all(id(referrer) != watched.list_id for referrer in gc.get_referrers(tensor))
 
 
 def observe(
@@ -271,6 +312,7 @@ def observe(
     whose graph went without a backward()."""
     if not isinstance(out, _Tensor) or graph_node(out) is None:
         return
+    _note_returned_helpers(state)
     user = frames.user_frame(caller)
     if user is None or not frames.is_user_code(user.f_code):
         return
@@ -328,6 +370,7 @@ def observe(
     node = graph_node(kept)
     walked = footprint(node)
     scalar = kept.numel() == 1
+    evaluating = not scalar and in_eval_mode(walked.leaves, holder)
     watched = _Unused(
         path=path,
         line=line,
@@ -335,14 +378,36 @@ def observe(
         saved_bytes=walked.saved_bytes,
         nodes=walked.nodes,
         scalar=scalar,
-        evaluating=not scalar and in_eval_mode(walked.leaves, holder),
+        evaluating=evaluating,
         backwards=backwards,
+        # (a list of the helper's own frame: a forward hook's list outlives its call)
+        called_at=_helper_call(holder, callers) if evaluating and found is not None else None,
     )
+    if watched.called_at is not None:  # (whether the list still holds it, see _list_let_go)
+        held = _resolve(holder, name)
+        try:
+            watched.kept = weakref.ref(kept)
+        except TypeError:
+            watched.called_at = None
+        watched.list_id = id(held)
+        watched.helper = (id(holder), holder.f_code)
     watched.life = GraphLife(functools.partial(_graph_gone, watched, state, emit))
     # the nodes it was computed from too: a backward() through them (the best of several
     # heads' outputs, of which the list keeps all) is one through what the list keeps
     if all([watched.life.hold(n) for n in (node, *_ancestors(node))]):
         pending.append(watched)
+
+
+def _helper_call(holder: FrameType, callers: list[FrameType]) -> Optional[tuple[str, int, str]]:
+    """Where the user's code calls the function whose list keeps the outputs, when that is a
+    helper (an ODE solver's ``ys.append(y)``, a ``predict()``): ``(path, line, function)``.
+    In evaluation the fix is there — the call under ``torch.no_grad()`` — not in the helper,
+    which training may call too."""
+    index = next((i for i, frame in enumerate(callers) if frame is holder), None)
+    if index is None or index + 1 >= len(callers):
+        return None
+    caller = callers[index + 1]
+    return caller.f_code.co_filename, caller.f_lineno, holder.f_code.co_name
 
 
 def _watching(watched: _Unused, path: str, line: int) -> bool:
@@ -613,6 +678,9 @@ def finish_unused(state: Any) -> list[Report]:
 
 
 def _unused_report(watched: _Unused, until: str) -> Report:
+    if watched.called_at is not None and _list_let_go(watched):
+        return _helper_report(watched, until, watched.called_at)
+
     def build(described: list[Any], expression: str) -> str:
         where = f"{os.path.basename(watched.path)}:{watched.line}"
         each = f"about {watched.nodes} autograd nodes"
@@ -633,3 +701,24 @@ def _unused_report(watched: _Unused, until: str) -> Report:
     return Report(
         tensors=[], message=build, frame=None, at=(watched.path, watched.line), operands=False
     )
+
+
+def _helper_report(watched: _Unused, until: str, called_at: tuple[str, int, str]) -> Report:
+    """Outputs of modules in eval mode kept by a helper's list: reported at the call."""
+    path, line, function = called_at
+
+    def build(described: list[Any], expression: str) -> str:
+        where = f"{os.path.basename(watched.path)}:{watched.line}"
+        each = f"about {watched.nodes} autograd nodes"
+        if watched.saved_bytes:
+            each += f" and {size_text(watched.saved_bytes)} of saved activations"
+        return (
+            f"`{expression}`: {function}() runs here with gradients on while its modules are "
+            f"in eval mode: the outputs its list {watched.name} holds ({where}) carry autograd "
+            f"history that no backward() went through, each keeping its graph ({each}) alive until "
+            f"{until}. Call {function}() under `torch.no_grad()` here (it needs no gradient "
+            f"in evaluation; training's calls are unaffected), or keep its result "
+            f"`.detach()`ed."
+        )
+
+    return Report(tensors=[], message=build, frame=None, at=(path, line), operands=False)

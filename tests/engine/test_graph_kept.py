@@ -7,6 +7,7 @@ Each program below is a function; a line ending in ``# kept`` is where the findi
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -1180,3 +1181,18 @@ def test_losses_a_failed_backward_was_for_are_not_judged(program_ends_there: boo
             del losses, scaled
             reports = []
     assert watch.findings == [] and reports == []
+
+
+def test_an_evaluation_through_a_shared_helper_is_reported_at_the_call(check) -> None:  # noqa: ANN001
+    """A neural ODE's hand-written RK4 solver appends each state to its own list; training
+    calls it, and so does an evaluation in eval mode without ``torch.no_grad()`` whose
+    trajectories the program keeps. The helper's list is temporary and training needs it:
+    the finding is at the evaluation's call, with ``no_grad`` there as the fix."""
+    script = Path(__file__).parent / "leak_programs" / "neural_ode_eval.py"
+    run = check(script, rules="graph-kept")
+    call = next(i for i, t in enumerate(script.read_text().splitlines(), 1) if "full = rk4(" in t)
+    assert run.pairs() == {("graph-kept", call)}, run.stderr
+    message = run.finding("graph-kept")["message"]
+    assert message.startswith("`full = rk4(func, y0_true, T)`: rk4() runs here with gradients")
+    assert "its list ys holds (neural_ode_eval.py:" in message
+    assert "Call rk4() under `torch.no_grad()` here" in message
