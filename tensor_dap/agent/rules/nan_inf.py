@@ -180,7 +180,7 @@ def after(
         # an input holding NaN passed it along; one that cannot be judged might have
         # (an in-place op's target as it was before the op: ``deg.pow_(-0.5)``)
         if op.inplace and inputs and inputs[0] is out:
-            if state.rule_state.get(_TARGETS_BEFORE, {}).pop(id(out), None) is not True:
+            if state.rule_state.get(_TARGET_BEFORE) != (id(out), True):
                 return None
             if not all(_finite(t) for t in inputs[1:]):
                 return None
@@ -509,8 +509,8 @@ def _saved_finite(node: Any) -> bool:
     return all(_finite(t) is not False for t in saved if isinstance(t, _Tensor))
 
 
-#: rule_state key: id of an in-place op's target -> whether it was finite before the op
-_TARGETS_BEFORE = "nan-inf.inplace-targets"
+#: rule_state key: (id of the last in-place op's target, whether it was finite before the op)
+_TARGET_BEFORE = "nan-inf.inplace-target"
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> None:
@@ -523,7 +523,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> N
                 finite = _finite(target)
             except Exception:  # a tensor type that cannot be judged: not this op
                 finite = None
-            state.rule_state.setdefault(_TARGETS_BEFORE, {})[id(target)] = finite
+            state.rule_state[_TARGET_BEFORE] = (id(target), finite)
         return None
     sessions = state.rule_state.setdefault(_SESSIONS, {})
     thread = threading.get_ident()
