@@ -647,3 +647,30 @@ def test_a_loss_remade_as_a_new_leaf_is_reported() -> None:
     assert "backward() reaches no parameter: nothing trains" in message
     assert "read out of the graph there by .item()" in message
     assert _grad_lost(leaves_of_their_own) == []
+
+
+def gan_whose_generator_step_detaches() -> None:
+    """The critic's step detaches the fakes, as it should; the generator's step does too, by
+    mistake: the generator never trains."""
+    torch.manual_seed(0)
+    netG, netD = nn.Linear(2, 2), nn.Linear(2, 1)
+    optG = torch.optim.SGD(netG.parameters(), lr=0.1)
+    optD = torch.optim.SGD(netD.parameters(), lr=0.1)
+    for _ in range(3):
+        fake = netG(torch.randn(4, 2)).detach()  # right: the critic's step
+        loss_D = netD(fake).mean() - netD(torch.randn(4, 2)).mean()
+        optD.zero_grad()
+        loss_D.backward()
+        optD.step()
+        loss_G = -netD(netG(torch.randn(4, 2)).detach()).mean()  # the bug
+        optG.zero_grad()
+        loss_G.backward()
+        optG.step()
+
+
+def test_the_cut_named_is_the_one_after_the_steps_own_use() -> None:
+    ((line, message),) = set(_grad_lost(gan_whose_generator_step_detaches))
+    assert line == _line_of(gan_whose_generator_step_detaches, "optG.step()")
+    bug = _line_of(gan_whose_generator_step_detaches, "# the bug")
+    assert f"(used at test_grad_lost_history.py:{bug} by linear)" in message
+    assert f"cut after that use, at test_grad_lost_history.py:{bug} " in message

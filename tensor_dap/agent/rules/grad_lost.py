@@ -103,7 +103,8 @@ def _leaf_message(prov: Prov, cut: Prov) -> Any:
 _USED = "grad-lost.used-params"
 #: a parameter's use: when (in the order of provenance's ``CLOCK``), where, and whether the op
 #: built a graph (a use that did, ``self.fc1(x)``, is kept over one that did not,
-#: ``self.fc1.weight.data``)
+#: ``self.fc1.weight.data``; the latest such use counts: a GAN's generator runs for the critic's
+#: step, whose ``G(z).detach()`` is right, then for its own)
 _Use = tuple[int, Prov, bool]
 #: rule_state key: the newest cuts whose tensors went on into an op that builds a graph,
 #: as (when, the cut's Prov)
@@ -143,7 +144,7 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
                 if used is None:
                     used = state.rule_state[_USED] = TensorMap()
             known = used.get(item)
-            if known is None or (builds and not known[2]):
+            if known is None or builds:  # (the latest use that built a graph: this step's)
                 user = frames.user_frame(caller)
                 if user is not None:
                     where = Prov(user.f_code.co_filename, user.f_lineno, op.name)
