@@ -682,10 +682,7 @@ def _unused_report(watched: _Unused, until: str) -> Report:
         return _helper_report(watched, until, watched.called_at)
 
     def build(described: list[Any], expression: str) -> str:
-        where = f"{os.path.basename(watched.path)}:{watched.line}"
-        each = f"about {watched.nodes} autograd nodes"
-        if watched.saved_bytes:
-            each += f" and {size_text(watched.saved_bytes)} of saved activations"
+        where, each = _kept_each(watched)
         keep = (
             "a number (`.item()`) or a detached tensor (`.detach()`)"
             if watched.scalar
@@ -703,15 +700,20 @@ def _unused_report(watched: _Unused, until: str) -> Report:
     )
 
 
+def _kept_each(watched: _Unused) -> tuple[str, str]:
+    """The appending line (``file:line``) and what each kept item holds, in words."""
+    each = f"about {watched.nodes} autograd nodes"
+    if watched.saved_bytes:
+        each += f" and {size_text(watched.saved_bytes)} of saved activations"
+    return f"{os.path.basename(watched.path)}:{watched.line}", each
+
+
 def _helper_report(watched: _Unused, until: str, called_at: tuple[str, int, str]) -> Report:
     """Outputs of modules in eval mode kept by a helper's list: reported at the call."""
     path, line, function = called_at
 
     def build(described: list[Any], expression: str) -> str:
-        where = f"{os.path.basename(watched.path)}:{watched.line}"
-        each = f"about {watched.nodes} autograd nodes"
-        if watched.saved_bytes:
-            each += f" and {size_text(watched.saved_bytes)} of saved activations"
+        where, each = _kept_each(watched)
         return (
             f"`{expression}`: {function}() runs here with gradients on while its modules are "
             f"in eval mode: the outputs its list {watched.name} holds ({where}) carry autograd "
