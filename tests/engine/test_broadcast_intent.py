@@ -194,3 +194,51 @@ def test_a_target_column_indexed_from_one_reshaped_against_a_prediction_is_found
 
     (message,) = _broadcasts(depth_loss)
     assert "rendered (16,), target (16, 1) broadcast to (16, 16)" in message
+
+
+def _masked_mean_loss(per_token: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Masked mean pooling written for ``(B, T, D)`` features, used on ``(B, T)`` losses."""
+    mask = (torch.arange(per_token.shape[1])[None, :] < lengths[:, None]).float()
+    seq_loss = (per_token * mask).sum(1) / lengths[:, None]
+    return seq_loss.mean()
+
+
+def test_a_per_row_total_divided_by_a_column_made_on_purpose_is_found() -> None:
+    """``(B,) / (B, 1)``: the ``[:, None]`` is on purpose, meant for a feature dim the total
+    does not have; every row's total is divided by every row's length, silently."""
+
+    def train() -> None:
+        for _ in range(20):  # (past the runs whose provenance is recorded in full)
+            per_token = torch.rand(8, 12, requires_grad=True)
+            _masked_mean_loss(per_token, torch.randint(3, 13, (8,))).backward()
+
+    (message,) = _broadcasts(train)
+    assert message.startswith(
+        "`(per_token * mask).sum(1) / lengths[:, None]`: (per_token * mask).sum(1) (8,) divided"
+        " by lengths[:, None] (8, 1) broadcasts to (8, 8)"
+    )
+    assert "divide by lengths," in message
+
+
+def test_a_divisor_unsqueezed_on_an_earlier_line_is_found() -> None:
+    def pool() -> torch.Tensor:
+        scores, mask = torch.rand(4, 7), torch.ones(4, 7)
+        counts = mask.sum(1).unsqueeze(1)
+        return scores.sum(1) / counts
+
+    (message,) = _broadcasts(pool)
+    assert "scores.sum(1) (4,) divided by counts (4, 1) broadcasts to (4, 4)" in message
+    assert "divide by counts.squeeze(-1)" in message
+
+
+def test_divisions_and_outer_ops_people_write_on_purpose_stay_clean() -> None:
+    def correct() -> None:
+        features, mask = torch.rand(4, 7, 16), torch.ones(4, 7)
+        (features * mask[..., None]).sum(1) / mask.sum(1)[:, None]  # (4, 16) / (4, 1)
+        t = torch.rand(5)
+        t / t[:, None]  # ratios of a vector's own elements
+        a, b = torch.rand(6, 3), torch.rand(6, 3)
+        # cosine similarity: norms of two batches of the same size, an outer product
+        (a @ b.T) / (a.norm(dim=1)[:, None] * b.norm(dim=1))
+
+    assert _broadcasts(correct) == []

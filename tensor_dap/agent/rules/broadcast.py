@@ -11,7 +11,9 @@ outer products of different sizes (the sinusoidal positional encoding's ``positi
 div_term (d/2,)``), and size-1 dims made on purpose: with ``[:, None]`` / ``unsqueeze`` on the
 op's line, or by ``unsqueeze`` / ``reshape`` / ``view`` / ``None`` indexing on an earlier line
 (indexing without ``None`` keeps the size-1 dims of what it indexes: ``Y[idx]`` of an ``(N, 1)``
-column is no intent).
+column is no intent). Yet a division of lower-rank values by such a column is reported: masked
+mean pooling ``x.sum(1) / lengths[:, None]`` written for ``(B, T, D)`` features and run on a
+``(B, T)`` ``x`` divides every row's total by every row's length.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tensor_dap.agent.naming import source_line
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import RANKS_DIFFER, Report
 from tensor_dap.agent.rules.hooks import Args, Kwargs
+from tensor_dap.agent.storage import storage_key
 
 RULE = catalog.rule("broadcast")
 
@@ -54,7 +57,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             rank = arg.ndim
             if rank and rank != first_rank:
                 if first_rank:
-                    return _check(args, caller, state)
+                    return _check(op, args, caller, state)
                 first_rank = rank
     return None
 
@@ -62,12 +65,13 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
 _INTENDED = "broadcast.intended-sites"
 
 
-def _check(args: Args, caller: Any, state: Any) -> Optional[Report]:
+def _check(op: OpInfo, args: Args, caller: Any, state: Any) -> Optional[Report]:
     """Inputs of different ranks: report when the result has more elements than any input
     and an input is stretched to a size it already has (the mistake's signature).
 
     A call site once seen broadcasting inputs made on purpose stays intended: provenance is
     sampled after a site's first runs, so a later run may not know where its inputs came from.
+    Except a division of lower-rank values by a column made on purpose (:func:`_per_row`).
     """
     tensors = [a for a in args if isinstance(a, _Tensor) and a.dim()]
     shapes = [tuple(t.shape) for t in tensors]
@@ -86,6 +90,8 @@ def _check(args: Args, caller: Any, state: Any) -> Optional[Report]:
     if site in intended:
         return None
     made = [_made_to_broadcast(t, shape, result, state) for t, shape in zip(tensors, shapes)]
+    if _per_row(op, args, tensors, made):
+        return Report(tensors=tensors, message=_per_row_message(result))
     # (a column indexed from one made on purpose, against a prediction that requires grad, is
     # a loss's target: `depth_map - depths[k][sel]` of targets reshaped (-1, 1) once)
     loss_like = any(t.requires_grad for t in tensors) and _INHERITED in made
@@ -93,6 +99,35 @@ def _check(args: Args, caller: Any, state: Any) -> Optional[Report]:
         intended.add(site)
         return None
     return Report(tensors=tensors, message=_message(result))
+
+
+#: division ops, and the reflected one (``self`` is the divisor)
+_DIVISIONS = frozenset(["div", "__truediv__", "true_divide", "divide"])
+_REFLECTED_DIVISIONS = frozenset(["__rtruediv__", "__rdiv__"])
+
+
+def _per_row(op: OpInfo, args: Args, tensors: list[Any], made: list[str]) -> bool:
+    """Whether the op divides values of a lower rank by a column whose size-1 dim was made on
+    purpose (``x.sum(1) / lengths[:, None]`` with ``x`` ``(B, T)``: ``(B,)`` by ``(B, 1)`` is
+    ``(B, B)``, every row's total divided by every row's length). The ``[:, None]`` was written
+    for a feature dim the dividend lacks (masked mean pooling of ``(B, T, D)`` copied onto
+    ``(B, T)``); an outer division by a column is not what anyone writes on purpose (a tensor
+    divided by a column of its own, ``t / t[:, None]``, is left alone)."""
+    if op.name in _DIVISIONS:
+        dividend, divisor = args[0], args[1] if len(args) > 1 else None
+    elif op.name in _REFLECTED_DIVISIONS:
+        divisor, dividend = args[0], args[1] if len(args) > 1 else None
+    else:
+        return False
+    if not (isinstance(dividend, _Tensor) and isinstance(divisor, _Tensor)):
+        return False
+    if dividend.ndim >= divisor.ndim or divisor.shape[-1] != 1:
+        return False
+    on_purpose = next((m for t, m in zip(tensors, made) if t is divisor), _NOT)
+    if on_purpose == _NOT:
+        return False
+    own = storage_key(dividend)
+    return own is None or own != storage_key(divisor)
 
 
 def _stretched_to_own_size(shape: tuple[int, ...], result: tuple[int, ...]) -> bool:
@@ -181,6 +216,29 @@ def _message(result: tuple[int, ...]) -> Any:
         )
 
     return build
+
+
+def _per_row_message(result: tuple[int, ...]) -> Any:
+    def build(described: list[Any], expression: str) -> str:
+        dividend, divisor = sorted(described, key=lambda d: len(d.shape))[:2]
+        column = _COLUMN.fullmatch(divisor.name)
+        plain = column.group(1) if column else f"{_operand(divisor.name)}.squeeze(-1)"
+        return (
+            f"`{expression}`: {dividend.name} {dividend.shape_text} divided by "
+            f"{divisor.name} {divisor.shape_text} broadcasts to {result}: each value is "
+            f"divided by every row's divisor, not by its own. The dividend has no dim for the "
+            f"size-1 dim of {divisor.name} to line up with: divide by {plain}, or keep the dim "
+            "the dividend's reduction removed (.sum(dim, keepdim=True))."
+        )
+
+    return build
+
+
+#: a column made from a name: ``lengths[:, None]``, ``n.unsqueeze(-1)``, ``n.view(-1, 1)``
+_COLUMN = re.compile(
+    r"(.+?)(?:\[\s*:\s*,\s*None\s*\]|\[\s*\.\.\.\s*,\s*None\s*\]"
+    r"|\.unsqueeze\(\s*(?:-1|1)\s*\)|\.(?:view|reshape)\(\s*-1\s*,\s*1\s*\))"
+)
 
 
 def _operand(text: str) -> str:
