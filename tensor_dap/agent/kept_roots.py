@@ -49,7 +49,7 @@ import torch
 from tensor_dap.agent import frames
 from tensor_dap.agent.eval_modules import in_eval_mode, named_modules
 from tensor_dap.agent.graph_life import GraphLife
-from tensor_dap.agent.graph_nodes import accumulates_grad, graph_node
+from tensor_dap.agent.graph_nodes import accumulates_grad, freed_by_backward, graph_node
 from tensor_dap.agent.graph_walk import footprint
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
@@ -331,7 +331,7 @@ def observe(
         return
     ref, made_at = candidates.pop(0)
     oldest = ref()
-    if oldest is None or made_at != backwards:
+    if oldest is None or (made_at != backwards and not _evaluation_kept(oldest, user)):
         return
     # kept across iterations, no backward yet: the list keeping it, looked for a few times (a
     # line running several ops, as `dist.log_prob(action)` does, has candidates no list holds)
@@ -396,6 +396,18 @@ def observe(
     # heads' outputs, of which the list keeps all) is one through what the list keeps
     if all([watched.life.hold(n) for n in (node, *_ancestors(node))]):
         pending.append(watched)
+
+
+def _evaluation_kept(tensor: Any, user: FrameType) -> bool:
+    """Whether ``tensor``, alive across training steps (backward() calls ran since it was
+    made), is an evaluation's result no backward went through: once an epoch,
+    ``val_losses.append(criterion(model(xv), yv))`` after ``model.eval()`` without
+    ``torch.no_grad()``. Its saved tensors are not freed, and the modules it ran are in eval
+    mode."""
+    node = graph_node(tensor)
+    if node is None or freed_by_backward(node):
+        return False
+    return in_eval_mode(footprint(node, saved=False).leaves, user)
 
 
 def _helper_call(holder: FrameType, callers: list[FrameType]) -> Optional[tuple[str, int, str]]:

@@ -480,6 +480,92 @@ def features_kept_by_a_hook_object_after_training(device: torch.device) -> None:
     print(f"{len(save_output.outputs)} activations")
 
 
+def rollout_buffers_filled_without_no_grad(device: torch.device) -> None:
+    """A hand-written PPO storing its rollout in preallocated tensors (CleanRL's layout) without
+    torch.no_grad(): each write keeps that step's graph in the buffer, and the update detaches
+    what it reads from them, so no backward() goes through what the buffers hold."""
+    torch.manual_seed(0)
+    agent = _Agent().to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=1e-3)
+    for _update in range(3):
+        obs_buf = torch.zeros(6, 8, 4, device=device)
+        logprobs = torch.zeros(6, 8, device=device)
+        values = torch.zeros(6, 8, device=device)
+        obs = torch.randn(8, 4, device=device)
+        for step in range(6):
+            obs_buf[step] = obs
+            _action, log_prob, value = agent.get_action_and_value(obs)
+            logprobs[step] = log_prob  # kept
+            values[step] = value  # kept
+            obs = torch.randn(8, 4, device=device)
+        returns = torch.randn(6, 8, device=device)
+        advantages = returns - values.detach()
+        old = logprobs.detach()
+        for _epoch in range(2):
+            dist = torch.distributions.Categorical(logits=agent.actor(obs_buf.reshape(-1, 4)))
+            taken = torch.zeros(48, dtype=torch.long, device=device)
+            ratio = (dist.log_prob(taken) - old.reshape(-1)).exp()
+            optimizer.zero_grad()
+            (-(ratio * advantages.reshape(-1)).mean()).backward()
+            optimizer.step()
+
+
+def losses_written_into_a_preallocated_tensor(device: torch.device) -> None:
+    """A tensor of per-step losses for a plot: each entry keeps its step's graph."""
+    model, optimizer, batches = _setup(device)
+    history = torch.zeros(len(batches), device=device)
+    for i, (x, y) in enumerate(batches):
+        loss = F.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        history[i] = loss  # kept
+
+
+def ema_without_no_grad(device: torch.device) -> None:
+    """An EMA of the weights by hand, its copy frozen, the update outside no_grad: each EMA
+    tensor's chain grows by two nodes every step."""
+    import copy
+
+    model, optimizer, batches = _setup(device)
+    ema = copy.deepcopy(model).requires_grad_(False)
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        for p_ema, p in zip(ema.parameters(), model.parameters()):
+            p_ema.mul_(0.99).add_(p, alpha=0.01)  # kept
+
+
+def swa_average_with_lerp_without_no_grad(device: torch.device) -> None:
+    """A running average of the weights (SWA by hand) with ``lerp_``, outside no_grad."""
+    model, optimizer, batches = _setup(device)
+    averaged = [p.detach().clone() for p in model.parameters()]
+    for n, (x, y) in enumerate(batches, start=1):
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        for avg, p in zip(averaged, model.parameters()):
+            avg.lerp_(p, 1 / n)  # kept
+
+
+def validation_loss_appended_once_an_epoch(device: torch.device) -> None:
+    """A validation loss computed once an epoch after ``model.eval()``, without no_grad, kept
+    in a list for the learning curve: training steps run between two appends."""
+    model, optimizer, batches = _setup(device)
+    x_val, y_val = torch.randn(32, 6, device=device), torch.randn(32, 1, device=device)
+    val_losses = []
+    for _epoch in range(4):
+        model.train()
+        for x, y in batches:
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        val_loss = F.mse_loss(model(x_val), y_val)
+        val_losses.append(val_loss)  # kept
+
+
 LEAKS = [
     train_total_inplace,
     train_total_of_a_scaled_backward,
@@ -504,6 +590,11 @@ LEAKS = [
     features_kept_by_a_forward_hook,
     features_kept_by_a_hook_object_after_training,
     features_by_layer_in_a_defaultdict,
+    rollout_buffers_filled_without_no_grad,
+    losses_written_into_a_preallocated_tensor,
+    ema_without_no_grad,
+    swa_average_with_lerp_without_no_grad,
+    validation_loss_appended_once_an_epoch,
 ]
 
 
@@ -712,8 +803,10 @@ def truncated_bptt(device: torch.device) -> None:
 
 
 def ema_under_no_grad(device: torch.device) -> None:
+    """An EMA updated under no_grad, and one updated from ``p.detach()``: nothing recorded."""
     model, optimizer, batches = _setup(device)
     ema = [p.detach().clone() for p in model.parameters()]
+    ema_of_detached = [p.detach().clone() for p in model.parameters()]
     for x, y in batches:
         optimizer.zero_grad()
         F.mse_loss(model(x), y).backward()
@@ -721,6 +814,8 @@ def ema_under_no_grad(device: torch.device) -> None:
         with torch.no_grad():
             for e, p in zip(ema, model.parameters()):
                 e.mul_(0.9).add_(p, alpha=0.1)
+        for e, p in zip(ema_of_detached, model.parameters()):
+            e.mul_(0.9).add_(p.detach(), alpha=0.1)
 
 
 def reinforce_episode_sums(device: torch.device) -> None:
@@ -970,6 +1065,70 @@ def validation_loss_with_a_weight_penalty_summed_in_one_call(device: torch.devic
         total += loss.item()
 
 
+def reinforce_log_probs_in_a_buffer(device: torch.device) -> None:
+    """REINFORCE with a preallocated buffer of log-probabilities: backward() at the episode's
+    end goes through every write."""
+    torch.manual_seed(0)
+    policy = nn.Linear(4, 2).to(device)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    for _ in range(3):
+        log_probs = torch.zeros(8, device=device)
+        for t in range(8):
+            logits = policy(torch.randn(4, device=device))
+            log_probs[t] = torch.log_softmax(logits, 0)[0]
+        loss = -(log_probs * torch.randn(8, device=device)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def decoder_outputs_written_into_a_buffer(device: torch.device) -> None:
+    """The seq2seq tutorial's decoder: ``outputs[t] = output`` into a preallocated tensor, the
+    loss over all of it backpropagated."""
+    torch.manual_seed(0)
+    cell, readout = nn.GRUCell(3, 8).to(device), nn.Linear(8, 3).to(device)
+    optimizer = torch.optim.Adam([*cell.parameters(), *readout.parameters()], lr=1e-3)
+    for _ in range(3):
+        outputs = torch.zeros(6, 4, 3, device=device)
+        h = torch.zeros(4, 8, device=device)
+        step_input = torch.zeros(4, 3, device=device)
+        for t in range(6):
+            h = cell(step_input, h)
+            output = readout(h)
+            outputs[t] = output
+            step_input = output.argmax(1, keepdim=True).float().expand(4, 3)
+        loss = outputs.pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+class _ResidualBlock(nn.Module):
+    """A hand-written residual block: in-place adds of the shortcut and of a parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.shift = nn.Parameter(torch.zeros(6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.fc(x)
+        out += x
+        out += self.shift
+        return torch.relu(out)
+
+
+def residual_adds_in_place(device: torch.device) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(_ResidualBlock(), _ResidualBlock(), nn.Linear(6, 1)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(5):
+        x, y = torch.randn(8, 6, device=device), torch.randn(8, 1, device=device)
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+
 CLEAN = [
     eval_mode_finetuning_with_micro_batches,
     item_totals,
@@ -999,6 +1158,9 @@ CLEAN = [
     feature_matching_loss_from_hooks,
     grad_cam_activations_per_image,
     validation_loss_with_a_weight_penalty_summed_in_one_call,
+    reinforce_log_probs_in_a_buffer,
+    decoder_outputs_written_into_a_buffer,
+    residual_adds_in_place,
 ]
 
 
@@ -1028,7 +1190,7 @@ def test_each_leak_is_reported_at_its_accumulating_line(program, path) -> None: 
     for _, _, message in found:
         assert "autograd history" in message
         # (outputs kept, not losses: a detached tensor, not a number)
-        assert ".item()" in message or ("`.detach()`" in message and "no_grad()" in message)
+        assert ".item()" in message or (".detach()`" in message and "no_grad()" in message)
         assert "operand " not in message  # every tensor named as the line writes it
 
 
@@ -1083,6 +1245,31 @@ def test_a_total_of_losses_whose_backward_started_elsewhere_is_reported_as_it_gr
 def test_the_fix_is_the_users_own_line_keeping_a_number(program, fix: str) -> None:  # noqa: ANN001
     ((_, _, message),) = _run(program, DEVICE)
     assert f"Keep a number or a detached tensor: {fix}" in message
+
+
+def test_a_buffer_written_each_step_names_the_write_and_its_fix() -> None:
+    found = _run(rollout_buffers_filled_without_no_grad, DEVICE)
+    messages = sorted(message for _, _, message in found)
+    assert messages[0].startswith("`logprobs[step] = log_prob` (test_graph_kept.py:")
+    assert (
+        "logprobs collected log_prob, which carries autograd history, over 6 iterations"
+        in (messages[0])
+    )
+    assert "Write a detached tensor: `logprobs[step] = log_prob.detach()`" in messages[0]
+    ((_, _, message),) = _run(losses_written_into_a_preallocated_tensor, DEVICE)
+    assert message.startswith("`history[i] = loss`: history collects loss")
+    assert "Write a detached tensor: `history[i] = loss.detach()`" in message
+
+
+def test_an_ema_updated_outside_no_grad_says_what_grows_and_the_fix() -> None:
+    ((_, _, message),) = _run(ema_without_no_grad, DEVICE)
+    assert message.startswith(
+        "`p_ema.mul_(0.99).add_(p, alpha=0.01)`: p_ema is updated in place from p, which "
+        "requires grad, outside `torch.no_grad()`"
+    )
+    assert "each of the 4 tensors updated here carries autograd history, a chain" in message
+    assert "grows by 2 nodes each optimizer step (3 steps so far)" in message
+    assert "Run the update under `with torch.no_grad():` (or use `p.detach()`)" in message
 
 
 def test_a_list_of_losses_never_backpropagated_names_the_list_and_what_each_keeps() -> None:

@@ -38,6 +38,12 @@ A chain is reported at its line, once it holds :data:`MIN_ITERATIONS` iterations
   mode (dropout off, as RLHF code does) summing micro-batch losses before ``backward()``. A
   frozen backbone in eval mode under a head in training mode is not reported either.
 
+A write through an index into a preallocated buffer (``values[t] = value``, ``history[i] =
+loss``: a rollout's storage, per-step losses kept for a plot) is seen as an add: the buffer's
+node (``CopySlices``) has its previous node and the value's as inputs, the value is the term.
+Its fix is a detached value; a buffer a backward() goes through (REINFORCE's log-probabilities,
+a decoder's ``outputs[t] = output``) is what the program wants.
+
 The adds of one call on the user's line (``sum(p.pow(2).sum() for p in params)``,
 ``functools.reduce``) are one statement's, not one per iteration: not a chain.
 
@@ -65,7 +71,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import eval_switch, frames, kept_roots, naming, optimizers
+from tensor_dap.agent import eval_switch, frames, kept_roots, kept_updates, naming, optimizers
 from tensor_dap.agent.eval_modules import in_eval_mode
 from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_nodes import freed_by_backward, graph_node
@@ -80,6 +86,7 @@ RULE = catalog.rule("graph-kept")
 #: iterations a chain holds before it is reported
 MIN_ITERATIONS = 3
 _ADDS = frozenset(("add", "add_", "__add__", "__radd__", "__iadd__"))
+_UPDATES = kept_updates.UPDATES
 _Tensor = torch.Tensor
 _CHAINS = "graph-kept.chains"
 _BACKWARDS = kept_roots.BACKWARDS
@@ -179,6 +186,8 @@ def install(state: Any) -> list[Any]:
 
     def stepped(optimizer: Any) -> None:
         state.rule_state.setdefault(_IN_STEP, set()).discard(id(optimizer))
+        steps = state.rule_state.get(kept_updates.STEPS_TAKEN, 0)
+        state.rule_state[kept_updates.STEPS_TAKEN] = steps + 1
 
     def evaluating() -> None:
         if RULE.id not in state.enabled or state._mode is None:
@@ -195,8 +204,8 @@ def install(state: Any) -> list[Any]:
 
 
 def applies(op: OpInfo) -> bool:
-    """``after`` runs on adds only."""
-    return op.name in _ADDS
+    """``after`` runs on adds and on writes through an index (``buf[t] = value``)."""
+    return op.name in _ADDS or op.name == _WRITE or op.name in kept_updates.UPDATES
 
 
 def applies_before(op: OpInfo) -> bool:
@@ -205,12 +214,41 @@ def applies_before(op: OpInfo) -> bool:
 
 
 def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> Any:
+    if op.name == _WRITE:
+        return _written(args, caller, state)
     # (one element first: a residual ``x + f(x)`` leaves here without a grad_fn object made)
-    if not isinstance(out, _Tensor) or out.numel() != 1:
+    if not isinstance(out, _Tensor):
+        return None
+    if op.name in _UPDATES and kept_updates.from_parameter(args):  # `p_ema.add_(p, ...)`
+        return kept_updates.check(args, out, caller, state)
+    if out.numel() != 1 or op.name not in _ADDS:
         return None
     node = graph_node(out)
     if node is None:
         return None
+    return _grow(node, out, args, caller, state)
+
+
+#: a write through an index: ``buf[t] = value`` (the buffer's node is a ``CopySlices`` whose
+#: inputs are the buffer's previous node and the value's)
+_WRITE = "__setitem__"
+
+
+def _written(args: Args, caller: Any, state: Any) -> Any:
+    """``buf[t] = value``: a preallocated buffer (a rollout's values, a tensor of per-step
+    losses) filled with tensors carrying autograd history is a total as ``+=`` makes one: it
+    keeps the graph of every value written, one chain per call site."""
+    if len(args) < 3 or not isinstance(args[0], _Tensor) or not isinstance(args[2], _Tensor):
+        return None
+    node = graph_node(args[0])
+    if node is None or graph_node(args[2]) is None:
+        return None
+    return _grow(node, args[0], (args[0], args[2]), caller, state, write=True)
+
+
+def _grow(node: Any, out: Any, args: Args, caller: Any, state: Any, write: bool = False) -> Any:
+    """The add or write at ``caller`` made ``out`` (its node ``node``) of ``args[:2]``: start,
+    continue or restart its site's chain; report the chain when it is judged kept."""
     code = caller.f_code
     if not frames.is_user_code(code):
         return None
@@ -246,7 +284,7 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
         return None  # backward of another graph: judged when its graph goes (_graph_gone)
     chain.reported = True
     acc = args[0] if isinstance(args[0], _Tensor) and args[0] is not term else out
-    return Report(tensors=[acc, term], message=_live_message(chain, out))
+    return Report(tensors=[acc, term], message=_live_message(chain, out, write))
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
@@ -447,15 +485,48 @@ def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
     return set() if walked.truncated else walked.leaves
 
 
-def _fix(acc: str, term: str) -> str:
+def _fix(acc: str, term: str, expression: str) -> str:
+    """The fix, for an add or (``buf[t] = value``: :func:`_written`) a write."""
+    target = _written_target(expression)
+    if target is not None:
+        return (
+            f"Write a detached tensor: `{target} = {_detached(term)}`, or run the loop under "
+            "`torch.no_grad()` when it needs no gradient."
+        )
     return (
         f"Accumulate a number or a detached tensor: `{acc} += {term}.item()` (or "
         f"`{term}.detach()`), or run the loop under `torch.no_grad()` when it needs no gradient."
     )
 
 
-def _live_message(chain: _Chain, out: Any) -> Any:
+#: ``buf[t] = value`` (its target and its value), as opposed to ``total += loss``
+_WRITE_TEXT = re.compile(r"\s*([A-Za-z_][\w.]*\[[^=]*\])\s*=(?!=)\s*(.+)")
+
+
+def _verb(expression: str, past: bool = False) -> str:
+    """What the total does with each term: accumulates it; a buffer written collects it."""
+    if _written_target(expression) is None:
+        return "accumulated" if past else "accumulates"
+    return "collected" if past else "collects"
+
+
+def _written_target(expression: str) -> Optional[str]:
+    found = _WRITE_TEXT.fullmatch(naming.without_comments(expression).strip())
+    return found.group(1) if found else None
+
+
+def _detached(term: str) -> str:
+    """``value(obs).squeeze(-1).detach()``; ``(a + b).detach()``."""
+    return f"{term}.detach()" if re.fullmatch(r"[\w.\[\]()\-, ]*", term) else f"({term}).detach()"
+
+
+def _live_message(chain: _Chain, out: Any, write: bool = False) -> Any:
     def build(described: list[Any], expression: str) -> str:
+        if write:  # (the op's own text is the target, ``buf[t]``: the whole statement)
+            expression = (
+                naming.source_line(chain.path, chain.line)
+                or f"{described[0].name}[...] = {described[1].name}"
+            )
         acc, term = described[0].name, described[1].name
         if _UNNAMED.match(acc) or _UNNAMED.match(term):  # named from the line's text instead
             read_acc, read_term = _names(expression)
@@ -473,10 +544,10 @@ def _live_message(chain: _Chain, out: Any) -> Any:
         else:
             why = "backward() never goes through it"
         return (
-            f"`{expression}`: {acc} accumulates {term}, which carries autograd history, "
+            f"`{expression}`: {acc} {_verb(expression)} {term}, which carries autograd history, "
             f"across iterations: after {chain.iterations} iterations {acc} holds the graphs of "
             f"all {chain.iterations} ({kept}), and grows every iteration; {why}. "
-            f"{_fix(acc, term)}"
+            f"{_fix(acc, term, expression)}"
         )
 
     return build
@@ -489,10 +560,11 @@ def _left_message(chain: _Chain, until: str = "it was dropped") -> Any:
         kept += f" and {chain.term_nodes * chain.iterations} autograd nodes"
         where = f"{os.path.basename(chain.path)}:{chain.line}"
         return (
-            f"`{expression}` ({where}): {acc} accumulated {term}, which carries autograd "
-            f"history, over {chain.iterations} iterations, and no backward() went through it: "
+            f"`{expression}` ({where}): {acc} {_verb(expression, past=True)} {term}, which "
+            f"carries autograd history, over {chain.iterations} iterations, and no backward() "
+            "went through it: "
             f"{acc} kept the graph of every iteration ({kept}) alive until {until}. "
-            f"{_fix(acc, term)}"
+            f"{_fix(acc, term, expression)}"
         )
 
     return build
@@ -503,8 +575,12 @@ _UNNAMED = re.compile(r"operand \d+$")
 
 
 def _names(expression: str) -> tuple[str, str]:
-    """``("val_loss", "criterion(out, y)")`` from ``val_loss += criterion(out, y)``."""
+    """``("val_loss", "criterion(out, y)")`` from ``val_loss += criterion(out, y)``;
+    ``("val_buf", "v")`` from ``val_buf[t] = v``."""
     text = naming.without_comments(expression).strip()
+    written = _WRITE_TEXT.fullmatch(text)
+    if written:
+        return written.group(1).partition("[")[0], written.group(2).strip()
     for sign in ("+=", "="):
         left, found, right = text.partition(sign)
         if found and left.strip().isidentifier():
