@@ -7,6 +7,11 @@ Loops are summarised: each (code, line) is shown fully for its first ``FULL_RUNS
 after that a line is shown only when it gave a tensor variable a new summary (shape, dtype,
 device or grad state) or created a variable; each frame ends with ``... line N ran K times``
 for its hot lines, so a 10,000-step loop gives a trace of a few dozen lines.
+
+Calls are summarised the same way: a function (or comprehension) called more than
+``FULL_RUNS`` times runs quietly, each new frame starting from the summaries the function's last
+frame ended with, so only a line that gives a variable a summary it did not have in the previous
+call is shown (a batch of another shape); the runs of its lines are counted once, at the end.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class FrameState:
         "pending",
         "runs",
         "changed",
+        "quiet",
     )
 
     def __init__(self, code: CodeType, depth: int) -> None:
@@ -69,6 +75,8 @@ class FrameState:
         #: line -> runs in this frame; line -> lines printed because a summary changed
         self.runs: dict[int, int] = {}
         self.changed: dict[int, int] = {}
+        #: a call past the first ``FULL_RUNS`` of its code: compared with the previous call
+        self.quiet = False
 
 
 class Tracer:
@@ -105,6 +113,10 @@ class Tracer:
         self.total: dict[tuple[CodeType, int], int] = {}
         self._summarised: set[tuple[CodeType, int]] = set()
         self._calls: dict[CodeType, int] = {}
+        #: code -> the variable summaries (texts, metas) its last frame ended with
+        self._last_call: dict[CodeType, tuple[dict[str, str], dict[str, Any]]] = {}
+        #: (code, line) -> lines shown in quiet calls because a summary changed
+        self._changed_quietly: dict[tuple[CodeType, int], int] = {}
 
     # -- which frames ---------------------------------------------------------------------
     def wanted(self, code: CodeType) -> bool:
@@ -165,6 +177,10 @@ class Tracer:
         loud = calls <= FULL_RUNS
         if loud:
             self._flush_parent(frame)
+        else:  # (a variable summarised as in the previous call is not news)
+            state.quiet = True
+            texts, metas = self._last_call.get(code, ({}, {}))
+            state.texts, state.metas = dict(texts), dict(metas)
         for kind, name, text, _ in self._diff(frame, state, "start"):
             if loud:
                 self.sink.line(output.value_line(depth, kind, name, text))
@@ -249,13 +265,19 @@ class Tracer:
         for (code, line), runs in self.total.items():
             if runs > FULL_RUNS and (code, line) not in self._summarised:
                 where = f"{os.path.basename(code.co_filename)}:{code.co_name}"
-                self.sink.line(output.summary_line(0, line, runs, 0, where))
+                changes = self._changed_quietly.get((code, line), 0)
+                self.sink.line(output.summary_line(0, line, runs, changes, where))
         self.sink.close()
 
     # -- inside ---------------------------------------------------------------------------
     def _finish(self, frame: FrameType, state: FrameState) -> None:
+        self._last_call[state.code] = (state.texts, state.metas)
+        if state.quiet:
+            for line, changes in state.changed.items():
+                key = (state.code, line)
+                self._changed_quietly[key] = self._changed_quietly.get(key, 0) + changes
         for line, runs in sorted(state.runs.items()):
-            if runs > FULL_RUNS:
+            if runs > FULL_RUNS and not state.quiet:  # (a quiet call's: counted at the end)
                 self._summarised.add((state.code, line))
                 changes = state.changed.get(line, 0)
                 self.sink.line(output.summary_line(state.depth, line, runs, changes))

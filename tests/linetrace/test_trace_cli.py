@@ -129,6 +129,37 @@ def test_shape_changes_in_a_hot_loop_are_shown(tmp_path: Path) -> None:
     assert summaries["4"] == "100 shape changed 2 times"
 
 
+def test_a_function_called_from_a_loop_is_summarised_across_calls(tmp_path: Path) -> None:
+    """A helper (and its comprehension) called at every step is shown for its first calls, then
+    only where a variable's summary differs from the previous call's: a batch of a new shape."""
+    source = """\
+    import torch
+
+
+    def inner_step(w, x):
+        h = x @ w
+        rows = [r.sum() for r in h]
+        return h.relu().mean()
+
+
+    w = torch.randn(4, 3)
+    for i in range(200):
+        x = torch.randn(8 if i < 100 else 16, 4)
+        inner_step(w, x)
+    """
+    code, entries, text = trace(tmp_path, source)
+    assert code == 0, text
+    assert len(text.splitlines()) < 120, text
+    assert [e.value for e in entries if e.name == "h"] == [
+        "tensor<(8, 3) float32 cpu>",  # the first calls in full
+        "tensor<(8, 3) float32 cpu>",
+        "tensor<(8, 3) float32 cpu>",
+        "tensor<(16, 3) float32 cpu>",  # then the call whose batch changed shape
+    ]
+    summaries = [e.value for e in entries if e.kind == "summary"]
+    assert "200 shape changed 1 time" in summaries  # `h = x @ w`, counted over all calls
+
+
 def test_only_and_depth(tmp_path: Path) -> None:
     source = """\
     import torch
