@@ -80,6 +80,8 @@ def _build_finding(
         if watch.dedupe and watch.counts[key] > 1:
             return None
     names = naming.name_tensors(report.tensors, info.name, caller, user, report.operands)
+    if report.result and names and user is not None:
+        names[-1] = _result_name(user, path, line)
     described = [
         describe_tensor(t, n, watch.provenance.lookup(t) or naming.assigned_before(user, n))
         for t, n in zip(report.tensors, names)
@@ -102,6 +104,16 @@ def _build_finding(
     )
     watch.findings.append(finding)
     return finding, user
+
+
+def _result_name(user: FrameType, path: str, line: int) -> str:
+    """The op's result as the line names it: the variable it is assigned to when the op is the
+    whole right-hand side (``dinv`` of ``dinv = deg.pow(-0.5)``), else its expression."""
+    expression = naming.expression_text(user)
+    target = naming.assignment_target(path, line)
+    if target and naming.source_line(path, line).partition("=")[2].strip() == expression:
+        return target
+    return expression
 
 
 def raised(

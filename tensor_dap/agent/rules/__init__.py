@@ -62,6 +62,9 @@ class Report:
     at: Optional[tuple[str, int]] = None
     #: the tensors are the op's operands, in order (so the expression's text can name them)
     operands: bool = True
+    #: the last tensor is the op's result (named as the line names it: ``dinv`` of ``dinv =
+    #: deg.pow(-0.5)``, else the expression), the others its operands
+    result: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -318,7 +318,8 @@ def _explain(prov: Optional[Prov]) -> Any:
         if gap is not None:
             return (
                 f"{head}. Its history runs back to {_where(gap)}, whose input tensor tensor-dap "
-                "did not record (a line that ran many times is followed one run in 64). Look "
+                "did not record (the line that made that input ran many times, and a line is "
+                "followed in full for its first 8 runs, then one run in 64). Look "
                 "upstream of it for where the graph is cut: .detach(), .data, torch.tensor(...), "
                 ".item()/.tolist(), or an op under torch.no_grad()."
             )

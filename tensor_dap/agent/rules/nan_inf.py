@@ -141,11 +141,14 @@ def _all_finite(tensor: Any) -> bool:
 
 def _inputs(args: Args, kwargs: Kwargs) -> tuple[list[Any], bool]:
     """The tensors an op received, those inside list/tuple arguments included (one level, like
-    the engine: ``torch.stack([t, u])``), and whether they are exactly its positional operands."""
+    the engine: ``torch.stack([t, u])``), and whether they are its first positional operands in
+    order (so the expression's operand texts name them: not after a number, ``torch.add(1,
+    x)``)."""
     inputs: list[Any] = []
     direct = True
     for value in (*args, *(kwargs.values() if kwargs else ())):
         if isinstance(value, _Tensor):
+            direct = direct and len(inputs) < len(args) and args[len(inputs)] is value
             inputs.append(value)
         elif isinstance(value, (list, tuple)):
             items = [item for item in value if isinstance(item, _Tensor)]
@@ -192,7 +195,7 @@ def after(
         _mark_reported(out)
     except Exception:  # a tensor type that cannot be judged: skip this op, not the rule
         return None
-    return Report(tensors=[*inputs, out], message=message, operands=operands)
+    return Report(tensors=[*inputs, out], message=message, operands=operands, result=True)
 
 
 #: what handles Inf/NaN in the program's own code: a test for them, a replacement, a clamp,
