@@ -618,8 +618,10 @@ def _appending(code: Any, line: int) -> list[tuple[str, int]]:
     later = sorted({n for _, n in dis.findlinestarts(code) if n is not None and n > line})
     appends = []
     for number in later[:_APPEND_LINES]:
-        found = _APPEND.search(linecache.getline(code.co_filename, number))
-        if found and re.search(rf"\b({names})\b", found.group(0)):
+        text = linecache.getline(code.co_filename, number)
+        found = _APPEND.search(text)
+        # (the name itself, not `val.item()` or `loss.detach()`: those keep no graph)
+        if found and re.search(rf"\b({names})\b(?!\s*[.(\[])", text[found.end(1) :]):
             appends.append((found.group(1), number))
     return appends
 

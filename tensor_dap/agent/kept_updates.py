@@ -1,30 +1,36 @@
-"""``graph-kept``'s in-place form: a tensor updated in place from a parameter at every
-optimizer step, outside ``torch.no_grad()``.
+"""``graph-kept``'s in-place form: a tensor updated in place at every optimizer step from
+tensors that carry autograd history, outside ``torch.no_grad()``.
 
 An exponential moving average of the weights written by hand,
 
     for p_ema, p in zip(ema.parameters(), model.parameters()):
         p_ema.mul_(decay).add_(p, alpha=1 - decay)
 
-(or ``p_ema.lerp_(p, 1 - decay)``; a hand-written SWA average) without ``torch.no_grad()``
-gives each EMA tensor a ``grad_fn``: ``add_`` records the parameter's use, and the next step's
-``mul_`` and ``add_`` chain onto that node. Nothing raises (the EMA tensors do not require
-grad, so PyTorch allows the in-place update); every step adds a few nodes to every EMA tensor's
-chain, for as long as the program trains, and an evaluation with the EMA model builds graphs
-through all of it. ``timm``'s ``ModelEmaV2`` and every careful implementation run the update
-under ``torch.no_grad()``.
+(or ``p_ema.lerp_(p, 1 - decay)``, ``torch._foreach_lerp_(ema_params, params, 1 - decay)``,
+``p_ema.copy_(decay * p_ema + (1 - decay) * p)``, a hand-written SWA average ``p_swa += (p -
+p_swa) / (n + 1)``, a custom BatchNorm's running mean) without ``torch.no_grad()`` gives each
+EMA tensor a ``grad_fn``: the update records the parameter's use, and the next step's update
+chains onto that node. Nothing raises (the EMA tensors do not require grad, so PyTorch allows
+the in-place update); every step adds a few nodes to every EMA tensor's chain, for as long as
+the program trains, and an evaluation with the EMA model builds graphs through all of it.
+``timm``'s ``ModelEmaV2`` and every careful implementation run the update under
+``torch.no_grad()``.
 
-Seen here: an in-place add or interpolation (:data:`UPDATES`) of user code whose operand is a
-leaf tensor requiring grad (a parameter: a residual ``out += identity`` is left after one
-attribute read) and whose target now has a ``grad_fn``. Each target is remembered weakly with
-its node; when the same call site updates it again after an ``optimizer.step()`` and its new
-node reaches the remembered one within a few hops, its chain has grown by one step. A chain
-grown over :data:`STEPS` optimizer steps is reported at the updating line, once per line.
-Updates within one step (a differentiable inner loop, which steps no optimizer) are not counted.
+Seen here: an in-place add, subtract, interpolation or copy (:data:`UPDATES`, their
+``_foreach`` forms) of user code whose target now has a ``grad_fn``. A target is remembered
+(weakly, with its node) when the update gave it its first history (the node's first input is
+empty: a residual ``out += identity`` of an activation is left after one look at its node);
+when the same call site updates it again after an ``optimizer.step()`` and its new node reaches
+the remembered one within a few hops, its chain has grown by one step. A chain grown over
+:data:`STEPS` optimizer steps is reported at the updating line, once per line. Updates within
+one step (a differentiable inner loop, which steps no optimizer) are not counted; a ``_foreach``
+update is judged on its first tensor.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -36,8 +42,11 @@ from tensor_dap.agent.graph_walk import NodeKey, node_key
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
 
-#: in-place ops that update their target from another tensor
-UPDATES = frozenset(("add_", "__iadd__", "sub_", "__isub__", "lerp_"))
+#: in-place ops that update their target from another tensor, and their ``_foreach`` forms
+UPDATES = frozenset(
+    ("add_", "__iadd__", "sub_", "__isub__", "lerp_", "copy_")
+    + ("_foreach_add_", "_foreach_sub_", "_foreach_lerp_", "_foreach_copy_")
+)
 #: optimizer steps a chain grows over before it is reported
 STEPS = 3
 #: rule_state key: optimizer steps taken so far (counted by ``graph-kept``)
@@ -58,23 +67,23 @@ class _Chain:
     steps: int = 1
     #: nodes between two steps' updates (``mul_`` then ``add_``: 2)
     per_step: int = 1
+    #: tensors a ``_foreach`` update updates (1: one tensor per call)
+    count: int = 1
 
 
-def from_parameter(args: Any) -> bool:
-    """Whether an update's operand is a leaf tensor requiring grad (cheap: a residual ``out +=
-    identity`` is left here)."""
-    return any(_is_parameter(a) for a in args[1:3])
-
-
-def check(args: Any, out: Any, caller: Any, state: Any) -> Optional[Report]:
-    """After an in-place update op (:data:`UPDATES`) from a parameter: remember or grow its
-    target's chain."""
-    if not args or out is not args[0] or not isinstance(out, _Tensor):
+def check(args: Any, caller: Any, state: Any) -> Optional[Report]:
+    """After an in-place update op (:data:`UPDATES`): remember or grow its target's chain."""
+    if not args:
         return None
-    source = next((a for a in args[1:3] if _is_parameter(a)), None)
-    if source is None:
+    target, source = args[0], args[1] if len(args) > 1 else None
+    count = 1
+    if isinstance(target, (list, tuple)):  # a _foreach update: its first tensor
+        count = len(target)
+        target = target[0] if target else None
+        source = source[0] if isinstance(source, (list, tuple)) and source else source
+    if not isinstance(target, _Tensor):
         return None
-    node = graph_node(out)
+    node = graph_node(target)
     if node is None or not frames.is_user_code(caller.f_code):
         return None
     site = id(caller.f_code) + caller.f_lasti
@@ -85,10 +94,11 @@ def check(args: Any, out: Any, caller: Any, state: Any) -> Optional[Report]:
     if tracked is None:
         tracked = state.rule_state[_TRACKED] = TensorMap(capacity=65536)
     step = state.rule_state.get(STEPS_TAKEN, 0)
-    chain: Optional[_Chain] = tracked.get(out)
+    chain: Optional[_Chain] = tracked.get(target)
     hops = _hops_to(node, chain.node) if chain is not None and chain.site == site else None
     if chain is None or hops is None:
-        tracked.set(out, _Chain(site, node_key(node), step))
+        if _first_history(node):
+            tracked.set(target, _Chain(site, node_key(node), step, count=count))
         return None
     chain.node = node_key(node)
     if step == chain.step:  # updated again within one step: not an update per step
@@ -97,12 +107,22 @@ def check(args: Any, out: Any, caller: Any, state: Any) -> Optional[Report]:
     if chain.steps < STEPS:
         return None
     reported.add(site)
-    count = sum(1 for _, other in tracked.items() if other.site == site)
-    return Report(tensors=[out, source], message=_message(chain, count))
+    if count == 1:
+        count = sum(1 for _, other in tracked.items() if other.site == site)
+    tensors = [target, source] if isinstance(source, _Tensor) else [target]
+    return Report(tensors=tensors, message=_message(chain, count), operands=count == chain.count)
 
 
-def _is_parameter(value: Any) -> bool:
-    return isinstance(value, _Tensor) and value.requires_grad and value.grad_fn is None
+def from_parameter(args: Any) -> bool:
+    """Whether an update's operand is a leaf tensor requiring grad (a parameter)."""
+    return any(isinstance(a, _Tensor) and a.requires_grad and a.grad_fn is None for a in args[1:3])
+
+
+def _first_history(node: Any) -> bool:
+    """Whether the update gave its target its first autograd history: the node's first input
+    (the target's history before the update) is empty."""
+    inputs = node.next_functions
+    return bool(inputs) and inputs[0][0] is None
 
 
 def _hops_to(node: Any, wanted: NodeKey) -> Optional[int]:
@@ -126,18 +146,65 @@ def _hops_to(node: Any, wanted: NodeKey) -> Optional[int]:
 
 def _message(chain: _Chain, count: int) -> Any:
     def build(described: list[Any], expression: str) -> str:
-        target, source = described[0].name, described[1].name
-        target = target.split(".", 1)[0] if "." in target and "(" in target else target
+        parts = _update_parts(expression)
+        if parts is not None:
+            target, source = parts
+        else:
+            target = described[0].name
+            source = described[1].name if len(described) > 1 else None
+        foreach = "_foreach_" in expression
+        origin = f" from {source}, which carries autograd history," if source else ""
+        if not source:
+            detached = ""
+        elif foreach:
+            detached = f" (or update from detached tensors: `[t.detach() for t in {source}]`)"
+        else:
+            detached = f" (or use `{detached_text(source)}`)"
         tensors = f"each of the {count} tensors updated here" if count > 1 else target
         grows = f"{chain.per_step} node{'s' if chain.per_step > 1 else ''}"
         return (
-            f"`{expression}`: {target} is updated in place from {source}, which requires grad, "
-            f"outside `torch.no_grad()`: autograd records each update, and {tensors} carries "
-            f"autograd history, a chain of every step's updates that grows by {grows} each "
-            f"optimizer step ({chain.steps} steps so far) for as long as the program trains; "
-            "backward() never "
-            "goes through it, and an evaluation with these tensors builds graphs through all of "
-            f"it. Run the update under `with torch.no_grad():` (or use `{source}.detach()`)."
+            f"`{expression}`: {target} is updated in place{origin} outside "
+            f"`torch.no_grad()`: autograd records each update, and {tensors} carries autograd "
+            f"history, a chain of every step's updates that grows by {grows} each optimizer "
+            f"step ({chain.steps} steps so far) for as long as the program trains; backward() "
+            "never goes through it, and an evaluation with these tensors builds graphs through "
+            f"all of it. Run the update under `with torch.no_grad():`{detached}."
         )
 
     return build
+
+
+def _update_parts(expression: str) -> Optional[tuple[str, Optional[str]]]:
+    """The updated tensor and what it is updated from, as the statement writes them:
+    ``("p_ema", "p")`` of ``p_ema.mul_(d).add_(p, alpha=1 - d)``, ``("pe", "(p - pe) / n")`` of
+    ``pe += (p - pe) / n``, the two lists of ``torch._foreach_lerp_(ema, params, w)``; None
+    when the text is not one such statement."""
+    try:
+        tree = ast.parse(expression.strip())
+    except SyntaxError:
+        return None
+    if len(tree.body) != 1:
+        return None
+    statement = tree.body[0]
+    if isinstance(statement, ast.AugAssign):
+        return ast.unparse(statement.target), ast.unparse(statement.value)
+    call = statement.value if isinstance(statement, (ast.Expr, ast.Assign)) else None
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+        return None
+    arguments = [ast.unparse(a) for a in call.args]
+    if call.func.attr.startswith("_foreach_"):
+        return (arguments[0], arguments[1]) if len(arguments) > 1 else None
+    target = call.func.value
+    while (  # `p_ema.mul_(d).add_(...)`: the tensor the in-place calls start from
+        isinstance(target, ast.Call)
+        and isinstance(target.func, ast.Attribute)
+        and target.func.attr.endswith("_")
+    ):
+        target = target.func.value
+    return ast.unparse(target), arguments[0] if arguments else None
+
+
+def detached_text(term: str) -> str:
+    """``value(obs).squeeze(-1).detach()``; ``(a + b).detach()``."""
+    simple = re.fullmatch(r"[\w.\[\]()\-, ]*", term) and " " not in term.replace(", ", ",")
+    return f"{term}.detach()" if simple else f"({term}).detach()"

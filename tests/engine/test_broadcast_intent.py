@@ -237,6 +237,8 @@ def test_divisions_and_outer_ops_people_write_on_purpose_stay_clean() -> None:
         (features * mask[..., None]).sum(1) / mask.sum(1)[:, None]  # (4, 16) / (4, 1)
         t = torch.rand(5)
         t / t[:, None]  # ratios of a vector's own elements
+        lengths = torch.randint(4, 17, (16,))
+        torch.arange(16, dtype=torch.float32) / lengths[:, None].float()  # positions / lengths
         a, b = torch.rand(6, 3), torch.rand(6, 3)
         # cosine similarity: norms of two batches of the same size, an outer product
         (a @ b.T) / (a.norm(dim=1)[:, None] * b.norm(dim=1))

@@ -566,6 +566,42 @@ def validation_loss_appended_once_an_epoch(device: torch.device) -> None:
         val_losses.append(val_loss)  # kept
 
 
+def ema_by_foreach_lerp_without_no_grad(device: torch.device) -> None:
+    """timm's ModelEmaV3 update (``torch._foreach_lerp_`` over the parameter lists) with its
+    ``@torch.no_grad()`` lost."""
+    model, optimizer, batches = _setup(device)
+    ema = [p.detach().clone() for p in model.parameters()]
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        torch._foreach_lerp_(ema, list(model.parameters()), weight=0.01)  # kept
+
+
+def ema_by_copy_and_running_average_without_no_grad(device: torch.device) -> None:
+    """ModelEmaV2's ``copy_`` form, and an SWA running average by ``+=``, outside no_grad."""
+    model, optimizer, batches = _setup(device)
+    ema = [p.detach().clone() for p in model.parameters()]
+    swa = [p.detach().clone() for p in model.parameters()]
+    for n, (x, y) in enumerate(batches, start=1):
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        for e, s, p in zip(ema, swa, model.parameters()):
+            e.copy_(0.99 * e + 0.01 * p)  # kept
+            s += (p - s) / (n + 1)  # kept
+
+
+def eval_logits_written_into_slices(device: torch.device) -> None:
+    """An evaluation after model.eval() writing each batch's predictions into a slice of a
+    preallocated tensor, without no_grad."""
+    model, _, batches = _setup(device)
+    model.eval()
+    predictions = torch.zeros(len(batches) * 8, 1, device=device)
+    for i, (x, _y) in enumerate(batches):
+        predictions[i * 8 : (i + 1) * 8] = model(x)  # kept
+
+
 LEAKS = [
     train_total_inplace,
     train_total_of_a_scaled_backward,
@@ -595,6 +631,9 @@ LEAKS = [
     ema_without_no_grad,
     swa_average_with_lerp_without_no_grad,
     validation_loss_appended_once_an_epoch,
+    ema_by_foreach_lerp_without_no_grad,
+    ema_by_copy_and_running_average_without_no_grad,
+    eval_logits_written_into_slices,
 ]
 
 
@@ -1129,6 +1168,22 @@ def residual_adds_in_place(device: torch.device) -> None:
         optimizer.step()
 
 
+def inner_loop_updates_within_a_step(device: torch.device) -> None:
+    """A differentiable inner loop (MAML-like) updating a clone of the weights in place
+    several times within one step, then backpropagating through all of it."""
+    torch.manual_seed(0)
+    w = torch.randn(6, 1, device=device, requires_grad=True)
+    optimizer = torch.optim.SGD([w], lr=0.01)
+    for _ in range(4):
+        x, y = torch.randn(8, 6, device=device), torch.randn(8, 1, device=device)
+        fast = w.clone()
+        for _k in range(3):
+            fast.sub_(0.1 * (x @ fast - y).mean())
+        optimizer.zero_grad()
+        F.mse_loss(x @ fast, y).backward()
+        optimizer.step()
+
+
 CLEAN = [
     eval_mode_finetuning_with_micro_batches,
     item_totals,
@@ -1161,6 +1216,7 @@ CLEAN = [
     reinforce_log_probs_in_a_buffer,
     decoder_outputs_written_into_a_buffer,
     residual_adds_in_place,
+    inner_loop_updates_within_a_step,
 ]
 
 
@@ -1190,7 +1246,7 @@ def test_each_leak_is_reported_at_its_accumulating_line(program, path) -> None: 
     for _, _, message in found:
         assert "autograd history" in message
         # (outputs kept, not losses: a detached tensor, not a number)
-        assert ".item()" in message or (".detach()`" in message and "no_grad()" in message)
+        assert ".item()" in message or (".detach()" in message and "no_grad()" in message)
         assert "operand " not in message  # every tensor named as the line writes it
 
 
@@ -1265,11 +1321,53 @@ def test_an_ema_updated_outside_no_grad_says_what_grows_and_the_fix() -> None:
     ((_, _, message),) = _run(ema_without_no_grad, DEVICE)
     assert message.startswith(
         "`p_ema.mul_(0.99).add_(p, alpha=0.01)`: p_ema is updated in place from p, which "
-        "requires grad, outside `torch.no_grad()`"
+        "carries autograd history, outside `torch.no_grad()`"
     )
     assert "each of the 4 tensors updated here carries autograd history, a chain" in message
     assert "grows by 2 nodes each optimizer step (3 steps so far)" in message
     assert "Run the update under `with torch.no_grad():` (or use `p.detach()`)" in message
+
+
+def test_a_slice_written_names_the_value_not_the_slice() -> None:
+    ((_, _, message),) = _run(eval_logits_written_into_slices, DEVICE)
+    assert message.startswith(
+        "`predictions[i * 8 : (i + 1) * 8] = model(x)`: predictions collects model(x), which "
+    )
+    assert "Write a detached tensor: `predictions[i * 8 : (i + 1) * 8] = model(x).detach()`" in (
+        message
+    )
+
+
+def validation_loss_recorded_by_a_helper(device: torch.device) -> None:
+    """A helper keeps the validation loss; the other branch appends ``val.item()`` (never run)."""
+    model, optimizer, batches = _setup(device)
+    history: list = []
+
+    def record(value: torch.Tensor) -> None:
+        history.append(value)
+
+    for use_helper in (True, True, True, True):
+        for x, y in batches:
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        val = F.mse_loss(model(batches[0][0]), batches[0][1])
+        if use_helper:
+            record(val)
+        else:
+            history.append(val.item())  # correct, and never run
+        model.train()
+
+
+def test_an_append_of_a_number_is_not_named_as_keeping_a_tensor() -> None:
+    """The list keeping the tensor is appended to by a helper; the line appending ``val.item()``
+    appends a number: it is not the finding's line."""
+    lines, start = inspect.getsourcelines(validation_loss_recorded_by_a_helper)
+    never_run = start + next(i for i, t in enumerate(lines) if "history.append(val.item())" in t)
+    assert never_run not in {
+        line for _, line, _ in _run(validation_loss_recorded_by_a_helper, DEVICE)
+    }
 
 
 def test_a_list_of_losses_never_backpropagated_names_the_list_and_what_each_keeps() -> None:

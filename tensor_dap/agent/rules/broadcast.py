@@ -90,7 +90,7 @@ def _check(op: OpInfo, args: Args, caller: Any, state: Any) -> Optional[Report]:
     if site in intended:
         return None
     made = [_made_to_broadcast(t, shape, result, state) for t, shape in zip(tensors, shapes)]
-    if _per_row(op, args, tensors, made):
+    if _per_row(op, args, tensors, made, state):
         return Report(tensors=tensors, message=_per_row_message(result))
     # (a column indexed from one made on purpose, against a prediction that requires grad, is
     # a loss's target: `depth_map - depths[k][sel]` of targets reshaped (-1, 1) once)
@@ -106,7 +106,7 @@ _DIVISIONS = frozenset(["div", "__truediv__", "true_divide", "divide"])
 _REFLECTED_DIVISIONS = frozenset(["__rtruediv__", "__rdiv__"])
 
 
-def _per_row(op: OpInfo, args: Args, tensors: list[Any], made: list[str]) -> bool:
+def _per_row(op: OpInfo, args: Args, tensors: list[Any], made: list[str], state: Any) -> bool:
     """Whether the op divides values of a lower rank by a column whose size-1 dim was made on
     purpose (``x.sum(1) / lengths[:, None]`` with ``x`` ``(B, T)``: ``(B,)`` by ``(B, 1)`` is
     ``(B, B)``, every row's total divided by every row's length). The ``[:, None]`` was written
@@ -124,10 +124,33 @@ def _per_row(op: OpInfo, args: Args, tensors: list[Any], made: list[str]) -> boo
     if dividend.ndim >= divisor.ndim or divisor.shape[-1] != 1:
         return False
     on_purpose = next((m for t, m in zip(tensors, made) if t is divisor), _NOT)
-    if on_purpose == _NOT:
+    if on_purpose == _NOT or not _reduced(dividend, state):
         return False
     own = storage_key(dividend)
     return own is None or own != storage_key(divisor)
+
+
+#: ops that remove a dim (``keepdim=False``): what makes a per-row total or mean
+_REDUCTIONS = frozenset(
+    ("sum", "mean", "nansum", "nanmean", "norm", "linalg_vector_norm", "prod", "amax", "amin")
+    + ("max", "min", "std", "var", "logsumexp", "count_nonzero", "median", "nanmedian")
+)
+
+
+def _reduced(tensor: Any, state: Any) -> bool:
+    """Whether ``tensor`` was made by a reduction over a dim (``x.sum(1)``), possibly cast
+    after: the dim the column was written for is the one it removed. ``torch.arange(T) /
+    lengths[:, None]`` (each position over each length) is an outer division made on purpose."""
+    prov = state.provenance.lookup(tensor) if state is not None else None
+    for _ in range(3):
+        if prov is None:
+            return False
+        if prov.op in _REDUCTIONS:
+            return True
+        if prov.op not in _SAME_SHAPE or not prov.parents:
+            return False
+        prov = prov.parents[0]
+    return False
 
 
 def _stretched_to_own_size(shape: tuple[int, ...], result: tuple[int, ...]) -> bool:

@@ -217,12 +217,14 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     if op.name == _WRITE:
         return _written(args, caller, state)
     # (one element first: a residual ``x + f(x)`` leaves here without a grad_fn object made)
-    if not isinstance(out, _Tensor):
+    one_element = isinstance(out, _Tensor) and out.numel() == 1
+    if not one_element or op.name not in _ADDS:
+        # an in-place update of a tensor (or, _foreach, of several): `p_ema.add_(p, ...)`
+        if op.name in _UPDATES and op.inplace:
+            return kept_updates.check(args, caller, state)
         return None
-    if op.name in _UPDATES and kept_updates.from_parameter(args):  # `p_ema.add_(p, ...)`
-        return kept_updates.check(args, out, caller, state)
-    if out.numel() != 1 or op.name not in _ADDS:
-        return None
+    if op.inplace and kept_updates.from_parameter(args):  # a one-element EMA weight
+        return kept_updates.check(args, caller, state)
     node = graph_node(out)
     if node is None:
         return None
@@ -284,7 +286,9 @@ def _grow(node: Any, out: Any, args: Args, caller: Any, state: Any, write: bool 
         return None  # backward of another graph: judged when its graph goes (_graph_gone)
     chain.reported = True
     acc = args[0] if isinstance(args[0], _Tensor) and args[0] is not term else out
-    return Report(tensors=[acc, term], message=_live_message(chain, out, write))
+    # (a write's operands are the buffer, the index and the value: named from the statement)
+    message = _live_message(chain, out, write)
+    return Report(tensors=[acc, term], message=message, operands=not write)
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
@@ -490,7 +494,8 @@ def _fix(acc: str, term: str, expression: str) -> str:
     target = _written_target(expression)
     if target is not None:
         return (
-            f"Write a detached tensor: `{target} = {_detached(term)}`, or run the loop under "
+            f"Write a detached tensor: `{target} = {kept_updates.detached_text(term)}`, or run "
+            "the loop under "
             "`torch.no_grad()` when it needs no gradient."
         )
     return (
@@ -515,11 +520,6 @@ def _written_target(expression: str) -> Optional[str]:
     return found.group(1) if found else None
 
 
-def _detached(term: str) -> str:
-    """``value(obs).squeeze(-1).detach()``; ``(a + b).detach()``."""
-    return f"{term}.detach()" if re.fullmatch(r"[\w.\[\]()\-, ]*", term) else f"({term}).detach()"
-
-
 def _live_message(chain: _Chain, out: Any, write: bool = False) -> Any:
     def build(described: list[Any], expression: str) -> str:
         if write:  # (the op's own text is the target, ``buf[t]``: the whole statement)
@@ -528,7 +528,9 @@ def _live_message(chain: _Chain, out: Any, write: bool = False) -> Any:
                 or f"{described[0].name}[...] = {described[1].name}"
             )
         acc, term = described[0].name, described[1].name
-        if _UNNAMED.match(acc) or _UNNAMED.match(term):  # named from the line's text instead
+        if write:
+            acc, term = _names(expression)
+        elif _UNNAMED.match(acc) or _UNNAMED.match(term):  # named from the line's text instead
             read_acc, read_term = _names(expression)
             acc = read_acc if _UNNAMED.match(acc) else acc
             term = read_term if _UNNAMED.match(term) else term

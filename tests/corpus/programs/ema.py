@@ -6,6 +6,8 @@ after the model is on its device, ``ema_p.mul_(decay).add_(p, alpha=1 - decay)``
 Bug variants (first argument):
 - ``ema-before-to``: the EMA copy made before ``model.to(device)``, so it stays on the CPU.
 - ``zero-grad-ema``: ``ema_model.zero_grad()`` called instead of ``model.zero_grad()``.
+- ``ema-without-no-grad``: the update written with ``lerp_`` and without ``torch.no_grad()``:
+  autograd records it, and every EMA weight's history grows at each step.
 """
 
 import copy
@@ -24,6 +26,13 @@ BUG = sys.argv[1] if len(sys.argv) > 1 else ""
 def update_ema(ema_model: nn.Module, model: nn.Module, decay: float) -> None:
     for ema_p, p in zip(ema_model.parameters(), model.parameters()):
         ema_p.mul_(decay).add_(p, alpha=1 - decay)  # bug[ema-before-to]: device-mismatch
+    for ema_b, b in zip(ema_model.buffers(), model.buffers()):
+        ema_b.copy_(b)
+
+
+def update_ema_by_lerp(ema_model: nn.Module, model: nn.Module, decay: float) -> None:
+    for ema_p, p in zip(ema_model.parameters(), model.parameters()):
+        ema_p.lerp_(p, 1 - decay)  # bug[ema-without-no-grad]: graph-kept
     for ema_b, b in zip(ema_model.buffers(), model.buffers()):
         ema_b.copy_(b)
 
@@ -53,7 +62,10 @@ def main() -> None:
             loss = F.binary_cross_entropy_with_logits(model(x[i : i + 32]), y[i : i + 32])
             loss.backward()
             optimizer.step()  # bug[zero-grad-ema]: missing-zero-grad
-            update_ema(ema_model, model, decay=0.9)
+            if BUG == "ema-without-no-grad":
+                update_ema_by_lerp(ema_model, model, decay=0.9)
+            else:
+                update_ema(ema_model, model, decay=0.9)
         ema_model.eval()
         with torch.no_grad():
             ema_loss = F.binary_cross_entropy_with_logits(ema_model(x), y)

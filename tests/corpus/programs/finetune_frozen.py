@@ -9,6 +9,8 @@ Bug variants (first argument):
   that computes the frozen features.
 - ``zero-grad-backbone``: ``backbone.zero_grad()`` instead of ``head.zero_grad()``: the module
   zeroed is not the one the optimizer updates.
+- ``val-loss-history``: the validation loss of each epoch computed without ``torch.no_grad()``
+  and appended to the history as a tensor, so the list keeps every epoch's graph.
 """
 
 import sys
@@ -46,12 +48,14 @@ def main() -> None:
         loss.backward()
         pretrain_opt.step()
     print(f"pretext loss {loss.item():.4f}")
+    x, x_val, y, y_val = x[:80], x[80:].to(device), y[:80], y[80:].to(device)
 
     backbone.requires_grad_(False)
     backbone.eval()
     head = nn.Linear(16, 2).to(device)
     optimizer = torch.optim.SGD(head.parameters(), lr=0.5, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+    val_history = []
     for epoch in range(3):
         for i in range(0, len(x), 32):
             inputs, labels = x[i : i + 32].to(device), y[i : i + 32].to(device)
@@ -69,7 +73,17 @@ def main() -> None:
             loss.backward()  # bug[head-in-no-grad]: grad-lost
             optimizer.step()  # bug[zero-grad-backbone]: missing-zero-grad
         scheduler.step()
+        head.eval()
+        if BUG == "val-loss-history":
+            val_loss = F.cross_entropy(head(backbone(x_val)), y_val)
+            val_history.append(val_loss)  # bug[val-loss-history]: graph-kept
+        else:
+            with torch.no_grad():
+                val_loss = F.cross_entropy(head(backbone(x_val)), y_val)
+            val_history.append(val_loss.item())
+        head.train()
         print(f"epoch {epoch}: loss {loss.item():.4f} lr {scheduler.get_last_lr()[0]:.3f}")
+    print(f"best val loss {float(min(val_history)):.4f}")
 
 
 if __name__ == "__main__":

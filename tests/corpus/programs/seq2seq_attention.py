@@ -7,6 +7,9 @@ Bug variants (first argument):
   attention weights after the softmax, which saved them for backward.
 - ``sos-on-cpu``: the start-of-sentence decoder input made with ``torch.full`` without
   ``device=``, so the decoder's embedding meets CPU indices.
+- ``per-sequence-broadcast``: each sentence's summed token loss divided by
+  ``seq_lengths[:, None]`` (the masked-mean idiom for ``(B, T, D)`` features): ``(B,) / (B, 1)``
+  is ``(B, B)``, every sentence's total divided by every length.
 """
 
 import sys
@@ -78,7 +81,8 @@ def main() -> None:
     encoder, decoder = EncoderRNN().to(device), AttnDecoderRNN().to(device)
     params = list(encoder.parameters()) + list(decoder.parameters())
     optimizer = torch.optim.Adam(params, lr=0.01)
-    criterion = nn.NLLLoss(ignore_index=PAD)
+    criterion = nn.NLLLoss(ignore_index=PAD, reduction="none")  # per token: 0 at padding
+    seq_lengths = lengths.to(device).float()
 
     for epoch in range(4):
         optimizer.zero_grad()
@@ -87,13 +91,18 @@ def main() -> None:
             decoder_input = torch.full((8, 1), SOS, dtype=torch.long)
         else:
             decoder_input = torch.full((8, 1), SOS, dtype=torch.long, device=device)
-        step_losses = []
+        token_nll = torch.zeros(8, MAX_LEN, device=device)
         for i in range(MAX_LEN):
             out, hidden = decoder.forward_step(decoder_input, hidden, encoder_outputs, pad_mask)
             log_probs = F.log_softmax(out.squeeze(1), dim=-1)
-            step_losses.append(criterion(log_probs, tgt[:, i]))
+            token_nll[:, i] = criterion(log_probs, tgt[:, i])
             decoder_input = tgt[:, i].unsqueeze(1)  # teacher forcing
-        loss = torch.stack(step_losses).mean()
+        totals = token_nll.sum(1)
+        if BUG == "per-sequence-broadcast":
+            seq_nll = totals / seq_lengths[:, None]  # bug[per-sequence-broadcast]: broadcast
+        else:
+            seq_nll = totals / seq_lengths
+        loss = seq_nll.mean()
         loss.backward()
         optimizer.step()
         print(f"epoch {epoch}: loss {loss.item():.4f}")
