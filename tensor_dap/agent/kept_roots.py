@@ -94,6 +94,21 @@ def check(args: Any, caller: FrameType, state: Any, backwards: int) -> Optional[
     )
 
 
+def _holds(held: list[Any], tensor: Any, tail: int) -> bool:
+    """Whether one of the last ``tail`` items of ``held`` is ``tensor``, or a dict or tuple
+    holding it (``outputs.append({"val_loss": loss, "val_mae": mae})``, ``history.append((epoch,
+    loss))``)."""
+    for item in held[-tail:]:
+        if item is tensor:
+            return True
+        kind = type(item)
+        if kind is dict and any(value is tensor for value in item.values()):
+            return True
+        if kind is tuple and any(value is tensor for value in item):
+            return True
+    return False
+
+
 def _holder(root: Any, caller: FrameType) -> Optional[tuple[FrameType, str, list[Any], int]]:
     """The user frame, the list's name, the list and the line appending to it."""
     frame: Optional[FrameType] = frames.user_frame(caller)
@@ -102,7 +117,7 @@ def _holder(root: Any, caller: FrameType) -> Optional[tuple[FrameType, str, list
             return None
         if frames.is_user_code(frame.f_code):
             for name, held in _lists(frame):
-                if any(item is root for item in held[-_TAIL:]):
+                if _holds(held, root, _TAIL):
                     line = _append_line(frame, name)
                     return (frame, name, held, line) if line else None
         frame = frame.f_back
@@ -442,7 +457,7 @@ def _keeping_list(
     it), the one whose list holds it; None when none does."""
     for frame, name, line in appends:
         held = _resolve(frame, name)  # the list (and the tensor in it, not a temporary)
-        if isinstance(held, list) and any(item is tensor for item in held[-_JUDGED_TAIL:]):
+        if isinstance(held, list) and _holds(held, tensor, _JUDGED_TAIL):
             return frame, name, line
     return None
 

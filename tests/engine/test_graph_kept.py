@@ -169,13 +169,17 @@ def losses_kept_by_a_keyed_tracker(device: torch.device) -> None:
         tracker.update("loss", loss)  # kept
 
 
-def final_eval_in_eval_mode(device: torch.device) -> None:
-    """The program's last evaluation: no backward() follows it."""
-    model, optimizer, batches = _setup(device)
+def _train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list) -> None:
     for x, y in batches:
         optimizer.zero_grad()
         F.mse_loss(model(x), y).backward()
         optimizer.step()
+
+
+def final_eval_in_eval_mode(device: torch.device) -> None:
+    """The program's last evaluation: no backward() follows it."""
+    model, optimizer, batches = _setup(device)
+    _train_epoch(model, optimizer, batches)
     model.eval()
     val_loss = 0.0
     for x, y in batches:
@@ -602,6 +606,21 @@ def eval_logits_written_into_slices(device: torch.device) -> None:
         predictions[i * 8 : (i + 1) * 8] = model(x)  # kept
 
 
+def validation_outputs_kept_in_dicts(device: torch.device) -> None:
+    """A Lightning-style loop written by hand: each validation step's losses kept in a dict
+    in ``validation_step_outputs``, without no_grad (Lightning runs validation under no_grad)."""
+    model, optimizer, batches = _setup(device)
+    _train_epoch(model, optimizer, batches)
+    model.eval()
+    validation_step_outputs = []
+    for x, y in batches:
+        prediction = model(x)
+        loss = F.mse_loss(prediction, y)
+        mae = (prediction - y).abs().mean()
+        validation_step_outputs.append({"val_loss": loss, "val_mae": mae})  # kept
+    torch.stack([o["val_loss"] for o in validation_step_outputs]).mean().item()
+
+
 LEAKS = [
     train_total_inplace,
     train_total_of_a_scaled_backward,
@@ -634,6 +653,7 @@ LEAKS = [
     ema_by_foreach_lerp_without_no_grad,
     ema_by_copy_and_running_average_without_no_grad,
     eval_logits_written_into_slices,
+    validation_outputs_kept_in_dicts,
 ]
 
 
