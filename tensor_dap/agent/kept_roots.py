@@ -29,6 +29,7 @@ in eval mode or several other graphs' ``backward()`` ran meanwhile (:func:`_kept
 
 from __future__ import annotations
 
+import ast
 import collections
 import dis
 import functools
@@ -199,13 +200,13 @@ def _append_line(frame: FrameType, name: str) -> int:
 
 
 def _message(root: Any, name: str, held: list[Any]) -> Any:
-    count = sum(1 for item in held if isinstance(item, _Tensor) and graph_node(item) is not None)
+    count = sum(1 for item in held if _with_history(item))
     nodes = footprint(graph_node(root)).nodes
 
     def build(described: list[Any], expression: str) -> str:
-        fix = _fixed_call(expression, name)
+        loss = described[0].name if described else "the loss"
+        fix = _fixed_call(expression, name, loss)
         if fix is None:
-            loss = described[0].name if described else "the loss"
             loss = "loss" if loss.startswith("operand ") else loss
             fix = f"`{name}.append({loss}.item())` (or `{loss}.detach()`)"
         return (
@@ -218,26 +219,54 @@ def _message(root: Any, name: str, held: list[Any]) -> Any:
     return build
 
 
-def _fixed_call(expression: str, holder: str) -> Optional[str]:
+def _fixed_call(expression: str, holder: str, tensor: str = "") -> Optional[str]:
     """The line's call with the tensor it keeps made a number: ``record(losses,
-    loss.item())``, ``tracker.update(loss.item())`` (the last argument that is a plain name
-    other than the list's), and the ``.detach()`` alternative; None when there is none."""
+    loss.item())``, ``tracker.update(loss.item())``, ``history.append((epoch, loss.item()))``
+    (the last plain name among the call's arguments, inside a tuple, list or dict too, other
+    than the list's; ``tensor``, the kept tensor's name, where it is one of them), and the
+    ``.detach()`` alternative; None when there is none."""
     text = expression.split("#", 1)[0].strip()
-    call = re.search(r"\(([^()]*)\)\s*$", text)
-    if call is None:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
         return None
-    arguments = [a.strip() for a in call.group(1).split(",")]
+    statement = tree.body[0] if len(tree.body) == 1 else None
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if not isinstance(call, ast.Call):
+        return None
     holder_names = {holder, holder.rpartition(".")[2]}
-    kept = [i for i, a in enumerate(arguments) if a.isidentifier() and a not in holder_names]
-    if not kept:
-        return None
-    at = kept[-1]
-    head, tail = text[: call.start(1)], text[call.end(1) :]
-    made = [
-        head + ", ".join([*arguments[:at], arguments[at] + suffix, *arguments[at + 1 :]]) + tail
-        for suffix in (".item()", ".detach()")
+    names = [
+        node
+        for argument in call.args
+        for node in _plain_values(argument)
+        if isinstance(node, ast.Name) and node.id not in holder_names
     ]
+    if not names:
+        return None
+    kept = next((node for node in names if node.id == tensor), names[-1])
+    start, end = kept.col_offset, kept.end_col_offset
+    if kept.lineno != 1 or end is None:
+        return None
+    if text[start:end] != kept.id:
+        return None
+    made = [text[:end] + suffix + text[end:] for suffix in (".item()", ".detach()")]
     return f"`{made[0]}` (or `{made[1]}`)"
+
+
+def _plain_values(node: ast.expr) -> list[ast.expr]:
+    """``node`` itself, or the items of a tuple, list or dict it builds (one level)."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return list(node.elts)
+    if isinstance(node, ast.Dict):
+        return list(node.values)
+    return [node]
+
+
+def _with_history(item: Any) -> bool:
+    """Whether a list's item is, or a dict or tuple holding, a tensor with a ``grad_fn``."""
+    kind = type(item)
+    values = item.values() if kind is dict else item if kind is tuple else (item,)
+    return any(isinstance(value, _Tensor) and graph_node(value) is not None for value in values)
 
 
 _CANDIDATES = "graph-kept.unused-candidates"

@@ -10,6 +10,7 @@ finding is reported once per line unless the watch says otherwise (``dedupe``).
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import sys
@@ -80,8 +81,9 @@ def _build_finding(
         if watch.dedupe and watch.counts[key] > 1:
             return None
     names = naming.name_tensors(report.tensors, info.name, caller, user, report.operands)
-    if report.result and names and user is not None:
-        names[-1] = _result_name(user, path, line)
+    # (an op inside a library function, caller not the user's frame, is not the line's result)
+    if report.result and names and caller is not None and caller is user:
+        names[-1] = _result_name(caller, path, line)
     described = [
         describe_tensor(t, n, watch.provenance.lookup(t) or naming.assigned_before(user, n))
         for t, n in zip(report.tensors, names)
@@ -110,10 +112,26 @@ def _result_name(user: FrameType, path: str, line: int) -> str:
     """The op's result as the line names it: the variable it is assigned to when the op is the
     whole right-hand side (``dinv`` of ``dinv = deg.pow(-0.5)``), else its expression."""
     expression = naming.expression_text(user)
-    target = naming.assignment_target(path, line)
-    if target and naming.source_line(path, line).partition("=")[2].strip() == expression:
-        return target
+    try:
+        tree = ast.parse(naming.source_line(path, line))
+    except SyntaxError:
+        return expression
+    statement = tree.body[0] if len(tree.body) == 1 else None
+    if (  # (not `x += torch.log(deg)`: the result is the temporary, not x)
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and ast.unparse(statement.value) == _normalized(expression)
+    ):
+        return ast.unparse(statement.targets[0])
     return expression
+
+
+def _normalized(expression: str) -> str:
+    """``expression`` as ``ast.unparse`` writes it (spacing, quotes), to compare with."""
+    try:
+        return ast.unparse(ast.parse(expression, mode="eval").body)
+    except SyntaxError:
+        return expression
 
 
 def raised(

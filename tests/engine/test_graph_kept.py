@@ -621,6 +621,18 @@ def validation_outputs_kept_in_dicts(device: torch.device) -> None:
     torch.stack([o["val_loss"] for o in validation_step_outputs]).mean().item()
 
 
+def losses_appended_with_their_step(device: torch.device) -> None:
+    """A loss history of ``(step, loss)`` tuples."""
+    model, optimizer, batches = _setup(device)
+    history = []
+    for step, (x, y) in enumerate(batches):
+        loss = F.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        history.append((step, loss))  # kept
+
+
 LEAKS = [
     train_total_inplace,
     train_total_of_a_scaled_backward,
@@ -654,6 +666,7 @@ LEAKS = [
     ema_by_copy_and_running_average_without_no_grad,
     eval_logits_written_into_slices,
     validation_outputs_kept_in_dicts,
+    losses_appended_with_their_step,
 ]
 
 
@@ -1204,6 +1217,25 @@ def inner_loop_updates_within_a_step(device: torch.device) -> None:
         optimizer.step()
 
 
+def decoder_in_eval_mode_writing_its_time_steps(device: torch.device) -> None:
+    """Fine-tuning with frozen BatchNorm statistics (the model in eval mode): a decoder writes
+    its time steps into a preallocated tensor, then backward() goes through all of them."""
+    torch.manual_seed(0)
+    cell, head = nn.GRUCell(3, 8).to(device), nn.Linear(8, 3).to(device)
+    cell.eval()
+    head.eval()
+    optimizer = torch.optim.Adam([*cell.parameters(), *head.parameters()], lr=1e-3)
+    for _ in range(3):
+        outputs = torch.zeros(6, 4, 3, device=device)
+        h = torch.zeros(4, 8, device=device)
+        for t in range(6):
+            h = cell(torch.randn(4, 3, device=device), h)
+            outputs[t] = head(h)
+        optimizer.zero_grad()
+        outputs.pow(2).mean().backward()
+        optimizer.step()
+
+
 CLEAN = [
     eval_mode_finetuning_with_micro_batches,
     item_totals,
@@ -1237,6 +1269,7 @@ CLEAN = [
     decoder_outputs_written_into_a_buffer,
     residual_adds_in_place,
     inner_loop_updates_within_a_step,
+    decoder_in_eval_mode_writing_its_time_steps,
 ]
 
 
@@ -1316,11 +1349,13 @@ def test_a_total_of_losses_whose_backward_started_elsewhere_is_reported_as_it_gr
         (losses_appended_by_a_helper, "`_record(losses, loss.item())`"),
         (losses_kept_by_a_tracker, "`tracker.update(loss.item())`"),
         (losses_kept_by_a_keyed_tracker, '`tracker.update("loss", loss.item())`'),
+        (losses_appended_with_their_step, "`history.append((step, loss.item()))`"),
     ],
 )
 def test_the_fix_is_the_users_own_line_keeping_a_number(program, fix: str) -> None:  # noqa: ANN001
     ((_, _, message),) = _run(program, DEVICE)
     assert f"Keep a number or a detached tensor: {fix}" in message
+    assert " keeps 0 tensors" not in message
 
 
 def test_a_buffer_written_each_step_names_the_write_and_its_fix() -> None:
@@ -1348,11 +1383,27 @@ def test_an_ema_updated_outside_no_grad_says_what_grows_and_the_fix() -> None:
     assert "Run the update under `with torch.no_grad():` (or use `p.detach()`)" in message
 
 
+def test_a_total_still_alive_when_training_resumes_is_said_to_be_alive() -> None:
+    """Reported at the next training step's backward(): the total is not dropped, it still
+    holds the graphs."""
+
+    def evaluate_then_train(device: torch.device) -> None:
+        model, optimizer, batches = _setup(device)
+        val_loss = 0
+        for x, y in batches:
+            val_loss += F.mse_loss(model(x), y)
+        _train_epoch(model, optimizer, batches)
+        assert val_loss.item() > 0
+
+    ((_, _, message),) = _run(evaluate_then_train, DEVICE)
+    assert "over 6 iterations, and no backward() went through it" in message
+    assert "alive until the training steps that followed, and still does." in message
+
+
 def test_a_slice_written_names_the_value_not_the_slice() -> None:
     ((_, _, message),) = _run(eval_logits_written_into_slices, DEVICE)
-    assert message.startswith(
-        "`predictions[i * 8 : (i + 1) * 8] = model(x)`: predictions collects model(x), which "
-    )
+    assert message.startswith("`predictions[i * 8 : (i + 1) * 8] = model(x)` (test_graph_kept.py:")
+    assert "predictions collected model(x), which carries autograd history, over 6" in message
     assert "Write a detached tensor: `predictions[i * 8 : (i + 1) * 8] = model(x).detach()`" in (
         message
     )

@@ -32,3 +32,16 @@ def test_the_tensors_of_a_finding_are_named_as_the_line_names_them() -> None:
     names = [[tensor.name for tensor in finding.tensors] for finding in watch.findings]
     assert names == [["deg", "dinv"], ["deg", "torch.log(deg)"]]
     assert float(dinv[1]) == float(scaled[1]) * -1 == float("inf")
+
+
+def test_an_augmented_assignment_does_not_name_the_result() -> None:
+    """``x += torch.log(deg)``: the Inf is in the temporary ``torch.log(deg)``, not in ``x``."""
+    import tensor_dap
+
+    with tensor_dap.watch(rules=["nan-inf"]) as watch:
+        deg = torch.tensor([2.0, 0.0, 1.0])
+        x = torch.zeros(3)
+        x += torch.log(deg)
+    names = [[tensor.name for tensor in finding.tensors] for finding in watch.findings]
+    assert names == [["deg", "torch.log(deg)"]]
+    assert x[1] == float("-inf")

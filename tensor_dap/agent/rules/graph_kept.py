@@ -279,7 +279,12 @@ def _grow(node: Any, out: Any, args: Args, caller: Any, state: Any, write: bool 
     if chain.iterations == 2:
         leaves = _size_term(chain, term, node)
         in_step = bool(state.rule_state.get(_IN_STEP))
-        chain.evaluating = not (chain.dependent or in_step) and in_eval_mode(leaves, caller)
+        # (a buffer written in eval mode may be one forward's time steps, backpropagated
+        # next: a decoder's `outputs[t] = head(h)` under frozen BatchNorm, a policy's
+        # log-probabilities; it is judged when its graph goes or training resumes instead)
+        chain.evaluating = not (chain.dependent or in_step or write) and in_eval_mode(
+            leaves, caller
+        )
     if chain.reported or chain.dependent or chain.consumed or chain.iterations < MIN_ITERATIONS:
         return None
     if not (chain.term_backward or chain.evaluating):  # maybe gradient accumulation, or a
@@ -318,7 +323,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             chain.reported = True
             user = frames.user_frame(caller)
             if user is not None:
-                return _left_report(chain, user)
+                return _left_report(chain, user, "the training steps that followed, and still does")
     return kept_roots.check(args, caller, state, backwards + 1)
 
 
