@@ -9,9 +9,11 @@ device or grad state) or created a variable; each frame ends with ``... line N r
 for its hot lines, so a 10,000-step loop gives a trace of a few dozen lines.
 
 Calls are summarised the same way: a function (or comprehension) called more than
-``FULL_RUNS`` times runs quietly, each new frame starting from the summaries the function's last
-frame ended with, so only a line that gives a variable a summary it did not have in the previous
-call is shown (a batch of another shape); the runs of its lines are counted once, at the end.
+``FULL_RUNS`` times runs quietly: a line of it is shown only when it gives a variable a summary
+(a tensor's shape, dtype, device or grad state; another value's type) other than the one that
+line gave it in the previous calls — a batch of another shape, ``None`` where a tensor was —
+and the call itself only when an argument's summary changed; the runs of its lines are counted
+at the end.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class FrameState:
         self.refs: dict[str, Any] = {}
         self.extras: dict[str, Any] = {}
         self.texts: dict[str, str] = {}
+        #: each name's summary key: a tensor's (shape, dtype, device, grad, grad_fn type),
+        #: another value's type
         self.metas: dict[str, Any] = {}
         self.last_line: Optional[int] = None
         #: a hot line not printed yet (printed if it turns out to change a tensor's summary)
@@ -113,10 +117,13 @@ class Tracer:
         self.total: dict[tuple[CodeType, int], int] = {}
         self._summarised: set[tuple[CodeType, int]] = set()
         self._calls: dict[CodeType, int] = {}
-        #: code -> the variable summaries (texts, metas) its last frame ended with
-        self._last_call: dict[CodeType, tuple[dict[str, str], dict[str, Any]]] = {}
-        #: (code, line) -> lines shown in quiet calls because a summary changed
-        self._changed_quietly: dict[tuple[CodeType, int], int] = {}
+        #: (code, line, name) -> the summary key (see ``FrameState.metas``) that line last gave
+        #: the variable, in any call (line 0: the call's arguments)
+        self._line_keys: dict[tuple[CodeType, int, str], Any] = {}
+        #: (code, line) -> lines shown because a summary changed, in all calls
+        self._changed_total: dict[tuple[CodeType, int], int] = {}
+        #: lines that ran in quiet calls (their runs are summarised at the end)
+        self._ran_quietly: set[tuple[CodeType, int]] = set()
 
     # -- which frames ---------------------------------------------------------------------
     def wanted(self, code: CodeType) -> bool:
@@ -175,15 +182,15 @@ class Tracer:
         state = self.states[frame] = FrameState(code, depth)
         calls = self._calls[code] = self._calls.get(code, 0) + 1
         loud = calls <= FULL_RUNS
+        state.quiet = not loud
+        starts = self._news(state, 0, self._diff(frame, state, "start"))
+        if state.quiet:  # (shown only when an argument's summary changed since earlier calls)
+            starts = [change for change in starts if change[3]]
+            loud = bool(starts)
         if loud:
             self._flush_parent(frame)
-        else:  # (a variable summarised as in the previous call is not news)
-            state.quiet = True
-            texts, metas = self._last_call.get(code, ({}, {}))
-            state.texts, state.metas = dict(texts), dict(metas)
-        for kind, name, text, _ in self._diff(frame, state, "start"):
-            if loud:
-                self.sink.line(output.value_line(depth, kind, name, text))
+        for kind, name, text, _ in starts if loud else ():
+            self.sink.line(output.value_line(depth, kind, name, text))
         if loud and code.co_name != "<module>":
             line = definition_line(code)
             self.sink.line(output.event_line(depth, "call", line, source_text(code, line)))
@@ -263,19 +270,20 @@ class Tracer:
         for frame, _state in list(self.states.items()):
             self.detach(frame)
         for (code, line), runs in self.total.items():
-            if runs > FULL_RUNS and (code, line) not in self._summarised:
+            key = (code, line)
+            if runs > FULL_RUNS and (key not in self._summarised or key in self._ran_quietly):
                 where = f"{os.path.basename(code.co_filename)}:{code.co_name}"
-                changes = self._changed_quietly.get((code, line), 0)
+                changes = self._changed_total.get(key, 0)
                 self.sink.line(output.summary_line(0, line, runs, changes, where))
         self.sink.close()
 
     # -- inside ---------------------------------------------------------------------------
     def _finish(self, frame: FrameType, state: FrameState) -> None:
-        self._last_call[state.code] = (state.texts, state.metas)
+        for line, changes in state.changed.items():
+            key = (state.code, line)
+            self._changed_total[key] = self._changed_total.get(key, 0) + changes
         if state.quiet:
-            for line, changes in state.changed.items():
-                key = (state.code, line)
-                self._changed_quietly[key] = self._changed_quietly.get(key, 0) + changes
+            self._ran_quietly.update((state.code, line) for line in state.runs)
         for line, runs in sorted(state.runs.items()):
             if runs > FULL_RUNS and not state.quiet:  # (a quiet call's: counted at the end)
                 self._summarised.add((state.code, line))
@@ -296,7 +304,9 @@ class Tracer:
 
     def _settle(self, frame: FrameType, state: FrameState) -> None:
         """Show what the last line changed (all of it for a line still shown in full)."""
-        changes = self._diff(frame, state, "new")
+        changes = self._news(state, state.last_line or 0, self._diff(frame, state, "new"))
+        if state.quiet:  # a quiet call: only what differs from the previous calls' summaries
+            changes = [change for change in changes if change[3]]
         if not changes:
             return
         line = state.last_line
@@ -309,6 +319,20 @@ class Tracer:
         depth = state.depth
         for kind, name, text, _ in changes:
             self.sink.line(output.value_line(depth, kind, name, text))
+
+    def _news(self, state: FrameState, line: int, changes: list[Change]) -> list[Change]:
+        """``changes``, significant in a quiet call when the summary key is not the one ``line``
+        gave the variable before (in any call); the keys are remembered."""
+        news = []
+        keys = self._line_keys
+        for kind, name, text, significant in changes:
+            where = (state.code, line, name)
+            key = state.metas.get(name)
+            if state.quiet:
+                significant = keys.get(where, _MISSING) != key
+            keys[where] = key
+            news.append((kind, name, text, significant))
+        return news
 
     def _diff(self, frame: FrameType, state: FrameState, new_kind: str) -> list[Change]:
         """(kind, name, text, significant) for each variable that is new or changed."""
@@ -366,6 +390,7 @@ class Tracer:
                     continue
                 text = show(value, nan)
                 texts[name] = text
+                metas[name] = type(value)  # (what a later tensor's summary is compared with)
                 if store is not None and line is not None and is_described(value):
                     store.observe(state.code, line, name, value, text)  # a module, a list
                 if before is None:

@@ -160,6 +160,48 @@ def test_a_function_called_from_a_loop_is_summarised_across_calls(tmp_path: Path
     assert "200 shape changed 1 time" in summaries  # `h = x @ w`, counted over all calls
 
 
+def test_quiet_calls_show_what_differs_from_the_earlier_calls_only(tmp_path: Path) -> None:
+    """A variable a forward rebinds (``x = x.flatten(1)``) is not news in each call; a value
+    that turns from a tensor into ``None`` is; a loop inside the function is counted over all
+    its calls at the end."""
+    source = """\
+    import torch
+
+
+    def forward(x):
+        x = x.flatten(1)
+        for _ in range(5):
+            x = x + 1
+        return x
+
+
+    def maybe(i):
+        y = torch.ones(3) if i < 6 else None
+        return y
+
+
+    for i in range(8):
+        forward(torch.zeros(2, 3, 4))
+        maybe(i)
+    """
+    code, entries, text = trace(tmp_path, source)
+    assert code == 0, text
+    assert [e.value for e in entries if e.name == "x" and e.kind == "modified"][:1] == [
+        "tensor<(2, 12) float32 cpu>"
+    ]
+    flattened = [e for e in entries if e.name == "x" and e.value == "tensor<(2, 12) float32 cpu>"]
+    # the first 3 calls only: the line in each, and the first 3 runs of the loop's line
+    assert len(flattened) == 3 + 3, text
+    assert [e.value for e in entries if e.name == "y"] == [
+        "tensor<(3,) float32 cpu>",  # the first calls in full
+        "tensor<(3,) float32 cpu>",
+        "tensor<(3,) float32 cpu>",
+        "None",  # then the call where it changed
+    ]
+    summaries = [e.value for e in entries if e.kind == "summary"]
+    assert "40 shape stable" in summaries  # `x = x + 1`, 5 runs in each of the 8 calls
+
+
 def test_only_and_depth(tmp_path: Path) -> None:
     source = """\
     import torch
