@@ -451,6 +451,9 @@ def _evaluation_kept(tensor: Any, user: FrameType) -> bool:
     node = graph_node(tensor)
     if node is None or freed_by_backward(node):
         return False
+    # (no module the frame names in eval mode: not walked, `probs` kept for a training metric)
+    if all(module.training for module in named_modules(user) for module in module.modules()):
+        return False
     return in_eval_mode(footprint(node, saved=False).leaves, user)
 
 

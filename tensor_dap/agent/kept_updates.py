@@ -84,17 +84,21 @@ def check(args: Any, caller: Any, state: Any) -> Optional[Report]:
     if not isinstance(target, _Tensor):
         return None
     node = graph_node(target)
-    if node is None or not frames.is_user_code(caller.f_code):
+    if node is None:
+        return None
+    tracked: Optional[TensorMap[_Chain]] = state.rule_state.get(_TRACKED)
+    chain: Optional[_Chain] = tracked.get(target) if tracked is not None else None
+    if chain is None and not _first_history(node):
+        return None  # (a residual `out += identity`: its target had history already)
+    if not frames.is_user_code(caller.f_code):
         return None
     site = id(caller.f_code) + caller.f_lasti
     reported: set[int] = state.rule_state.setdefault(_REPORTED, set())
     if site in reported:
         return None
-    tracked: Optional[TensorMap[_Chain]] = state.rule_state.get(_TRACKED)
     if tracked is None:
         tracked = state.rule_state[_TRACKED] = TensorMap(capacity=65536)
     step = state.rule_state.get(STEPS_TAKEN, 0)
-    chain: Optional[_Chain] = tracked.get(target)
     hops = _hops_to(node, chain.node) if chain is not None and chain.site == site else None
     if chain is None or hops is None:
         if _first_history(node):

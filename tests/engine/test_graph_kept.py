@@ -633,6 +633,28 @@ def losses_appended_with_their_step(device: torch.device) -> None:
         history.append((step, loss))  # kept
 
 
+def inputs_and_predictions_written_in_one_statement(device: torch.device) -> None:
+    """Two buffers written by one statement in an evaluation; only the predictions carry
+    history."""
+    model, _, batches = _setup(device)
+    model.eval()
+    inputs = torch.zeros(len(batches), 8, 6, device=device)
+    outputs = torch.zeros(len(batches), 8, 1, device=device)
+    for i, (x, _y) in enumerate(batches):
+        inputs[i], outputs[i] = x, model(x)  # kept
+
+
+def a_total_kept_in_a_dict(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    stats = {"loss": 0.0}
+    for x, y in batches:
+        loss = F.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        stats["loss"] = stats["loss"] + loss  # kept
+
+
 LEAKS = [
     train_total_inplace,
     train_total_of_a_scaled_backward,
@@ -667,6 +689,8 @@ LEAKS = [
     eval_logits_written_into_slices,
     validation_outputs_kept_in_dicts,
     losses_appended_with_their_step,
+    inputs_and_predictions_written_in_one_statement,
+    a_total_kept_in_a_dict,
 ]
 
 
@@ -1398,6 +1422,15 @@ def test_a_total_still_alive_when_training_resumes_is_said_to_be_alive() -> None
     ((_, _, message),) = _run(evaluate_then_train, DEVICE)
     assert "over 6 iterations, and no backward() went through it" in message
     assert "alive until the training steps that followed, and still does." in message
+
+
+def test_each_statement_is_worded_as_it_writes_or_adds() -> None:
+    ((_, _, message),) = _run(inputs_and_predictions_written_in_one_statement, DEVICE)
+    assert "outputs collected model(x), which carries autograd history" in message
+    assert "Write a detached tensor: `outputs[i] = model(x).detach()`" in message
+    ((_, _, message),) = _run(a_total_kept_in_a_dict, DEVICE)
+    assert message.startswith('`stats["loss"] + loss`: stats["loss"] accumulates loss, which')
+    assert '`stats["loss"] += loss.item()`' in message
 
 
 def test_a_slice_written_names_the_value_not_the_slice() -> None:

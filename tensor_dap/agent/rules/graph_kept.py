@@ -60,6 +60,7 @@ rule runs at each ``backward()`` and on a sample of ops (``observe``).
 
 from __future__ import annotations
 
+import ast
 import collections
 import functools
 import os
@@ -135,6 +136,9 @@ class _Chain:
     #: the most backward()s that ran between two of its growths (a critic's between the
     #: steps of an episode's sum): it has stopped growing once more than that ran since
     gap: int = 0
+    #: a buffer written through an index (``buf[t] = value``), and that target as written
+    write: bool = False
+    target: str = ""
 
     def restart(self, node: NodeKey, backwards: int) -> None:
         """The site starts a new chain (kept as one record: most adds start one)."""
@@ -248,6 +252,25 @@ def _written(args: Args, caller: Any, state: Any) -> Any:
     return _grow(node, args[0], (args[0], args[2]), caller, state, write=True)
 
 
+def _written_target(caller: Any) -> str:
+    """The subscript a write stores to, as the statement writes it: the instruction's own
+    text (Python 3.11+), else the statement's first subscript target."""
+    text = naming.expression_text(caller).strip()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    statement = tree.body[0] if len(tree.body) == 1 else None
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Subscript):
+        return text
+    if isinstance(statement, ast.Assign):
+        for target in statement.targets:
+            for one in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if isinstance(one, ast.Subscript):
+                    return ast.get_source_segment(text, one) or ast.unparse(one)
+    return text
+
+
 def _grow(node: Any, out: Any, args: Args, caller: Any, state: Any, write: bool = False) -> Any:
     """The add or write at ``caller`` made ``out`` (its node ``node``) of ``args[:2]``: start,
     continue or restart its site's chain; report the chain when it is judged kept."""
@@ -261,8 +284,10 @@ def _grow(node: Any, out: Any, args: Args, caller: Any, state: Any, write: bool 
     term = _term(chain, node, out, args) if chain is not None else None
     if chain is None:
         chains[site] = _Chain(
-            code.co_filename, caller.f_lineno, node_key(node), backwards, backwards
+            code.co_filename, caller.f_lineno, node_key(node), backwards, backwards, write=write
         )
+        if write:  # (the instruction's own text: ``val_buf[t]`` of ``a[t], val_buf[t] = ...``)
+            chains[site].target = _written_target(caller)
         return None
     if term is None:
         chain.restart(node_key(node), backwards)
@@ -292,7 +317,7 @@ def _grow(node: Any, out: Any, args: Args, caller: Any, state: Any, write: bool 
     chain.reported = True
     acc = args[0] if isinstance(args[0], _Tensor) and args[0] is not term else out
     # (a write's operands are the buffer, the index and the value: named from the statement)
-    message = _live_message(chain, out, write)
+    message = _live_message(chain, out)
     return Report(tensors=[acc, term], message=message, operands=not write)
 
 
@@ -494,14 +519,12 @@ def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
     return set() if walked.truncated else walked.leaves
 
 
-def _fix(acc: str, term: str, expression: str) -> str:
+def _fix(acc: str, term: str, chain: _Chain) -> str:
     """The fix, for an add or (``buf[t] = value``: :func:`_written`) a write."""
-    target = _written_target(expression)
-    if target is not None:
+    if chain.write:
         return (
-            f"Write a detached tensor: `{target} = {kept_updates.detached_text(term)}`, or run "
-            "the loop under "
-            "`torch.no_grad()` when it needs no gradient."
+            f"Write a detached tensor: `{chain.target} = {kept_updates.detached_text(term)}`, "
+            "or run the loop under `torch.no_grad()` when it needs no gradient."
         )
     return (
         f"Accumulate a number or a detached tensor: `{acc} += {term}.item()` (or "
@@ -509,34 +532,25 @@ def _fix(acc: str, term: str, expression: str) -> str:
     )
 
 
-#: ``buf[t] = value`` (its target and its value), as opposed to ``total += loss``
-_WRITE_TEXT = re.compile(r"\s*([A-Za-z_][\w.]*\[[^=]*\])\s*=(?!=)\s*(.+)")
-
-
-def _verb(expression: str, past: bool = False) -> str:
+def _verb(chain: _Chain, past: bool = False) -> str:
     """What the total does with each term: accumulates it; a buffer written collects it."""
-    if _written_target(expression) is None:
+    if not chain.write:
         return "accumulated" if past else "accumulates"
     return "collected" if past else "collects"
 
 
-def _written_target(expression: str) -> Optional[str]:
-    found = _WRITE_TEXT.fullmatch(naming.without_comments(expression).strip())
-    return found.group(1) if found else None
-
-
-def _live_message(chain: _Chain, out: Any, write: bool = False) -> Any:
+def _live_message(chain: _Chain, out: Any) -> Any:
     def build(described: list[Any], expression: str) -> str:
-        if write:  # (the op's own text is the target, ``buf[t]``: the whole statement)
+        if chain.write:  # (the op's own text is the target, ``buf[t]``: the whole statement)
             expression = (
                 naming.source_line(chain.path, chain.line)
                 or f"{described[0].name}[...] = {described[1].name}"
             )
         acc, term = described[0].name, described[1].name
-        if write:
-            acc, term = _names(expression)
+        if chain.write:
+            acc, term = _names(expression, chain)
         elif _UNNAMED.match(acc) or _UNNAMED.match(term):  # named from the line's text instead
-            read_acc, read_term = _names(expression)
+            read_acc, read_term = _names(expression, chain)
             acc = read_acc if _UNNAMED.match(acc) else acc
             term = read_term if _UNNAMED.match(term) else term
         walked = footprint(graph_node(out))
@@ -551,10 +565,10 @@ def _live_message(chain: _Chain, out: Any, write: bool = False) -> Any:
         else:
             why = "backward() never goes through it"
         return (
-            f"`{expression}`: {acc} {_verb(expression)} {term}, which carries autograd history, "
+            f"`{expression}`: {acc} {_verb(chain)} {term}, which carries autograd history, "
             f"across iterations: after {chain.iterations} iterations {acc} holds the graphs of "
             f"all {chain.iterations} ({kept}), and grows every iteration; {why}. "
-            f"{_fix(acc, term, expression)}"
+            f"{_fix(acc, term, chain)}"
         )
 
     return build
@@ -562,16 +576,16 @@ def _live_message(chain: _Chain, out: Any, write: bool = False) -> Any:
 
 def _left_message(chain: _Chain, until: str = "it was dropped") -> Any:
     def build(described: list[Any], expression: str) -> str:
-        acc, term = _names(expression)
+        acc, term = _names(expression, chain)
         kept = f"about {size_text(chain.term_bytes * chain.iterations)} of saved activations"
         kept += f" and {chain.term_nodes * chain.iterations} autograd nodes"
         where = f"{os.path.basename(chain.path)}:{chain.line}"
         return (
-            f"`{expression}` ({where}): {acc} {_verb(expression, past=True)} {term}, which "
+            f"`{expression}` ({where}): {acc} {_verb(chain, past=True)} {term}, which "
             f"carries autograd history, over {chain.iterations} iterations, and no backward() "
             "went through it: "
             f"{acc} kept the graph of every iteration ({kept}) alive until {until}. "
-            f"{_fix(acc, term, expression)}"
+            f"{_fix(acc, term, chain)}"
         )
 
     return build
@@ -581,19 +595,56 @@ def _left_message(chain: _Chain, until: str = "it was dropped") -> Any:
 _UNNAMED = re.compile(r"operand \d+$")
 
 
-def _names(expression: str) -> tuple[str, str]:
+def _names(expression: str, chain: _Chain) -> tuple[str, str]:
     """``("val_loss", "criterion(out, y)")`` from ``val_loss += criterion(out, y)``;
-    ``("val_buf", "v")`` from ``val_buf[t] = v``."""
+    ``("val_buf", "v")`` from ``val_buf[t] = v`` (a write: the pair of ``obs_buf[t], val_buf[t] =
+    obs, v`` whose target the chain's write is)."""
     text = naming.without_comments(expression).strip()
-    written = _WRITE_TEXT.fullmatch(text)
-    if written:
-        return written.group(1).partition("[")[0], written.group(2).strip()
+    if chain.write:
+        return _written_names(text, chain)
     for sign in ("+=", "="):
         left, found, right = text.partition(sign)
-        if found and left.strip().isidentifier():
+        acc = left.strip()
+        if found and _TARGET.fullmatch(acc):
             right = right.strip()
-            acc = left.strip()
             if sign == "=" and right.startswith(acc):
                 right = right[len(acc) :].lstrip(" +")
             return acc, right or "the loss"
     return "the total", "the loss"
+
+
+#: what a total is written to: ``total``, ``self.total``, ``stats["loss"]``
+_TARGET = re.compile(r"[A-Za-z_][\w.]*(\[[^\[\]]*\])*")
+
+
+def _written_names(text: str, chain: _Chain) -> tuple[str, str]:
+    """The buffer's name and the value written to it, from the statement's syntax."""
+    buffer = chain.target.partition("[")[0] or "the buffer"
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return buffer, "the value"
+    statement = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(statement, ast.Assign):
+        return buffer, "the value"
+    value = statement.value
+
+    def source(node: ast.expr) -> str:
+        return ast.get_source_segment(text, node) or ast.unparse(node)
+
+    for target in statement.targets:
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+            for one, written in zip(target.elts, value.elts):
+                if ast.unparse(one) == _unparsed(chain.target):
+                    return buffer, source(written)
+        elif isinstance(target, ast.Subscript):
+            return source(target.value), source(value)
+    return buffer, "the value"
+
+
+def _unparsed(text: str) -> str:
+    """``text`` as ``ast.unparse`` writes it (spacing, quotes), to compare with."""
+    try:
+        return ast.unparse(ast.parse(text, mode="eval").body)
+    except SyntaxError:
+        return text
