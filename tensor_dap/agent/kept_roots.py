@@ -47,7 +47,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from tensor_dap.agent import frames
+from tensor_dap.agent import frames, naming
 from tensor_dap.agent.eval_modules import in_eval_mode, named_modules
 from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_nodes import accumulates_grad, freed_by_backward, graph_node
@@ -226,11 +226,7 @@ def _fixed_call(expression: str, holder: str, tensor: str = "") -> Optional[str]
     than the list's; ``tensor``, the kept tensor's name, where it is one of them), and the
     ``.detach()`` alternative; None when there is none."""
     text = expression.split("#", 1)[0].strip()
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    statement = tree.body[0] if len(tree.body) == 1 else None
+    statement = naming.parsed_statement(text)
     call = statement.value if isinstance(statement, ast.Expr) else None
     if not isinstance(call, ast.Call):
         return None

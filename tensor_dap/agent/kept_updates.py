@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent import frames
+from tensor_dap.agent import frames, naming
 from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import NodeKey, node_key
 from tensor_dap.agent.rules import Report
@@ -183,13 +183,7 @@ def _update_parts(expression: str) -> Optional[tuple[str, Optional[str]]]:
     ``("p_ema", "p")`` of ``p_ema.mul_(d).add_(p, alpha=1 - d)``, ``("pe", "(p - pe) / n")`` of
     ``pe += (p - pe) / n``, the two lists of ``torch._foreach_lerp_(ema, params, w)``; None
     when the text is not one such statement."""
-    try:
-        tree = ast.parse(expression.strip())
-    except SyntaxError:
-        return None
-    if len(tree.body) != 1:
-        return None
-    statement = tree.body[0]
+    statement = naming.parsed_statement(expression)
     if isinstance(statement, ast.AugAssign):
         return ast.unparse(statement.target), ast.unparse(statement.value)
     call = statement.value if isinstance(statement, (ast.Expr, ast.Assign)) else None

@@ -347,3 +347,26 @@ def assigned_before(frame: Optional[FrameType], name: str) -> Optional[Any]:
         return None
     text = _segment(code.co_filename, best.value) or "?"
     return Prov(code.co_filename, best.lineno, f"`{' '.join(text.split())}`")
+
+
+#: what parsing a line of the program may raise (not Python, a null byte, too deep)
+_UNPARSABLE = (SyntaxError, ValueError, RecursionError)
+
+
+def parsed_statement(text: str) -> Optional[ast.stmt]:
+    """The one statement ``text`` holds; None when it holds another number of them or is not
+    Python (a line of a statement spanning several)."""
+    try:
+        tree = ast.parse(text.strip())
+    except _UNPARSABLE:
+        return None
+    return tree.body[0] if len(tree.body) == 1 else None
+
+
+def normalized_expression(text: str) -> str:
+    """``text`` as ``ast.unparse`` writes it (spacing, quotes), to compare with unparsed code;
+    ``text`` itself when it is no expression."""
+    try:
+        return ast.unparse(ast.parse(text.strip(), mode="eval").body)
+    except _UNPARSABLE:
+        return text

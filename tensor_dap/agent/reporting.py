@@ -112,26 +112,14 @@ def _result_name(user: FrameType, path: str, line: int) -> str:
     """The op's result as the line names it: the variable it is assigned to when the op is the
     whole right-hand side (``dinv`` of ``dinv = deg.pow(-0.5)``), else its expression."""
     expression = naming.expression_text(user)
-    try:
-        tree = ast.parse(naming.source_line(path, line))
-    except SyntaxError:
-        return expression
-    statement = tree.body[0] if len(tree.body) == 1 else None
+    statement = naming.parsed_statement(naming.source_line(path, line))
     if (  # (not `x += torch.log(deg)`: the result is the temporary, not x)
         isinstance(statement, ast.Assign)
         and len(statement.targets) == 1
-        and ast.unparse(statement.value) == _normalized(expression)
+        and ast.unparse(statement.value) == naming.normalized_expression(expression)
     ):
         return ast.unparse(statement.targets[0])
     return expression
-
-
-def _normalized(expression: str) -> str:
-    """``expression`` as ``ast.unparse`` writes it (spacing, quotes), to compare with."""
-    try:
-        return ast.unparse(ast.parse(expression, mode="eval").body)
-    except SyntaxError:
-        return expression
 
 
 def raised(

@@ -256,11 +256,7 @@ def _written_target(caller: Any) -> str:
     """The subscript a write stores to, as the statement writes it: the instruction's own
     text (Python 3.11+), else the statement's first subscript target."""
     text = naming.expression_text(caller).strip()
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return text
-    statement = tree.body[0] if len(tree.body) == 1 else None
+    statement = naming.parsed_statement(text)
     if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Subscript):
         return text
     if isinstance(statement, ast.Assign):
@@ -620,11 +616,7 @@ _TARGET = re.compile(r"[A-Za-z_][\w.]*(\[[^\[\]]*\])*")
 def _written_names(text: str, chain: _Chain) -> tuple[str, str]:
     """The buffer's name and the value written to it, from the statement's syntax."""
     buffer = chain.target.partition("[")[0] or "the buffer"
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return buffer, "the value"
-    statement = tree.body[0] if len(tree.body) == 1 else None
+    statement = naming.parsed_statement(text)
     if not isinstance(statement, ast.Assign):
         return buffer, "the value"
     value = statement.value
@@ -635,16 +627,8 @@ def _written_names(text: str, chain: _Chain) -> tuple[str, str]:
     for target in statement.targets:
         if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
             for one, written in zip(target.elts, value.elts):
-                if ast.unparse(one) == _unparsed(chain.target):
+                if ast.unparse(one) == naming.normalized_expression(chain.target):
                     return buffer, source(written)
         elif isinstance(target, ast.Subscript):
             return source(target.value), source(value)
     return buffer, "the value"
-
-
-def _unparsed(text: str) -> str:
-    """``text`` as ``ast.unparse`` writes it (spacing, quotes), to compare with."""
-    try:
-        return ast.unparse(ast.parse(text, mode="eval").body)
-    except SyntaxError:
-        return text
