@@ -39,6 +39,7 @@ import linecache
 import os
 import re
 import sys
+import threading
 import types
 import weakref
 from dataclasses import dataclass
@@ -364,14 +365,18 @@ def observe(
     elif candidates is _JUDGED:
         return
     try:
-        candidates.append((weakref.ref(out), backwards))
+        candidates.append((weakref.ref(out), backwards, threading.get_ident()))
     except TypeError:  # a tensor type without weak references
         return
     if len(candidates) < _CANDIDATES_PER_LINE:
         return
-    ref, made_at = candidates.pop(0)
+    ref, made_at, thread = candidates.pop(0)
     oldest = ref()
-    if oldest is None or (made_at != backwards and not _evaluation_kept(oldest, user)):
+    # (another thread's tensor is not looked at: its backward() runs without the GIL, and
+    # reading its graph's saved tensors meanwhile crashes in PyTorch's storage objects)
+    if oldest is None or thread != threading.get_ident():
+        return
+    if made_at != backwards and not _evaluation_kept(oldest, user):
         return
     # kept across iterations, no backward yet: the list keeping it, looked for a few times (a
     # line running several ops, as `dist.log_prob(action)` does, has candidates no list holds)
