@@ -100,15 +100,13 @@ def _holds(held: list[Any], tensor: Any, tail: int) -> bool:
     """Whether one of the last ``tail`` items of ``held`` is ``tensor``, or a dict or tuple
     holding it (``outputs.append({"val_loss": loss, "val_mae": mae})``, ``history.append((epoch,
     loss))``)."""
-    for item in held[-tail:]:
-        if item is tensor:
-            return True
-        kind = type(item)
-        if kind is dict and any(value is tensor for value in item.values()):
-            return True
-        if kind is tuple and any(value is tensor for value in item):
-            return True
-    return False
+    return any(value is tensor for item in held[-tail:] for value in _item_values(item))
+
+
+def _item_values(item: Any) -> Any:
+    """What a list's item holds: the values of a dict, the items of a tuple, else itself."""
+    kind = type(item)
+    return item.values() if kind is dict else item if kind is tuple else (item,)
 
 
 def _holder(root: Any, caller: FrameType) -> Optional[tuple[FrameType, str, list[Any], int]]:
@@ -261,9 +259,9 @@ def _plain_values(node: ast.expr) -> list[ast.expr]:
 
 def _with_history(item: Any) -> bool:
     """Whether a list's item is, or a dict or tuple holding, a tensor with a ``grad_fn``."""
-    kind = type(item)
-    values = item.values() if kind is dict else item if kind is tuple else (item,)
-    return any(isinstance(value, _Tensor) and graph_node(value) is not None for value in values)
+    return any(
+        isinstance(value, _Tensor) and graph_node(value) is not None for value in _item_values(item)
+    )
 
 
 _CANDIDATES = "graph-kept.unused-candidates"
@@ -453,7 +451,7 @@ def _evaluation_kept(tensor: Any, user: FrameType) -> bool:
     if node is None or freed_by_backward(node):
         return False
     # (no module the frame names in eval mode: not walked, `probs` kept for a training metric)
-    if all(module.training for module in named_modules(user) for module in module.modules()):
+    if all(sub.training for named in named_modules(user) for sub in named.modules()):
         return False
     return in_eval_mode(footprint(node, saved=False).leaves, user)
 

@@ -67,8 +67,6 @@ class _Chain:
     steps: int = 1
     #: nodes between two steps' updates (``mul_`` then ``add_``: 2)
     per_step: int = 1
-    #: tensors a ``_foreach`` update updates (1: one tensor per call)
-    count: int = 1
 
 
 def check(args: Any, caller: Any, state: Any) -> Optional[Report]:
@@ -101,8 +99,8 @@ def check(args: Any, caller: Any, state: Any) -> Optional[Report]:
     step = state.rule_state.get(STEPS_TAKEN, 0)
     hops = _hops_to(node, chain.node) if chain is not None and chain.site == site else None
     if chain is None or hops is None:
-        if _first_history(node):
-            tracked.set(target, _Chain(site, node_key(node), step, count=count))
+        if chain is None or _first_history(node):  # (None: its first history, checked above)
+            tracked.set(target, _Chain(site, node_key(node), step))
         return None
     chain.node = node_key(node)
     if step == chain.step:  # updated again within one step: not an update per step
@@ -114,7 +112,9 @@ def check(args: Any, caller: Any, state: Any) -> Optional[Report]:
     if count == 1:
         count = sum(1 for _, other in tracked.items() if other.site == site)
     tensors = [target, source] if isinstance(source, _Tensor) else [target]
-    return Report(tensors=tensors, message=_message(chain, count), operands=count == chain.count)
+    # (a _foreach update's operands are lists: its first tensors are named from the statement)
+    foreach = isinstance(args[0], (list, tuple))
+    return Report(tensors=tensors, message=_message(chain, count), operands=not foreach)
 
 
 def from_parameter(args: Any) -> bool:

@@ -561,10 +561,7 @@ def validation_loss_appended_once_an_epoch(device: torch.device) -> None:
     val_losses = []
     for _epoch in range(4):
         model.train()
-        for x, y in batches:
-            optimizer.zero_grad()
-            F.mse_loss(model(x), y).backward()
-            optimizer.step()
+        _train_epoch(model, optimizer, batches)
         model.eval()
         val_loss = F.mse_loss(model(x_val), y_val)
         val_losses.append(val_loss)  # kept

@@ -209,7 +209,7 @@ def install(state: Any) -> list[Any]:
 
 def applies(op: OpInfo) -> bool:
     """``after`` runs on adds and on writes through an index (``buf[t] = value``)."""
-    return op.name in _ADDS or op.name == _WRITE or op.name in kept_updates.UPDATES
+    return op.name in _ADDS or op.name == _WRITE or op.name in _UPDATES
 
 
 def applies_before(op: OpInfo) -> bool:
@@ -537,13 +537,9 @@ def _verb(chain: _Chain, past: bool = False) -> str:
 
 def _live_message(chain: _Chain, out: Any) -> Any:
     def build(described: list[Any], expression: str) -> str:
-        if chain.write:  # (the op's own text is the target, ``buf[t]``: the whole statement)
-            expression = (
-                naming.source_line(chain.path, chain.line)
-                or f"{described[0].name}[...] = {described[1].name}"
-            )
         acc, term = described[0].name, described[1].name
-        if chain.write:
+        if chain.write:  # (the op's own text is the target, ``buf[t]``: the whole statement)
+            expression = naming.source_line(chain.path, chain.line) or f"{acc}[...] = {term}"
             acc, term = _names(expression, chain)
         elif _UNNAMED.match(acc) or _UNNAMED.match(term):  # named from the line's text instead
             read_acc, read_term = _names(expression, chain)
