@@ -140,7 +140,13 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
         attrs = vars(owner) if owner is not None else {}
     except TypeError:
         attrs = {}
-    found.extend((f"self.{k}", v) for k, v in attrs.items() if isinstance(v, list))
+    for k, v in attrs.items():  # self.history, self.logged["loss"]
+        if isinstance(v, list):
+            found.append((f"self.{k}", v))
+        elif isinstance(v, dict) and len(v) <= _TRACKER_KEYS:
+            found.extend(
+                (f"self.{k}[{key!r}]", item) for key, item in v.items() if isinstance(item, list)
+            )
     for name, value in local.items():  # a tracker's list: tracker.update(loss) appends to it
         try:
             if name == "self" or not _plain_object(value):
@@ -181,6 +187,13 @@ def _append_line(frame: FrameType, name: str) -> int:
     code = frame.f_code
     # (a dict's list is named hist['loss']: the source may write hist["loss"])
     spelled = re.escape(name).replace("'", "[\"']")
+    item = re.fullmatch(r"(.+)\[('[^']*')\]", name)
+    if item:  # or hist.setdefault("loss", [])
+        key = re.escape(item.group(2)).replace("'", "[\"']")
+        default = (
+            rf"{re.escape(item.group(1))}\s*\.\s*setdefault\(\s*(?:{key}|[A-Za-z_]\w*)\s*,[^)]*\)"
+        )
+        spelled = rf"(?:{spelled}|{default})"
     appends = re.compile(r"(?<![\w.])" + spelled + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
     owner = name.split("[", 1)[0].rpartition(".")[0]
     if owner and owner != "self":  # a method of the owner called with arguments
@@ -190,12 +203,36 @@ def _append_line(frame: FrameType, name: str) -> int:
     key = re.search(r"\['([^']*)'\]$", name)  # tracker._data['loss']: the line naming "loss"
     lines = sorted({line for _, line in dis.findlinestarts(code) if line is not None})
     texts = [(line, linecache.getline(code.co_filename, line)) for line in lines]
-    tries = [(appends, ""), (handed, key.group(1) if key else ""), (handed, "")]
+    tries = [(appends, "")]
+    methods = _appending_methods(frame, appends) if name.startswith("self.") else []
+    if methods:  # self.log("loss", loss), whose method appends to self.logged[name]
+        called = "|".join(re.escape(m) for m in methods)
+        tries.append((re.compile(rf"(?<![\w.])self\s*\.\s*(?:{called})\s*\(\s*[^)\s]"), ""))
+    tries += [(handed, key.group(1) if key else ""), (handed, "")]
     for pattern, word in tries:
         for line, text in texts:
             if pattern.search(text) and word in text:
                 return line
     return 0
+
+
+def _appending_methods(frame: FrameType, appends: re.Pattern[str]) -> list[str]:
+    """The methods of the frame's ``self`` (of the program's own files) whose source appends
+    as ``appends`` matches: a trainer's ``def log(self, name, value):
+    self.logged.setdefault(name, []).append(value)``."""
+    owner = frames.read_locals(frame).get("self")
+    found = []
+    for kind in type(owner).__mro__ if owner is not None else ():
+        for attribute, function in vars(kind).items():
+            code = getattr(function, "__code__", None)
+            if code is None or code is frame.f_code or not frames.is_user_code(code):
+                continue
+            first = code.co_firstlineno
+            last = max((n for _, n in dis.findlinestarts(code) if n is not None), default=first)
+            body = range(first, last + 1)
+            if any(appends.search(linecache.getline(code.co_filename, n)) for n in body):
+                found.append(attribute)
+    return found
 
 
 def _message(root: Any, name: str, held: list[Any]) -> Any:
@@ -417,7 +454,7 @@ def observe(
     watched = _Unused(
         path=path,
         line=line,
-        name=name,
+        name=_SETDEFAULT.sub(r"\1[\2]", name),
         saved_bytes=walked.saved_bytes,
         nodes=walked.nodes,
         scalar=scalar,
@@ -673,19 +710,45 @@ def _appending(code: Any, line: int) -> list[tuple[str, int]]:
 
 
 def _resolve(frame: FrameType, name: str) -> Any:
-    """The object ``name`` (``losses``, ``self.outputs``) is in ``frame``; None when it cannot
-    be read without running the program's code (an item, a property)."""
-    first, *attributes = name.split(".")
-    if not first.isidentifier() or not all(a.isidentifier() for a in attributes):
+    """The object ``name`` (``losses``, ``self.outputs``, ``history["val"]``,
+    ``history.setdefault(key, [])``) is in ``frame``; None when it cannot be read without
+    running the program's code (a property, an item of anything but a dict, a key that is no
+    literal or local string or int)."""
+    statement = naming.parsed_statement(name)
+    if not isinstance(statement, ast.Expr):
         return None
-    scope = frames.read_locals(frame)
-    value = scope.get(first, frame.f_globals.get(first))
-    for attribute in attributes:  # instance attributes only: no property of the program runs
+    return _value_of(statement.value, frames.read_locals(frame), frame.f_globals)
+
+
+def _value_of(node: ast.expr, scope: dict[str, Any], globals_: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Name):
+        return scope.get(node.id, globals_.get(node.id))
+    if isinstance(node, ast.Attribute):  # instance attributes only: no property of it runs
         try:
-            value = vars(value).get(attribute)
+            return vars(_value_of(node.value, scope, globals_)).get(node.attr)
         except TypeError:
             return None
-    return value
+    if isinstance(node, ast.Subscript):
+        container, key_node = node.value, node.slice
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "setdefault"
+        and node.args
+    ):
+        container, key_node = node.func.value, node.args[0]
+    else:
+        return None
+    held = _value_of(container, scope, globals_)
+    if isinstance(key_node, ast.Constant):
+        key = key_node.value
+    elif isinstance(key_node, ast.Name):
+        key = scope.get(key_node.id)
+    else:
+        return None
+    if not isinstance(held, dict) or type(key) not in (str, int):
+        return None
+    return dict.get(held, key)  # (a defaultdict's factory does not run)
 
 
 def forget_unused(state: Any) -> None:
@@ -697,7 +760,11 @@ def forget_unused(state: Any) -> None:
 
 
 #: ``NAME.append(ARG...`` with ``NAME`` a name, attribute or item (``self.outputs``)
-_APPEND = re.compile(r"([A-Za-z_][\w.]*(?:\[[^\]]*\])?)\s*\.\s*append\s*\((\s*[A-Za-z_]\w*)?")
+#: ``hist.setdefault(KEY, [])``, the list ``hist[KEY]`` as a message names it
+_SETDEFAULT = re.compile(r"^(.*)\.setdefault\(\s*([^,]+?)\s*,.*\)$")
+_APPEND = re.compile(
+    r"([A-Za-z_][\w.]*(?:\[[^\]]*\]|\.setdefault\([^()]*\))?)\s*\.\s*append\s*\((\s*[A-Za-z_]\w*)?"
+)
 
 
 def _graph_gone(

@@ -121,6 +121,69 @@ def losses_in_a_dict_handed_to_a_helper(device: torch.device) -> None:
         _record(history["loss"], loss)  # kept
 
 
+def validation_losses_in_a_defaultdict(device: torch.device) -> None:
+    """An evaluation loop without torch.no_grad() logging into ``defaultdict(list)``: each
+    batch's graph and activations stay as long as the history."""
+    import collections
+
+    model, optimizer, batches = _setup(device)
+    history: collections.defaultdict = collections.defaultdict(list)
+    for _epoch in range(2):
+        _train_epoch(model, optimizer, batches[:3])
+        model.eval()
+        for x, y in batches:
+            loss = F.mse_loss(model(x), y)
+            history["val_loss"].append(loss)  # kept
+        print(torch.stack(history["val_loss"]).mean().item())
+
+
+def validation_losses_by_setdefault(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    history: dict[str, list[torch.Tensor]] = {}
+    key = "val_loss"
+    for _epoch in range(2):
+        _train_epoch(model, optimizer, batches[:3])
+        model.eval()
+        for x, y in batches:
+            history.setdefault(key, []).append(F.mse_loss(model(x), y))  # kept
+        print(torch.stack(history[key]).mean().item())
+
+
+def losses_kept_by_setdefault(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    history: dict[str, list[torch.Tensor]] = {}
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        history.setdefault("loss", []).append(loss)  # kept
+    print(torch.stack(history["loss"]).mean().item())
+
+
+def losses_kept_by_a_trainer_log_method(device: torch.device) -> None:
+    """A hand-written trainer whose ``log`` keeps what it is given under its name."""
+
+    class Trainer:
+        def __init__(self) -> None:
+            self.model, self.optimizer, self.batches = _setup(device)
+            self.logged: dict[str, list[torch.Tensor]] = {}
+
+        def log(self, name: str, value: torch.Tensor) -> None:
+            self.logged.setdefault(name, []).append(value)
+
+        def fit(self) -> None:
+            for x, y in self.batches:
+                self.optimizer.zero_grad()
+                loss = F.mse_loss(self.model(x), y)
+                loss.backward()
+                self.optimizer.step()
+                self.log("train_loss", loss)  # kept
+            print(torch.stack(self.logged["train_loss"]).mean().item())
+
+    Trainer().fit()
+
+
 class _Tracker:
     """A metric tracker as training scripts write them."""
 
@@ -688,6 +751,10 @@ LEAKS = [
     losses_appended_with_their_step,
     inputs_and_predictions_written_in_one_statement,
     a_total_kept_in_a_dict,
+    validation_losses_in_a_defaultdict,
+    validation_losses_by_setdefault,
+    losses_kept_by_setdefault,
+    losses_kept_by_a_trainer_log_method,
 ]
 
 
@@ -1371,6 +1438,8 @@ def test_a_total_of_losses_whose_backward_started_elsewhere_is_reported_as_it_gr
         (losses_kept_by_a_tracker, "`tracker.update(loss.item())`"),
         (losses_kept_by_a_keyed_tracker, '`tracker.update("loss", loss.item())`'),
         (losses_appended_with_their_step, "`history.append((step, loss.item()))`"),
+        (losses_kept_by_setdefault, '`history.setdefault("loss", []).append(loss.item())`'),
+        (losses_kept_by_a_trainer_log_method, '`self.log("train_loss", loss.item())`'),
     ],
 )
 def test_the_fix_is_the_users_own_line_keeping_a_number(program, fix: str) -> None:  # noqa: ANN001
