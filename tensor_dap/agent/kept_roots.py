@@ -189,10 +189,9 @@ def _append_line(frame: FrameType, name: str) -> int:
     spelled = re.escape(name).replace("'", "[\"']")
     item = re.fullmatch(r"(.+)\[('[^']*')\]", name)
     if item:  # or hist.setdefault("loss", [])
-        key = re.escape(item.group(2)).replace("'", "[\"']")
-        default = (
-            rf"{re.escape(item.group(1))}\s*\.\s*setdefault\(\s*(?:{key}|[A-Za-z_]\w*)\s*,[^)]*\)"
-        )
+        quoted = re.escape(item.group(2)).replace("'", "[\"']")
+        owner_dict = re.escape(item.group(1))
+        default = rf"{owner_dict}\s*\.\s*setdefault\(\s*(?:{quoted}|[A-Za-z_]\w*)\s*,[^)]*\)"
         spelled = rf"(?:{spelled}|{default})"
     appends = re.compile(r"(?<![\w.])" + spelled + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
     owner = name.split("[", 1)[0].rpartition(".")[0]
