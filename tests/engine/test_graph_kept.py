@@ -666,6 +666,32 @@ def eval_logits_written_into_slices(device: torch.device) -> None:
         predictions[i * 8 : (i + 1) * 8] = model(x)  # kept
 
 
+def eval_predictions_copied_into_slices(device: torch.device) -> None:
+    """The same, each batch's predictions copied into a slice (``narrow(...).copy_``): each
+    epoch's copies chain onto the last epoch's."""
+    model, optimizer, batches = _setup(device)
+    predictions = torch.zeros(len(batches) * 8, 1, device=device)
+    for _epoch in range(2):
+        _train_epoch(model, optimizer, batches[:3])
+        model.eval()
+        for i, (x, _y) in enumerate(batches):
+            predictions.narrow(0, i * 8, 8).copy_(model(x))  # kept
+        model.train()
+
+
+def decoder_outputs_copied_into_a_buffer(device: torch.device) -> None:
+    """A decoder's time steps copied into a buffer that the loss is computed from: the
+    backward goes through every copy."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        outputs = torch.zeros(4, *y.shape, device=device)
+        for t in range(4):
+            outputs[t].copy_(model(x + t))
+        optimizer.zero_grad()
+        F.mse_loss(outputs.mean(0), y).backward()
+        optimizer.step()
+
+
 def validation_outputs_kept_in_dicts(device: torch.device) -> None:
     """A Lightning-style loop written by hand: each validation step's losses kept in a dict
     in ``validation_step_outputs``, without no_grad (Lightning runs validation under no_grad)."""
@@ -755,6 +781,7 @@ LEAKS = [
     validation_losses_by_setdefault,
     losses_kept_by_setdefault,
     losses_kept_by_a_trainer_log_method,
+    eval_predictions_copied_into_slices,
 ]
 
 
@@ -1325,6 +1352,7 @@ def decoder_in_eval_mode_writing_its_time_steps(device: torch.device) -> None:
 
 
 CLEAN = [
+    decoder_outputs_copied_into_a_buffer,
     eval_mode_finetuning_with_micro_batches,
     item_totals,
     gradient_accumulation,
@@ -1506,6 +1534,13 @@ def test_a_slice_written_names_the_value_not_the_slice() -> None:
     assert "Write a detached tensor: `predictions[i * 8 : (i + 1) * 8] = model(x).detach()`" in (
         message
     )
+
+
+def test_a_copy_into_a_slice_names_the_buffer_and_detaches_the_copied_value() -> None:
+    ((_, _, message),) = _run(eval_predictions_copied_into_slices, DEVICE)
+    assert message.startswith("`predictions.narrow(0, i * 8, 8).copy_(model(x))`")
+    assert "predictions collected model(x), which carries autograd history" in message
+    assert "`predictions.narrow(0, i * 8, 8).copy_(model(x).detach())`" in message
 
 
 def validation_loss_recorded_by_a_helper(device: torch.device) -> None:

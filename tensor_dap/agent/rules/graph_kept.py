@@ -139,6 +139,8 @@ class _Chain:
     #: a buffer written through an index (``buf[t] = value``), and that target as written
     write: bool = False
     target: str = ""
+    #: the write is a copy into a view (``buf[i:j].copy_(value)``), ``target`` the view
+    copy: bool = False
 
     def restart(self, node: NodeKey, backwards: int) -> None:
         """The site starts a new chain (kept as one record: most adds start one)."""
@@ -225,6 +227,8 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     if not one_element or op.name not in _ADDS:
         # an in-place update of a tensor (or, _foreach, of several): `p_ema.add_(p, ...)`
         if op.name in _UPDATES and op.inplace:
+            if op.name == "copy_" and _into_view(args):
+                return _copied_into_view(args, caller, state)
             return kept_updates.check(args, caller, state)
         return None
     if op.inplace and kept_updates.from_parameter(args):  # a one-element EMA weight
@@ -252,6 +256,28 @@ def _written(args: Args, caller: Any, state: Any) -> Any:
     return _grow(node, args[0], (args[0], args[2]), caller, state, write=True)
 
 
+def _into_view(args: Args) -> bool:
+    """``buf[i:j].copy_(value)``: a copy into a view of a buffer (not a tensor of its own, as
+    an EMA's weight is)."""
+    return len(args) > 1 and isinstance(args[0], _Tensor) and args[0]._base is not None
+
+
+def _copied_into_view(args: Args, caller: Any, state: Any) -> Any:
+    """``preds[i:j].copy_(model(x))``, ``buf.narrow(0, i, n).copy_(value)``: a write into the
+    buffer the view is of, as ``preds[i:j] = model(x)`` writes it."""
+    base, value = args[0]._base, args[1]
+    if not isinstance(value, _Tensor) or graph_node(value) is None:
+        return None
+    node = graph_node(base)
+    if node is None:
+        return None
+    found = _grow(node, base, (base, value), caller, state, write=True)
+    chain = state.rule_state.get(_CHAINS, {}).get(id(caller.f_code) + caller.f_lasti)
+    if chain is not None:
+        chain.copy = True
+    return found
+
+
 def _written_target(caller: Any) -> str:
     """The subscript a write stores to, as the statement writes it: the instruction's own
     text (Python 3.11+), else the statement's first subscript target."""
@@ -259,6 +285,10 @@ def _written_target(caller: Any) -> str:
     statement = naming.parsed_statement(text)
     if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Subscript):
         return text
+    copied = _copy_call(statement)
+    if copied is not None:  # the view copied into: ``preds[i:j]`` of ``preds[i:j].copy_(v)``
+        view = copied.func.value if isinstance(copied.func, ast.Attribute) else copied.func
+        return ast.get_source_segment(text, view) or ast.unparse(view)
     if isinstance(statement, ast.Assign):
         for target in statement.targets:
             for one in target.elts if isinstance(target, ast.Tuple) else [target]:
@@ -465,6 +495,10 @@ def _ignore(_life: GraphLife) -> None:
     """A term's graph going says nothing (its chain holds it, or a backward freed it)."""
 
 
+#: the calls that are the add or write itself (``buf[i:j].copy_(value)``)
+_OWN_CALLS = _ADDS | {"copy_"}
+
+
 def _inside_call(caller: Any, state: Any) -> bool:
     """Whether the add runs inside a call on the user's line rather than at a ``+`` / ``+=``
     or an ``add`` call of it: ``sum(p.pow(2).sum() for p in params)``, ``reduce(...)`` make a
@@ -474,7 +508,7 @@ def _inside_call(caller: Any, state: Any) -> bool:
     inside = sites.get(key)
     if inside is None:
         called = naming.running_calls(caller)
-        inside = sites[key] = called is not None and not _ADDS.intersection(called)
+        inside = sites[key] = called is not None and not _OWN_CALLS.intersection(called)
     return inside
 
 
@@ -518,8 +552,13 @@ def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
 def _fix(acc: str, term: str, chain: _Chain) -> str:
     """The fix, for an add or (``buf[t] = value``: :func:`_written`) a write."""
     if chain.write:
+        written = (
+            f"{chain.target}.copy_({kept_updates.detached_text(term)})"
+            if chain.copy
+            else f"{chain.target} = {kept_updates.detached_text(term)}"
+        )
         return (
-            f"Write a detached tensor: `{chain.target} = {kept_updates.detached_text(term)}`, "
+            f"Write a detached tensor: `{written}`, "
             "or run the loop under `torch.no_grad()` when it needs no gradient."
         )
     return (
@@ -609,10 +648,41 @@ def _names(expression: str, chain: _Chain) -> tuple[str, str]:
 _TARGET = re.compile(r"[A-Za-z_][\w.]*(\[[^\[\]]*\])*")
 
 
+def _copy_call(statement: Optional[ast.stmt]) -> Optional[ast.Call]:
+    """The ``VIEW.copy_(value)`` call the statement is, if it is one."""
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "copy_"
+        and call.args
+    ):
+        return call
+    return None
+
+
+def _buffer_of(target: str) -> str:
+    """The tensor a write's target is part of: ``preds`` of ``preds[i:j]``,
+    ``buf.narrow(0, i, n)`` and ``self.values[t]``."""
+    statement = naming.parsed_statement(target)
+    node = statement.value if isinstance(statement, ast.Expr) else None
+    while node is not None:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        else:
+            break
+    return ast.unparse(node) if node is not None else target.partition("[")[0] or "the buffer"
+
+
 def _written_names(text: str, chain: _Chain) -> tuple[str, str]:
     """The buffer's name and the value written to it, from the statement's syntax."""
-    buffer = chain.target.partition("[")[0] or "the buffer"
+    buffer = _buffer_of(chain.target)
     statement = naming.parsed_statement(text)
+    copied = _copy_call(statement)
+    if copied is not None:
+        return buffer, ast.get_source_segment(text, copied.args[0]) or ast.unparse(copied.args[0])
     if not isinstance(statement, ast.Assign):
         return buffer, "the value"
     value = statement.value
