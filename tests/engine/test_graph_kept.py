@@ -679,6 +679,45 @@ def eval_predictions_copied_into_slices(device: torch.device) -> None:
         model.train()
 
 
+def smoothed_loss_for_logging(device: torch.device) -> None:
+    """An exponentially smoothed loss for a progress bar, kept as a tensor: every
+    iteration's graph stays inside it."""
+    model, optimizer, batches = _setup(device)
+    running_loss = 0.0
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running_loss = 0.98 * running_loss + 0.02 * loss  # kept
+    print(f"smoothed loss {float(running_loss):.3f}")
+
+
+def smoothed_loss_of_numbers(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    running_loss = 0.0
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running_loss = 0.98 * running_loss + 0.02 * loss.item()
+    print(f"smoothed loss {running_loss:.3f}")
+
+
+def discounted_losses_backpropagated(device: torch.device) -> None:
+    """A loss discounted over an episode's steps, then backpropagated: the scaled chain is
+    the graph the backward() wants."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        total = torch.zeros((), device=device)
+        for step in range(4):
+            total = 0.9 * total + F.mse_loss(model(x + step), y)
+        optimizer.zero_grad()
+        total.backward()
+        optimizer.step()
+
+
 def decoder_outputs_copied_into_a_buffer(device: torch.device) -> None:
     """A decoder's time steps copied into a buffer that the loss is computed from: the
     backward goes through every copy."""
@@ -782,6 +821,7 @@ LEAKS = [
     losses_kept_by_setdefault,
     losses_kept_by_a_trainer_log_method,
     eval_predictions_copied_into_slices,
+    smoothed_loss_for_logging,
 ]
 
 
@@ -1353,6 +1393,8 @@ def decoder_in_eval_mode_writing_its_time_steps(device: torch.device) -> None:
 
 CLEAN = [
     decoder_outputs_copied_into_a_buffer,
+    smoothed_loss_of_numbers,
+    discounted_losses_backpropagated,
     eval_mode_finetuning_with_micro_batches,
     item_totals,
     gradient_accumulation,
@@ -1541,6 +1583,13 @@ def test_a_copy_into_a_slice_names_the_buffer_and_detaches_the_copied_value() ->
     assert message.startswith("`predictions.narrow(0, i * 8, 8).copy_(model(x))`")
     assert "predictions collected model(x), which carries autograd history" in message
     assert "`predictions.narrow(0, i * 8, 8).copy_(model(x).detach())`" in message
+
+
+def test_a_smoothed_loss_is_fixed_on_its_own_statement() -> None:
+    ((_, _, message),) = _run(smoothed_loss_for_logging, DEVICE)
+    assert message.startswith("`running_loss = 0.98 * running_loss + 0.02 * loss`: running_loss")
+    assert "after 3 iterations running_loss holds the graphs of all 3" in message
+    assert "`running_loss = 0.98 * running_loss + (0.02 * loss).item()`" in message
 
 
 def validation_loss_recorded_by_a_helper(device: torch.device) -> None:

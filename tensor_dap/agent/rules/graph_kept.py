@@ -141,6 +141,9 @@ class _Chain:
     target: str = ""
     #: the write is a copy into a view (``buf[i:j].copy_(value)``), ``target`` the view
     copy: bool = False
+    #: the total is scaled as it grows: a smoothed loss, ``running = 0.9 * running + 0.1 *
+    #: loss``
+    smoothed: bool = False
 
     def restart(self, node: NodeKey, backwards: int) -> None:
         """The site starts a new chain (kept as one record: most adds start one)."""
@@ -483,9 +486,13 @@ def _watch_term(term: Any, chain: _Chain, state: Any) -> None:
     node = graph_node(term)
     if node is None or chain.term_backward:
         return
-    if node_key(node) in state.rule_state.get(_ROOTS, ()) or freed_by_backward(node):
-        chain.term_backward = True
-        return
+    roots = state.rule_state.get(_ROOTS, ())
+    # (``0.1 * loss`` of a smoothed loss: the loss the backward() started from, scaled)
+    scaled = [n for n, _ in node.next_functions] if type(node).__name__ in _SCALINGS else []
+    for looked_at in [node, *(n for n in scaled if n is not None)]:
+        if node_key(looked_at) in roots or freed_by_backward(looked_at):
+            chain.term_backward = True
+            return
     if chain.terms is None:
         chain.terms = GraphLife(_ignore, on_backward=chain.on_term_backward)
     chain.terms.hold(node)
@@ -520,11 +527,16 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
         inputs = [input_node for input_node, _ in node.next_functions]
     else:  # the total is an operand (cheaper: no node tuples made)
         inputs = [graph_node(a) for a in args[:2] if isinstance(a, _Tensor)]
+    scaled = None  # ``0.9 * running`` of ``running = 0.9 * running + 0.1 * loss``
     for input_node in inputs:
         if input_node is not None and node_key(input_node) == chain.node:
             previous = input_node
+        elif previous is None and _scales(input_node, chain.node):
+            previous = scaled = input_node
     if previous is None:
         return None
+    if scaled is not None:
+        chain.smoothed = True
     for operand in args[:2]:
         if isinstance(operand, _Tensor) and operand is not out:
             grad_fn = graph_node(operand)
@@ -534,6 +546,18 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
                 return operand
             return None
     return None
+
+
+#: nodes of a scaling by a number (``0.9 * running``, ``running / 2``)
+_SCALINGS = frozenset(("MulBackward0", "DivBackward0"))
+
+
+def _scales(node: Any, wanted: NodeKey) -> bool:
+    """Whether ``node`` scales the node named ``wanted`` by a number: its only input."""
+    if node is None or type(node).__name__ not in _SCALINGS:
+        return False
+    inputs = [n for n, _ in node.next_functions if n is not None]
+    return len(inputs) == 1 and node_key(inputs[0]) == wanted
 
 
 def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
@@ -549,8 +573,15 @@ def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
     return set() if walked.truncated else walked.leaves
 
 
-def _fix(acc: str, term: str, chain: _Chain) -> str:
-    """The fix, for an add or (``buf[t] = value``: :func:`_written`) a write."""
+def _fix(acc: str, term: str, chain: _Chain, statement: str = "") -> str:
+    """The fix, for an add, a smoothed total (``statement`` with its term a number) or
+    (``buf[t] = value``: :func:`_written`) a write."""
+    fixed = _smoothed_fixes(statement, acc) if chain.smoothed else None
+    if fixed is not None:
+        return (
+            f"Smooth a number or a detached tensor: `{fixed[0]}` (or `{fixed[1]}`), or run the "
+            "loop under `torch.no_grad()` when it needs no gradient."
+        )
     if chain.write:
         written = (
             f"{chain.target}.copy_({kept_updates.detached_text(term)})"
@@ -580,6 +611,9 @@ def _live_message(chain: _Chain, out: Any) -> Any:
         if chain.write:  # (the op's own text is the target, ``buf[t]``: the whole statement)
             expression = naming.source_line(chain.path, chain.line) or f"{acc}[...] = {term}"
             acc, term = _names(expression, chain)
+        elif chain.smoothed:  # (the op's own text is the sum: the whole statement)
+            expression = naming.source_line(chain.path, chain.line) or expression
+            acc, term = _names(expression, chain)
         elif _UNNAMED.match(acc) or _UNNAMED.match(term):  # named from the line's text instead
             read_acc, read_term = _names(expression, chain)
             acc = read_acc if _UNNAMED.match(acc) else acc
@@ -599,7 +633,7 @@ def _live_message(chain: _Chain, out: Any) -> Any:
             f"`{expression}`: {acc} {_verb(chain)} {term}, which carries autograd history, "
             f"across iterations: after {chain.iterations} iterations {acc} holds the graphs of "
             f"all {chain.iterations} ({kept}), and grows every iteration; {why}. "
-            f"{_fix(acc, term, chain)}"
+            f"{_fix(acc, term, chain, expression)}"
         )
 
     return build
@@ -616,7 +650,7 @@ def _left_message(chain: _Chain, until: str = "it was dropped") -> Any:
             f"carries autograd history, over {chain.iterations} iterations, and no backward() "
             "went through it: "
             f"{acc} kept the graph of every iteration ({kept}) alive until {until}. "
-            f"{_fix(acc, term, chain)}"
+            f"{_fix(acc, term, chain, expression)}"
         )
 
     return build
@@ -633,6 +667,9 @@ def _names(expression: str, chain: _Chain) -> tuple[str, str]:
     text = naming.without_comments(expression).strip()
     if chain.write:
         return _written_names(text, chain)
+    smoothed = _smoothed_parts(text) if chain.smoothed else None
+    if smoothed is not None:
+        return smoothed[0], smoothed[1]
     for sign in ("+=", "="):
         left, found, right = text.partition(sign)
         acc = left.strip()
@@ -642,6 +679,41 @@ def _names(expression: str, chain: _Chain) -> tuple[str, str]:
                 right = right[len(acc) :].lstrip(" +")
             return acc, right or "the loss"
     return "the total", "the loss"
+
+
+def _smoothed_parts(text: str) -> Optional[tuple[str, str, ast.expr]]:
+    """``("running", "0.1 * loss", <the term's node>)`` of ``running = 0.9 * running + 0.1 *
+    loss`` (either order); None when the statement is not of that form."""
+    statement = naming.parsed_statement(text)
+    if not (
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.value, ast.BinOp)
+    ):
+        return None
+    target = ast.unparse(statement.targets[0])
+    sides = (statement.value.left, statement.value.right)
+    terms = [s for s in sides if not any(ast.unparse(n) == target for n in ast.walk(s))]
+    if len(terms) != 1:
+        return None
+    term = terms[0]
+    return target, ast.get_source_segment(text, term) or ast.unparse(term), term
+
+
+def _smoothed_fixes(statement: str, acc: str) -> Optional[tuple[str, str]]:
+    """``statement`` with its term made a number, and made detached: ``running = 0.9 *
+    running + (0.1 * loss).item()``; None when it is not of that form."""
+    text = naming.without_comments(statement).strip()
+    parts = _smoothed_parts(text)
+    if parts is None or parts[0] != acc:
+        return None
+    term = parts[2]
+    if term.lineno != 1 or term.end_col_offset is None:
+        return None
+    start, end = term.col_offset, term.end_col_offset
+    detached = kept_updates.detached_text(text[start:end])
+    number = detached[: -len(".detach()")] + ".item()"
+    return text[:start] + number + text[end:], text[:start] + detached + text[end:]
 
 
 #: what a total is written to: ``total``, ``self.total``, ``stats["loss"]``
