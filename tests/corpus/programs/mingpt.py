@@ -8,6 +8,8 @@ Bug variants (first argument):
   ``model.to(device)`` leaves it on the CPU.
 - ``pad-mask-after-softmax``: padded keys zeroed with ``att.masked_fill_(pad, 0.0)`` after the
   softmax, which saved ``att`` for backward.
+- ``smoothed-loss-graph``: the logged smoothed loss adds ``0.1 * loss``, not ``loss.item()``: it
+  keeps every iteration's graph.
 """
 
 import math
@@ -101,14 +103,19 @@ def main() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95))
 
     model.train()
+    smoothed = 0.0
     for it in range(8):
         logits, loss = model(x, y)
         model.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+        if BUG == "smoothed-loss-graph":
+            smoothed = 0.9 * smoothed + 0.1 * loss  # bug[smoothed-loss-graph]: graph-kept
+        else:
+            smoothed = 0.9 * smoothed + 0.1 * loss.item()
         if it % 2 == 1:
-            print(f"iter {it}: train loss {loss.item():.5f}")
+            print(f"iter {it}: train loss {loss.item():.5f}, smoothed {smoothed:.5f}")
 
 
 if __name__ == "__main__":
