@@ -37,7 +37,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap.agent import frames, naming
-from tensor_dap.agent.graph_nodes import graph_node
+from tensor_dap.agent.graph_nodes import accumulates_grad, graph_node
 from tensor_dap.agent.graph_walk import NodeKey, node_key
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
@@ -115,6 +115,145 @@ def check(args: Any, caller: Any, state: Any) -> Optional[Report]:
     # (a _foreach update's operands are lists: its first tensors are named from the statement)
     foreach = isinstance(args[0], (list, tuple))
     return Report(tensors=tensors, message=_message(chain, count), operands=not foreach)
+
+
+#: out-of-place updates that remake the tensor: ``shadow[n] = d * shadow[n] + (1 - d) * p``,
+#: ``shadow[n] = torch.lerp(shadow[n], p, 1 - d)``
+REBINDS = frozenset(("add", "__add__", "__radd__", "lerp"))
+#: rule_state key: call site -> {node key of the tensor it made last: its chain}
+_REBOUND = "graph-kept.rebound-updates"
+#: chains remembered per call site (a forward mixing a constant and a parameter starts one
+#: each time and never grows it: the oldest half goes past this)
+_REBOUND_PER_SITE = 4096
+#: nodes of a scaling by a number (``d * shadow``, ``p / 2``)
+SCALINGS = frozenset(("MulBackward0", "DivBackward0"))
+
+
+def check_rebound(out: Any, caller: Any, state: Any) -> Optional[Report]:
+    """After an out-of-place add or ``lerp`` (:data:`REBINDS`) with a result of several
+    elements: an EMA of the weights recomputed each step outside ``torch.no_grad()``. Its node
+    takes a parameter (possibly scaled) and either nothing with history (the first update, from
+    a detached copy) or, scaled, the node this call site made at the step before: the chain of
+    that tensor, grown by one step. Reported as :func:`check`'s in-place form is."""
+    node = graph_node(out)
+    if node is None:
+        return None
+    inputs = [n for n, _ in node.next_functions]
+    if len(inputs) != 2:
+        return None
+    if from_parameter_node(inputs[1]):
+        kept, source = inputs[0], inputs[1]
+    elif from_parameter_node(inputs[0]):
+        kept, source = inputs[1], inputs[0]
+    else:
+        return None  # (a residual `x + f(x)`: two nodes of the forward's graph)
+    if kept is not None and type(kept).__name__ in SCALINGS:
+        scaled = [n for n, _ in kept.next_functions if n is not None]
+        kept = scaled[0] if len(scaled) == 1 else None
+        if kept is None:
+            return None
+    if not frames.is_user_code(caller.f_code):
+        return None
+    site = id(caller.f_code) + caller.f_lasti
+    reported: set[int] = state.rule_state.setdefault(_REPORTED, set())
+    if site in reported:
+        return None
+    sites: dict[int, dict[NodeKey, _Chain]] = state.rule_state.setdefault(_REBOUND, {})
+    chains = sites.setdefault(site, {})
+    step = state.rule_state.get(STEPS_TAKEN, 0)
+    chain = chains.pop(node_key(kept), None) if kept is not None else None
+    key = node_key(node)
+    if chain is None:
+        if kept is None:  # its first history: from a detached copy of the weights
+            if len(chains) >= _REBOUND_PER_SITE:
+                for old in list(chains)[: _REBOUND_PER_SITE // 2]:
+                    del chains[old]
+            chains[key] = _Chain(site, key, step)
+        return None
+    chain.node = key
+    chains[key] = chain
+    if step == chain.step:  # remade again within one step: not an update per step
+        return None
+    chain.step, chain.steps = step, chain.steps + 1
+    chain.per_step = 2
+    if chain.steps < STEPS:
+        return None
+    reported.add(site)
+    statement = naming.source_line(caller.f_code.co_filename, caller.f_lineno)
+    message = _rebound_message(chain, len(chains), statement, _names_of_parameter(source, caller))
+    return Report(tensors=[out], message=message, operands=False)
+
+
+def _names_of_parameter(node: Any, caller: Any) -> set[str]:
+    """The local names of the updating frame that are the parameter ``node`` accumulates
+    into (``node`` or the one it scales): ``{"p"}``."""
+    if type(node).__name__ in SCALINGS:
+        node = next(n for n, _ in node.next_functions if n is not None)
+    parameter = getattr(node, "variable", None)
+    try:
+        local = frames.read_locals(caller)
+    except Exception:
+        return set()
+    return {name for name, value in local.items() if value is parameter}
+
+
+def from_parameter_node(node: Any) -> bool:
+    """Whether ``node`` is a parameter's ``AccumulateGrad``, or a scaling of one (``(1 - d) *
+    p``)."""
+    if node is None:
+        return False
+    if type(node).__name__ in SCALINGS:
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        return len(inputs) == 1 and accumulates_grad(inputs[0])
+    return accumulates_grad(node)
+
+
+def _rebound_message(chain: _Chain, count: int, statement: str, parameters: set[str]) -> Any:
+    """``statement``: the updating line's code (the op's own text is the sum only);
+    ``parameters``: the names the parameter has there."""
+    target, parameter = _rebound_parts(statement, parameters)
+
+    def build(described: list[Any], expression: str) -> str:
+        expression = statement or expression
+        tensors = f"each of the {count} tensors made here" if count > 1 else target
+        detached = f" (or remake it from `{detached_text(parameter)}`)" if parameter else ""
+        return (
+            f"`{expression}`: {target} is remade each optimizer step from "
+            f"{parameter or 'a parameter'}, which requires grad, outside `torch.no_grad()`: "
+            f"autograd records each update, and {tensors} carries autograd history, a chain of "
+            f"every step's updates that grows each optimizer step ({chain.steps} steps so far) "
+            "for as long as the program trains; backward() never goes through it, and an "
+            "evaluation with these tensors builds graphs through all of it. Run the update "
+            f"under `with torch.no_grad():`{detached}."
+        )
+
+    return build
+
+
+def _rebound_parts(statement: str, parameters: set[str]) -> tuple[str, str]:
+    """``("shadow[n]", "p")`` of ``shadow[n] = d * shadow[n] + (1 - d) * p`` or of
+    ``shadow[n] = torch.lerp(shadow[n], p, w)``: the target, and the parameter as the other
+    operand writes it (a name of ``parameters``, else its last name); ``("the tensor", "")``
+    when not of that form."""
+    parsed = naming.parsed_statement(statement)
+    if not (isinstance(parsed, ast.Assign) and len(parsed.targets) == 1):
+        return "the tensor", ""
+    target = ast.unparse(parsed.targets[0])
+    value = parsed.value
+    if isinstance(value, ast.BinOp):
+        sides = [value.left, value.right]
+    elif isinstance(value, ast.Call):
+        sides = list(value.args[:2])
+    else:
+        return target, ""
+    others = [s for s in sides if not any(ast.unparse(n) == target for n in ast.walk(s))]
+    if len(others) != 1:
+        return target, ""
+    names = [n for n in ast.walk(others[0]) if isinstance(n, (ast.Name, ast.Attribute))]
+    names = [n for n in names if not any(n in ast.walk(m) and n is not m for m in names)]
+    named = [n for n in names if ast.unparse(n) in parameters]
+    last = max(named or names, key=lambda n: (n.lineno, n.col_offset), default=None)
+    return target, ast.unparse(last) if last is not None else ""
 
 
 def from_parameter(args: Any) -> bool:

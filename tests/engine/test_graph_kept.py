@@ -604,6 +604,68 @@ def ema_without_no_grad(device: torch.device) -> None:
             p_ema.mul_(0.99).add_(p, alpha=0.01)  # kept
 
 
+def ema_remade_out_of_place_without_no_grad(device: torch.device) -> None:
+    """An EMA kept in a dict of shadow tensors, remade out of place each step outside
+    no_grad: each shadow tensor's chain grows every step."""
+
+    class EMA:
+        def __init__(self, model: nn.Module, decay: float = 0.99) -> None:
+            self.decay = decay
+            self.shadow = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+        def update(self, model: nn.Module) -> None:
+            for n, p in model.named_parameters():
+                self.shadow[n] = self.decay * self.shadow[n] + p * (1 - self.decay)  # kept
+
+    model, optimizer, batches = _setup(device)
+    ema = EMA(model)
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        ema.update(model)
+
+
+def ema_remade_by_lerp_without_no_grad(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    shadow = [p.detach().clone() for p in model.parameters()]
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        for i, p in enumerate(model.parameters()):
+            shadow[i] = torch.lerp(shadow[i], p, 0.01)  # kept
+
+
+def ema_remade_out_of_place_under_no_grad(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    shadow = [p.detach().clone() for p in model.parameters()]
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        with torch.no_grad():
+            for i, p in enumerate(model.parameters()):
+                shadow[i] = 0.99 * shadow[i] + 0.01 * p
+        for i, p in enumerate(model.parameters()):
+            shadow[i] = 0.99 * shadow[i] + 0.01 * p.detach()
+
+
+def weights_mixed_with_a_constant_in_each_forward(device: torch.device) -> None:
+    """A forward mixing a fixed tensor and a parameter (a learned interpolation): every
+    step's graph is new, nothing chains across steps."""
+    torch.manual_seed(0)
+    weight = nn.Parameter(torch.randn(6, 1, device=device))
+    prior = torch.randn(6, 1, device=device)
+    optimizer = torch.optim.SGD([weight], lr=0.01)
+    x, y = torch.randn(8, 6, device=device), torch.randn(8, 1, device=device)
+    for _step in range(6):
+        mixed = 0.5 * prior + 0.5 * weight
+        optimizer.zero_grad()
+        F.mse_loss(x @ mixed, y).backward()
+        optimizer.step()
+
+
 def swa_average_with_lerp_without_no_grad(device: torch.device) -> None:
     """A running average of the weights (SWA by hand) with ``lerp_``, outside no_grad."""
     model, optimizer, batches = _setup(device)
@@ -822,6 +884,8 @@ LEAKS = [
     losses_kept_by_a_trainer_log_method,
     eval_predictions_copied_into_slices,
     smoothed_loss_for_logging,
+    ema_remade_out_of_place_without_no_grad,
+    ema_remade_by_lerp_without_no_grad,
 ]
 
 
@@ -1392,6 +1456,8 @@ def decoder_in_eval_mode_writing_its_time_steps(device: torch.device) -> None:
 
 
 CLEAN = [
+    ema_remade_out_of_place_under_no_grad,
+    weights_mixed_with_a_constant_in_each_forward,
     decoder_outputs_copied_into_a_buffer,
     smoothed_loss_of_numbers,
     discounted_losses_backpropagated,
@@ -1541,6 +1607,18 @@ def test_an_ema_updated_outside_no_grad_says_what_grows_and_the_fix() -> None:
     assert "each of the 4 tensors updated here carries autograd history, a chain" in message
     assert "grows by 2 nodes each optimizer step (3 steps so far)" in message
     assert "Run the update under `with torch.no_grad():` (or use `p.detach()`)" in message
+
+
+def test_an_ema_remade_out_of_place_names_the_parameter_and_the_fix() -> None:
+    ((_, _, message),) = _run(ema_remade_out_of_place_without_no_grad, DEVICE)
+    assert message.startswith(
+        "`self.shadow[n] = self.decay * self.shadow[n] + p * (1 - self.decay)`: self.shadow[n] "
+        "is remade each optimizer step from p, which requires grad, outside `torch.no_grad()`"
+    )
+    assert "(3 steps so far)" in message
+    assert "Run the update under `with torch.no_grad():` (or remake it from `p.detach()`)" in (
+        message
+    )
 
 
 def test_a_total_still_alive_when_training_resumes_is_said_to_be_alive() -> None:

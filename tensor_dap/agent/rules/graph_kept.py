@@ -88,6 +88,7 @@ RULE = catalog.rule("graph-kept")
 MIN_ITERATIONS = 3
 _ADDS = frozenset(("add", "add_", "__add__", "__radd__", "__iadd__"))
 _UPDATES = kept_updates.UPDATES
+_REBINDS = kept_updates.REBINDS
 _Tensor = torch.Tensor
 _CHAINS = "graph-kept.chains"
 _BACKWARDS = kept_roots.BACKWARDS
@@ -149,7 +150,7 @@ class _Chain:
         """The site starts a new chain (kept as one record: most adds start one)."""
         self.node, self.started, self.grown, self.iterations = node, backwards, backwards, 1
         self.consumed = self.reported = self.dependent = self.evaluating = False
-        self.term_backward = False
+        self.term_backward = self.smoothed = False
         self.gap = 0
         for life in (self.life, self.terms):
             if life is not None:
@@ -214,7 +215,7 @@ def install(state: Any) -> list[Any]:
 
 def applies(op: OpInfo) -> bool:
     """``after`` runs on adds and on writes through an index (``buf[t] = value``)."""
-    return op.name in _ADDS or op.name == _WRITE or op.name in _UPDATES
+    return op.name in _ADDS or op.name == _WRITE or op.name in _UPDATES or op.name in _REBINDS
 
 
 def applies_before(op: OpInfo) -> bool:
@@ -228,6 +229,9 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     # (one element first: a residual ``x + f(x)`` leaves here without a grad_fn object made)
     one_element = isinstance(out, _Tensor) and out.numel() == 1
     if not one_element or op.name not in _ADDS:
+        if op.name in _REBINDS and not op.inplace and isinstance(out, _Tensor):
+            # an EMA remade out of place: `shadow[n] = d * shadow[n] + (1 - d) * p`
+            return kept_updates.check_rebound(out, caller, state)
         # an in-place update of a tensor (or, _foreach, of several): `p_ema.add_(p, ...)`
         if op.name in _UPDATES and op.inplace:
             if op.name == "copy_" and _into_view(args):
@@ -535,21 +539,24 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
             previous = scaled = input_node
     if previous is None:
         return None
-    if scaled is not None:
-        chain.smoothed = True
     for operand in args[:2]:
         if isinstance(operand, _Tensor) and operand is not out:
             grad_fn = graph_node(operand)
             if grad_fn is previous:
                 continue
-            if grad_fn is not None and grad_fn._sequence_nr() > chain.node[0]:
-                return operand
-            return None
+            if grad_fn is None or grad_fn._sequence_nr() <= chain.node[0]:
+                return None
+            if scaled is not None:
+                # (a one-element weight's EMA, `d * e + (1 - d) * p`, is no smoothed loss)
+                if kept_updates.from_parameter_node(grad_fn):
+                    return None
+                chain.smoothed = True
+            return operand
     return None
 
 
 #: nodes of a scaling by a number (``0.9 * running``, ``running / 2``)
-_SCALINGS = frozenset(("MulBackward0", "DivBackward0"))
+_SCALINGS = kept_updates.SCALINGS
 
 
 def _scales(node: Any, wanted: NodeKey) -> bool:
