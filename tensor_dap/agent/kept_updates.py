@@ -88,11 +88,8 @@ def check(args: Any, caller: Any, state: Any) -> Optional[Report]:
     chain: Optional[_Chain] = tracked.get(target) if tracked is not None else None
     if chain is None and not _first_history(node):
         return None  # (a residual `out += identity`: its target had history already)
-    if not frames.is_user_code(caller.f_code):
-        return None
-    site = id(caller.f_code) + caller.f_lasti
-    reported: set[int] = state.rule_state.setdefault(_REPORTED, set())
-    if site in reported:
+    site = _site_to_judge(caller, state)
+    if site is None:
         return None
     if tracked is None:
         tracked = state.rule_state[_TRACKED] = TensorMap(capacity=65536)
@@ -108,7 +105,7 @@ def check(args: Any, caller: Any, state: Any) -> Optional[Report]:
     chain.step, chain.steps, chain.per_step = step, chain.steps + 1, hops
     if chain.steps < STEPS:
         return None
-    reported.add(site)
+    state.rule_state[_REPORTED].add(site)
     if count == 1:
         count = sum(1 for _, other in tracked.items() if other.site == site)
     tensors = [target, source] if isinstance(source, _Tensor) else [target]
@@ -152,11 +149,8 @@ def check_rebound(out: Any, caller: Any, state: Any) -> Optional[Report]:
         kept = scaled[0] if len(scaled) == 1 else None
         if kept is None:
             return None
-    if not frames.is_user_code(caller.f_code):
-        return None
-    site = id(caller.f_code) + caller.f_lasti
-    reported: set[int] = state.rule_state.setdefault(_REPORTED, set())
-    if site in reported:
+    site = _site_to_judge(caller, state)
+    if site is None:
         return None
     sites: dict[int, dict[NodeKey, _Chain]] = state.rule_state.setdefault(_REBOUND, {})
     chains = sites.setdefault(site, {})
@@ -178,7 +172,7 @@ def check_rebound(out: Any, caller: Any, state: Any) -> Optional[Report]:
     chain.per_step = 2
     if chain.steps < STEPS:
         return None
-    reported.add(site)
+    state.rule_state[_REPORTED].add(site)
     statement = naming.source_line(caller.f_code.co_filename, caller.f_lineno)
     message = _rebound_message(chain, len(chains), statement, _names_of_parameter(source, caller))
     return Report(tensors=[out], message=message, operands=False)
@@ -254,6 +248,16 @@ def _rebound_parts(statement: str, parameters: set[str]) -> tuple[str, str]:
     named = [n for n in names if ast.unparse(n) in parameters]
     last = max(named or names, key=lambda n: (n.lineno, n.col_offset), default=None)
     return target, ast.unparse(last) if last is not None else ""
+
+
+def _site_to_judge(caller: Any, state: Any) -> Optional[int]:
+    """The updating call site (code and instruction), None when it is not the program's own
+    code or its line was reported already."""
+    if not frames.is_user_code(caller.f_code):
+        return None
+    site = id(caller.f_code) + caller.f_lasti
+    reported: set[int] = state.rule_state.setdefault(_REPORTED, set())
+    return None if site in reported else site
 
 
 def from_parameter(args: Any) -> bool:

@@ -619,20 +619,16 @@ def ema_remade_out_of_place_without_no_grad(device: torch.device) -> None:
 
     model, optimizer, batches = _setup(device)
     ema = EMA(model)
-    for x, y in batches:
-        optimizer.zero_grad()
-        F.mse_loss(model(x), y).backward()
-        optimizer.step()
+    for batch in batches:
+        _train_epoch(model, optimizer, [batch])
         ema.update(model)
 
 
 def ema_remade_by_lerp_without_no_grad(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     shadow = [p.detach().clone() for p in model.parameters()]
-    for x, y in batches:
-        optimizer.zero_grad()
-        F.mse_loss(model(x), y).backward()
-        optimizer.step()
+    for batch in batches:
+        _train_epoch(model, optimizer, [batch])
         for i, p in enumerate(model.parameters()):
             shadow[i] = torch.lerp(shadow[i], p, 0.01)  # kept
 
@@ -640,10 +636,8 @@ def ema_remade_by_lerp_without_no_grad(device: torch.device) -> None:
 def ema_remade_out_of_place_under_no_grad(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     shadow = [p.detach().clone() for p in model.parameters()]
-    for x, y in batches:
-        optimizer.zero_grad()
-        F.mse_loss(model(x), y).backward()
-        optimizer.step()
+    for batch in batches:
+        _train_epoch(model, optimizer, [batch])
         with torch.no_grad():
             for i, p in enumerate(model.parameters()):
                 shadow[i] = 0.99 * shadow[i] + 0.01 * p
@@ -741,16 +735,24 @@ def eval_predictions_copied_into_slices(device: torch.device) -> None:
         model.train()
 
 
+def _trained_loss(
+    model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
+    """One training step; its loss, still carrying its graph."""
+    optimizer.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 def smoothed_loss_for_logging(device: torch.device) -> None:
     """An exponentially smoothed loss for a progress bar, kept as a tensor: every
     iteration's graph stays inside it."""
     model, optimizer, batches = _setup(device)
     running_loss = 0.0
     for x, y in batches:
-        optimizer.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        optimizer.step()
+        loss = _trained_loss(model, optimizer, x, y)
         running_loss = 0.98 * running_loss + 0.02 * loss  # kept
     print(f"smoothed loss {float(running_loss):.3f}")
 
@@ -759,10 +761,7 @@ def smoothed_loss_of_numbers(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     running_loss = 0.0
     for x, y in batches:
-        optimizer.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        optimizer.step()
+        loss = _trained_loss(model, optimizer, x, y)
         running_loss = 0.98 * running_loss + 0.02 * loss.item()
     print(f"smoothed loss {running_loss:.3f}")
 
