@@ -57,6 +57,7 @@ class FrameState:
         "runs",
         "changed",
         "quiet",
+        "announced",
     )
 
     def __init__(self, code: CodeType, depth: int) -> None:
@@ -81,6 +82,8 @@ class FrameState:
         self.changed: dict[int, int] = {}
         #: a call past the first ``FULL_RUNS`` of its code: compared with the previous call
         self.quiet = False
+        #: its ``call`` line was shown
+        self.announced = False
 
 
 class Tracer:
@@ -192,9 +195,14 @@ class Tracer:
         for kind, name, text, _ in starts if loud else ():
             self.sink.line(output.value_line(depth, kind, name, text))
         if loud and code.co_name != "<module>":
-            line = definition_line(code)
-            self.sink.line(output.event_line(depth, "call", line, source_text(code, line)))
+            self._announce(state)
         return state
+
+    def _announce(self, state: FrameState) -> None:
+        """Show the ``call`` line of the frame (its function's definition)."""
+        state.announced = True
+        line = definition_line(state.code)
+        self.sink.line(output.event_line(state.depth, "call", line, source_text(state.code, line)))
 
     def attach(self, frame: FrameType) -> FrameState:
         """Trace an already running frame from its next line (``with snoop():``)."""
@@ -216,6 +224,9 @@ class Tracer:
         state.last_line = lineno
         if total <= FULL_RUNS:
             state.pending = None
+            if state.quiet and not state.announced:  # a line's first runs, in a quiet call
+                self._flush_parent(frame)
+                self._announce(state)
             text = source_text(code, lineno)
             self.sink.line(output.event_line(state.depth, "line", lineno, text))
         else:
@@ -227,11 +238,25 @@ class Tracer:
         if state is None:
             return
         self._settle(frame, state)
-        if self._calls.get(state.code, 0) <= FULL_RUNS and state.code.co_name != "<module>":
-            line = frame.f_lineno
-            depth = state.depth
-            self.sink.line(output.event_line(depth, "return", line, source_text(state.code, line)))
-            self.sink.line(output.value_line(depth, "return", None, show(value, self.nan)))
+        if state.code.co_name != "<module>":
+            # (a quiet call's return is shown when its summary is not the earlier calls')
+            where = (state.code, 0, _RETURN)
+            with torch._C.DisableTorchFunction():
+                key = _summary_key(value)
+            shown = self._calls.get(state.code, 0) <= FULL_RUNS
+            if not shown and self._line_keys.get(where, _MISSING) != key:
+                shown = True
+                self._flush_parent(frame)
+                if not state.announced:
+                    self._announce(state)
+                self._flush(state)
+            self._line_keys[where] = key
+            if shown:
+                line = frame.f_lineno
+                depth = state.depth
+                text = source_text(state.code, line)
+                self.sink.line(output.event_line(depth, "return", line, text))
+                self.sink.line(output.value_line(depth, "return", None, show(value, self.nan)))
         self._finish(frame, state)
 
     def unwind(self, frame: FrameType, error: BaseException) -> None:
@@ -398,6 +423,20 @@ class Tracer:
                 elif before != text:
                     changes.append(("modified", name, text, False))
         return changes
+
+
+#: the name a call's return value is remembered under in ``_line_keys``
+_RETURN = " return"
+
+
+def _summary_key(value: Any) -> Any:
+    """What a returned value's summary is compared by: a tensor's shape, dtype, device and
+    grad; the items' of a tuple (``return out, hidden``); else its type."""
+    if isinstance(value, _Tensor):
+        return tensor_meta(value)
+    if type(value) is tuple:
+        return tuple(tensor_meta(v) if isinstance(v, _Tensor) else type(v) for v in value[:8])
+    return type(value)
 
 
 class _Held:

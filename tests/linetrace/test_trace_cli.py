@@ -202,6 +202,40 @@ def test_quiet_calls_show_what_differs_from_the_earlier_calls_only(tmp_path: Pat
     assert "40 shape stable" in summaries  # `x = x + 1`, 5 runs in each of the 8 calls
 
 
+def test_a_quiet_call_shows_a_return_value_whose_summary_changed(tmp_path: Path) -> None:
+    """A helper whose branch returns a reduced tensor for one input of the same shape: the
+    call that returns ``(4,)`` where earlier calls returned ``(3, 4)`` shows its call, the line
+    and the value, and so does the next, which returns ``(3, 4)`` again; then it is quiet."""
+    source = """\
+    import torch
+
+
+    def head(x):
+        y = x * 2
+        if x[0, 0] > 5:
+            return y.sum(0)
+        return y
+
+
+    for n in [3, 3, 3, 3, 3, 3, 8, 3, 3]:
+        head(torch.full((3, 4), float(n)))
+    """
+    code, entries, text = trace(tmp_path, source)
+    assert code == 0, text
+    returned = [e.value for e in entries if e.kind == "return-value"]
+    assert returned == [
+        "tensor<(3, 4) float32 cpu>",  # the first calls in full
+        "tensor<(3, 4) float32 cpu>",
+        "tensor<(3, 4) float32 cpu>",
+        "tensor<(4,) float32 cpu>",  # the quiet call whose return changed
+        "tensor<(3, 4) float32 cpu>",  # and the next, changed back
+    ], text
+    # (each shown in its order: the caller's line, the call, then its lines)
+    reduced = text.index("Return value:.. tensor<(4,)")
+    assert text.rindex("call      4", 0, reduced) > text.rindex("head(torch.full", 0, reduced)
+    assert text.rindex("return y.sum(0)", 0, reduced) > text.rindex("call      4", 0, reduced)
+
+
 def test_only_and_depth(tmp_path: Path) -> None:
     source = """\
     import torch
