@@ -130,10 +130,12 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
         local = frames.read_locals(frame)
     except Exception:
         return found
-    for name, value in local.items():
+    # (and the module's lists the function names: a global history a loop appends to)
+    named = {n: frame.f_globals[n] for n in frame.f_code.co_names if n in frame.f_globals}
+    for name, value in {**named, **local}.items():
         if isinstance(value, list):
             found.append((name, value))
-        elif isinstance(value, dict):
+        elif isinstance(value, dict) and (name in local or len(value) <= _TRACKER_KEYS):
             found.extend((f"{name}[{k!r}]", v) for k, v in value.items() if isinstance(v, list))
     owner = local.get("self")
     try:
@@ -181,56 +183,92 @@ def _plain_object(value: Any) -> bool:
 
 
 def _append_line(frame: FrameType, name: str) -> int:
-    """The first line of the frame's function appending to ``name``, else the first handing
-    it to a call (``record(losses, loss)``) or calling a method of its owner
-    (``tracker.update(loss)`` for ``tracker.values``); 0 when none is found."""
+    """The first line of the frame's function appending to ``name``, else the first calling
+    a function or a method of ``self`` of the program's that appends to it
+    (``self.log("loss", loss)``, ``log("loss", loss)``), else the first handing it to a call
+    (``record(losses, loss)``) or calling a method of its owner (``tracker.update(loss)`` for
+    ``tracker.values``); 0 when none is found."""
     code = frame.f_code
     # (a dict's list is named hist['loss']: the source may write hist["loss"])
     spelled = re.escape(name).replace("'", "[\"']")
     item = re.fullmatch(r"(.+)\[('[^']*')\]", name)
-    if item:  # or hist.setdefault("loss", [])
+    if item:  # or hist.setdefault("loss", []); in a helper, hist[key]
         quoted = re.escape(item.group(2)).replace("'", "[\"']")
         owner_dict = re.escape(item.group(1))
         default = rf"{owner_dict}\s*\.\s*setdefault\(\s*(?:{quoted}|[A-Za-z_]\w*)\s*,[^)]*\)"
         spelled = rf"(?:{spelled}|{default})"
+        keyed = rf"(?:{spelled}|{owner_dict}\[\s*[A-Za-z_]\w*\s*\])"
+    else:
+        keyed = spelled
     appends = re.compile(r"(?<![\w.])" + spelled + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
     owner = name.split("[", 1)[0].rpartition(".")[0]
     if owner and owner != "self":  # a method of the owner called with arguments
         handed = re.compile(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*\w+\s*\(\s*[^)\s]")
     else:
-        handed = re.compile(rf"\w\s*\((?:[^()#]|\([^()]*\))*(?<![\w.]){spelled}(?!\w)")
+        handed = re.compile(
+            rf"(?<![\w.])(?P<callee>[A-Za-z_][\w.]*)\s*\((?:[^()#]|\([^()]*\))*"
+            rf"(?<![\w.]){spelled}(?!\w)"
+        )
     key = re.search(r"\['([^']*)'\]$", name)  # tracker._data['loss']: the line naming "loss"
     lines = sorted({line for _, line in dis.findlinestarts(code) if line is not None})
     texts = [(line, linecache.getline(code.co_filename, line)) for line in lines]
     tries = [(appends, "")]
-    methods = _appending_methods(frame, appends) if name.startswith("self.") else []
-    if methods:  # self.log("loss", loss), whose method appends to self.logged[name]
-        called = "|".join(re.escape(m) for m in methods)
-        tries.append((re.compile(rf"(?<![\w.])self\s*\.\s*(?:{called})\s*\(\s*[^)\s]"), ""))
+    in_helpers = re.compile(r"(?<![\w.])" + keyed + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
+    helpers = _appending_helpers(frame, in_helpers)
+    if helpers:  # self.log("loss", loss), whose method appends to self.logged[name]
+        called = "|".join(helpers)
+        tries.append((re.compile(rf"(?<![\w.])(?<!def )(?:{called})\s*\(\s*[^)\s]"), ""))
     tries += [(handed, key.group(1) if key else ""), (handed, "")]
     for pattern, word in tries:
         for line, text in texts:
-            if pattern.search(text) and word in text:
+            if word in text and any(_writes(found) for found in pattern.finditer(text)):
                 return line
     return 0
 
 
-def _appending_methods(frame: FrameType, appends: re.Pattern[str]) -> list[str]:
-    """The methods of the frame's ``self`` (of the program's own files) whose source appends
-    as ``appends`` matches: a trainer's ``def log(self, name, value):
-    self.logged.setdefault(name, []).append(value)``."""
+#: calls that read a list handed to them, never keep it: ``torch.stack(losses)``, ``len(...)``
+_READERS = frozenset(
+    ("len", "print", "sum", "max", "min", "sorted", "list", "tuple", "float", "int", "str")
+    + ("repr", "format", "enumerate", "zip", "any", "all", "iter", "next", "reversed", "round")
+    + ("abs", "isinstance", "dict", "set", "range", "map", "filter")
+)
+_READER_MODULES = frozenset(("torch", "np", "numpy", "math", "statistics", "F", "json"))
+
+
+def _writes(found: re.Match[str]) -> bool:
+    """Whether a match may be the line keeping the list: not a call that only reads it."""
+    callee = found.groupdict().get("callee")
+    if callee is None:
+        return True
+    return callee not in _READERS and callee.split(".", 1)[0] not in _READER_MODULES
+
+
+def _appending_helpers(frame: FrameType, appends: re.Pattern[str]) -> list[str]:
+    """How the frame calls the program's functions whose source appends as ``appends``
+    matches, as regular expressions of their calls: methods of its ``self`` (``self.log``: a
+    trainer's ``def log(self, name, value): self.logged.setdefault(name, []).append(value)``)
+    and functions of its module (``log``: ``def log(k, v): history[k].append(v)``)."""
     owner = frames.read_locals(frame).get("self")
+    functions = [
+        (rf"self\s*\.\s*{re.escape(attribute)}", function)
+        for kind in (type(owner).__mro__ if owner is not None else ())
+        for attribute, function in vars(kind).items()
+    ]
+    functions += [
+        (re.escape(name), function)
+        for name, function in frame.f_globals.items()
+        if isinstance(function, types.FunctionType)
+    ]
     found = []
-    for kind in type(owner).__mro__ if owner is not None else ():
-        for attribute, function in vars(kind).items():
-            code = getattr(function, "__code__", None)
-            if code is None or code is frame.f_code or not frames.is_user_code(code):
-                continue
-            first = code.co_firstlineno
-            last = max((n for _, n in dis.findlinestarts(code) if n is not None), default=first)
-            body = range(first, last + 1)
-            if any(appends.search(linecache.getline(code.co_filename, n)) for n in body):
-                found.append(attribute)
+    for called, function in functions:
+        code = getattr(function, "__code__", None)
+        if code is None or code is frame.f_code or not frames.is_user_code(code):
+            continue
+        first = code.co_firstlineno
+        last = max((n for _, n in dis.findlinestarts(code) if n is not None), default=first)
+        body = range(first, last + 1)
+        if any(appends.search(linecache.getline(code.co_filename, n)) for n in body):
+            found.append(called)
     return found
 
 

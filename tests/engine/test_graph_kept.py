@@ -184,6 +184,27 @@ def losses_kept_by_a_trainer_log_method(device: torch.device) -> None:
     Trainer().fit()
 
 
+_HISTORY: dict = {}
+
+
+def _log(key: str, value: torch.Tensor) -> None:
+    _HISTORY.setdefault(key, [])
+    _HISTORY[key].append(value)
+
+
+def losses_logged_by_a_module_function(device: torch.device) -> None:
+    """A module-level ``log(key, value)`` appending to a global history, read back each
+    epoch by ``torch.stack`` (a read, not the line keeping them)."""
+    model, optimizer, batches = _setup(device)
+    _HISTORY.clear()
+    for _epoch in range(2):
+        for x, y in batches:
+            loss = _trained_loss(model, optimizer, x, y)
+            _log("loss", loss)  # kept
+        print(torch.stack(_HISTORY["loss"][-len(batches) :]).mean().item())
+    _HISTORY.clear()
+
+
 class _Tracker:
     """A metric tracker as training scripts write them."""
 
@@ -885,6 +906,7 @@ LEAKS = [
     smoothed_loss_for_logging,
     ema_remade_out_of_place_without_no_grad,
     ema_remade_by_lerp_without_no_grad,
+    losses_logged_by_a_module_function,
 ]
 
 
@@ -1575,6 +1597,7 @@ def test_a_total_of_losses_whose_backward_started_elsewhere_is_reported_as_it_gr
         (losses_appended_with_their_step, "`history.append((step, loss.item()))`"),
         (losses_kept_by_setdefault, '`history.setdefault("loss", []).append(loss.item())`'),
         (losses_kept_by_a_trainer_log_method, '`self.log("train_loss", loss.item())`'),
+        (losses_logged_by_a_module_function, '`_log("loss", loss.item())`'),
     ],
 )
 def test_the_fix_is_the_users_own_line_keeping_a_number(program, fix: str) -> None:  # noqa: ANN001

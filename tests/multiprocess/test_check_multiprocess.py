@@ -119,7 +119,7 @@ def test_dataloader_workers_report_as_themselves(tmp_path: Path, start_method: s
     assert f"dataloader_worker_collate.py:{line} broadcast [worker 0; worker 1]" in run.stderr
     plain = run_group([PYTHON, str(LOADER), "--start-method", start_method], tmp_path)
     # same loss: the workers computed the same batches
-    assert run.stdout == plain.stdout, (run.stderr[-3000:], plain.stderr[-3000:])
+    assert run.stdout == plain.stdout, (run.stderr[-3000:], plain.returncode, plain.stderr[-3000:])
     db = tmp_path / "trace.db"
     _assert_store_sound(db)
     processes = {p for (p,) in store_rows(db, "SELECT DISTINCT process FROM observations")}
