@@ -367,6 +367,8 @@ class _Unused:
     scalar: bool = True
     #: outputs of modules in eval mode (``model.eval()`` without ``torch.no_grad()``)
     evaluating: bool = False
+    #: made in training after the backward() of what it was computed from (a step's metric)
+    training: bool = False
     #: backward() calls before it was watched
     backwards: int = 0
     life: Optional[GraphLife] = None
@@ -448,8 +450,14 @@ def observe(
     # reading its graph's saved tensors meanwhile crashes in PyTorch's storage objects)
     if oldest is None or thread != threading.get_ident():
         return
-    if made_at != backwards and not _evaluation_kept(oldest, user):
-        return
+    # (backward() calls ran since it was made: an evaluation's result, or a training metric
+    # computed after the step's backward(), `metrics["mae"].append(F.l1_loss(out, y))`)
+    after_backward = made_at != backwards
+    training = False
+    if after_backward and not _evaluation_kept(oldest, user):
+        if not _training_kept(oldest):
+            return
+        training = True
     # kept across iterations, no backward yet: the list keeping it, looked for a few times (a
     # line running several ops, as `dist.log_prob(action)` does, has candidates no list holds)
     callers = _user_frames(user)
@@ -496,6 +504,7 @@ def observe(
         nodes=walked.nodes,
         scalar=scalar,
         evaluating=evaluating,
+        training=training and not evaluating,
         backwards=backwards,
         # (a list of the helper's own frame: a forward hook's list outlives its call)
         called_at=_helper_call(holder, callers) if evaluating and found is not None else None,
@@ -510,8 +519,10 @@ def observe(
         watched.helper = (id(holder), holder.f_code)
     watched.life = GraphLife(functools.partial(_graph_gone, watched, state, emit))
     # the nodes it was computed from too: a backward() through them (the best of several
-    # heads' outputs, of which the list keeps all) is one through what the list keeps
-    if all([watched.life.hold(n) for n in (node, *_ancestors(node))]):
+    # heads' outputs, of which the list keeps all) is one through what the list keeps; not
+    # for a tensor made after a backward() went through them (a metric of the step's output)
+    upstream = [] if watched.training else _ancestors(node)
+    if all([watched.life.hold(n) for n in (node, *upstream)]):
         pending.append(watched)
 
 
@@ -528,6 +539,19 @@ def _evaluation_kept(tensor: Any, user: FrameType) -> bool:
     if all(sub.training for named in named_modules(user) for sub in named.modules()):
         return False
     return in_eval_mode(footprint(node, saved=False).leaves, user)
+
+
+def _training_kept(tensor: Any) -> bool:
+    """Whether ``tensor``, alive across training steps, carries a graph no backward() went
+    through (its own saved tensors are there) that was made after the backward() of the graph
+    it was computed from: a metric of the step's output kept for the epoch's mean
+    (``metrics["mae"].append(F.l1_loss(out, y))`` after ``loss.backward()``), which keeps the
+    output alive, and its nodes, every step."""
+    node = graph_node(tensor)
+    if node is None or freed_by_backward(node):
+        return False
+    # (a node upstream whose saved tensors a backward() freed: the step's forward)
+    return any(freed_by_backward(n, limit=1) for n in _ancestors(node))
 
 
 def _helper_call(holder: FrameType, callers: list[FrameType]) -> Optional[tuple[str, int, str]]:
@@ -852,11 +876,15 @@ def _unused_report(watched: _Unused, until: str) -> Report:
             if watched.scalar
             else "a detached tensor (`.detach()`, and `.cpu()` to free the device's memory)"
         )
+        otherwise = (
+            "compute it under `torch.no_grad()` (the training step's backward() does not need it)"
+            if watched.training
+            else "run the loop under `torch.no_grad()` when it needs no gradient"
+        )
         return (
             f"`{expression}` ({where}): {watched.name} kept a tensor that carries autograd "
             f"history each iteration, and no backward() went through them: each kept its graph "
-            f"({each}) alive until {until}. "
-            f"Append {keep}, or run the loop under `torch.no_grad()` when it needs no gradient."
+            f"({each}) alive until {until}. Append {keep}, or {otherwise}."
         )
 
     return Report(

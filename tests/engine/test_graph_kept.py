@@ -767,6 +767,53 @@ def _trained_loss(
     return loss
 
 
+def training_metrics_kept_in_lists(device: torch.device) -> None:
+    """Metrics of each step's output kept as tensors for the epoch's means: each keeps the
+    output alive with its graph (no backward() goes through the metric)."""
+    import collections
+
+    model, optimizer, batches = _setup(device)
+    metric_fns = {"mse": F.mse_loss, "mae": F.l1_loss}
+    for _epoch in range(2):
+        metrics: collections.defaultdict = collections.defaultdict(list)
+        for x, y in batches:
+            out = model(x)
+            optimizer.zero_grad()
+            F.smooth_l1_loss(out, y).backward()
+            optimizer.step()
+            for name, fn in metric_fns.items():
+                metrics[name].append(fn(out, y))  # kept
+        print({name: torch.stack(values).mean().item() for name, values in metrics.items()})
+
+
+def training_metric_computed_before_backward(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    for _epoch in range(2):
+        maes = []
+        for x, y in batches:
+            out = model(x)
+            loss = F.mse_loss(out, y)
+            maes.append(F.l1_loss(out, y))  # kept
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        print(torch.stack(maes).mean().item())
+
+
+def training_metrics_kept_as_numbers(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    maes, outputs = [], []
+    for x, y in batches:
+        out = model(x)
+        loss = F.mse_loss(out, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        maes.append(F.l1_loss(out, y).item())
+        outputs.append(out.detach())
+    print(sum(maes) / len(maes), torch.cat(outputs).mean().item())
+
+
 def smoothed_loss_for_logging(device: torch.device) -> None:
     """An exponentially smoothed loss for a progress bar, kept as a tensor: every
     iteration's graph stays inside it."""
@@ -907,6 +954,8 @@ LEAKS = [
     ema_remade_out_of_place_without_no_grad,
     ema_remade_by_lerp_without_no_grad,
     losses_logged_by_a_module_function,
+    training_metrics_kept_in_lists,
+    training_metric_computed_before_backward,
 ]
 
 
@@ -1477,6 +1526,7 @@ def decoder_in_eval_mode_writing_its_time_steps(device: torch.device) -> None:
 
 
 CLEAN = [
+    training_metrics_kept_as_numbers,
     ema_remade_out_of_place_under_no_grad,
     weights_mixed_with_a_constant_in_each_forward,
     decoder_outputs_copied_into_a_buffer,
@@ -1641,6 +1691,15 @@ def test_an_ema_remade_out_of_place_names_the_parameter_and_the_fix() -> None:
     assert "Run the update under `with torch.no_grad():` (or remake it from `p.detach()`)" in (
         message
     )
+
+
+def test_a_training_metric_kept_says_to_keep_a_number_not_to_stop_gradients() -> None:
+    ((_, _, message),) = _run(training_metric_computed_before_backward, DEVICE)
+    assert message.startswith("`maes.append(F.l1_loss(out, y))` (test_graph_kept.py:")
+    assert "no backward() went through them" in message
+    assert "saved activations" in message  # (the output each keeps alive)
+    assert "or compute it under `torch.no_grad()` (the training step's backward()" in message
+    assert "run the loop under" not in message
 
 
 def test_a_total_still_alive_when_training_resumes_is_said_to_be_alive() -> None:
