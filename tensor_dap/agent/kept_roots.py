@@ -44,7 +44,7 @@ import types
 import weakref
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -118,7 +118,7 @@ def _holder(root: Any, caller: FrameType) -> Optional[tuple[FrameType, str, list
         if frames.is_user_code(frame.f_code):
             for name, held in _lists(frame):
                 if _holds(held, root, _TAIL):
-                    line = _append_line(frame, name)
+                    line = _append_line(frame, name, _names_of(frame, held[-4:]))
                     return (frame, name, held, line) if line else None
         frame = frame.f_back
     return None
@@ -136,7 +136,7 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
         if isinstance(value, list):
             found.append((name, value))
         elif isinstance(value, dict) and (name in local or len(value) <= _TRACKER_KEYS):
-            found.extend((f"{name}[{k!r}]", v) for k, v in value.items() if isinstance(v, list))
+            found.extend(_keyed_lists(name, value))
     owner = local.get("self")
     try:
         attrs = vars(owner) if owner is not None else {}
@@ -146,9 +146,7 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
         if isinstance(v, list):
             found.append((f"self.{k}", v))
         elif isinstance(v, dict) and len(v) <= _TRACKER_KEYS:
-            found.extend(
-                (f"self.{k}[{key!r}]", item) for key, item in v.items() if isinstance(item, list)
-            )
+            found.extend(_keyed_lists(f"self.{k}", v))
     for name, value in local.items():  # a tracker's list: tracker.update(loss) appends to it
         try:
             if name == "self" or not _plain_object(value):
@@ -157,14 +155,20 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
                 if isinstance(v, list):
                     found.append((f"{name}.{k}", v))
                 elif isinstance(v, dict) and len(v) <= _TRACKER_KEYS:  # its _data["loss"]
-                    found.extend(
-                        (f"{name}.{k}[{key!r}]", item)
-                        for key, item in v.items()
-                        if isinstance(item, list)
-                    )
+                    found.extend(_keyed_lists(f"{name}.{k}", v))
         except Exception:  # a proxy object whose attributes run code that raises
             continue
     return found
+
+
+def _keyed_lists(name: str, held: dict[Any, Any]) -> list[tuple[str, list[Any]]]:
+    """``(name['loss'], the list)`` of each list a dict holds under a str or int key (other
+    keys would run the program's code to be written: a module's ``repr``)."""
+    return [
+        (f"{name}[{key!r}]", item)
+        for key, item in dict.items(held)
+        if type(key) in (str, int) and isinstance(item, list)
+    ]
 
 
 #: keys of a tracker's dict looked at (a vocabulary or a cache is not a tracker)
@@ -182,7 +186,20 @@ def _plain_object(value: Any) -> bool:
     )
 
 
-def _append_line(frame: FrameType, name: str) -> int:
+def _names_of(frame: FrameType, items: list[Any]) -> list[str]:
+    """The frame's local names bound to the tensors of a list's last ``items`` (``loss``, the
+    name the latest iteration's appended tensor still has)."""
+    kept = {id(value) for item in items for value in _item_values(item)}
+    try:
+        local = frames.read_locals(frame)
+    except Exception:
+        return []
+    return [
+        name for name, value in local.items() if isinstance(value, _Tensor) and id(value) in kept
+    ]
+
+
+def _append_line(frame: FrameType, name: str, tensor_names: Sequence[str] = ()) -> int:
     """The first line of the frame's function appending to ``name``, else the first calling
     a function or a method of ``self`` of the program's that appends to it
     (``self.log("loss", loss)``, ``log("loss", loss)``), else the first handing it to a call
@@ -195,12 +212,15 @@ def _append_line(frame: FrameType, name: str) -> int:
     if item:  # or hist.setdefault("loss", []); in a helper, hist[key]
         quoted = re.escape(item.group(2)).replace("'", "[\"']")
         owner_dict = re.escape(item.group(1))
-        default = rf"{owner_dict}\s*\.\s*setdefault\(\s*(?:{quoted}|[A-Za-z_]\w*)\s*,[^)]*\)"
+        default = (
+            rf"{owner_dict}\s*\.\s*setdefault\(\s*(?:{quoted}|[A-Za-z_]\w*)\s*,"
+            r"(?:[^()]|\([^()]*\))*\)"
+        )
         spelled = rf"(?:{spelled}|{default})"
         keyed = rf"(?:{spelled}|{owner_dict}\[\s*[A-Za-z_]\w*\s*\])"
     else:
         keyed = spelled
-    appends = re.compile(r"(?<![\w.])" + spelled + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
+    appends = re.compile(r"(?<![\w.])" + keyed + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
     owner = name.split("[", 1)[0].rpartition(".")[0]
     if owner and owner != "self":  # a method of the owner called with arguments
         handed = re.compile(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*\w+\s*\(\s*[^)\s]")
@@ -212,16 +232,20 @@ def _append_line(frame: FrameType, name: str) -> int:
     key = re.search(r"\['([^']*)'\]$", name)  # tracker._data['loss']: the line naming "loss"
     lines = sorted({line for _, line in dis.findlinestarts(code) if line is not None})
     texts = [(line, linecache.getline(code.co_filename, line)) for line in lines]
-    tries = [(appends, "")]
-    in_helpers = re.compile(r"(?<![\w.])" + keyed + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
-    helpers = _appending_helpers(frame, in_helpers)
+    # (of several calls, the one naming the list's key, else the tensor kept: `self.log("lr",
+    # lr)` and `self.log("train_loss", loss)` both append to self.history)
+    words = ([key.group(1)] if key else []) + [n for n in tensor_names if n.isidentifier()]
+    tries: list[tuple[re.Pattern[str], str]] = [(appends, "")]
+    helpers = _appending_helpers(frame, appends)
     if helpers:  # self.log("loss", loss), whose method appends to self.logged[name]
-        called = "|".join(helpers)
-        tries.append((re.compile(rf"(?<![\w.])(?<!def )(?:{called})\s*\(\s*[^)\s]"), ""))
-    tries += [(handed, key.group(1) if key else ""), (handed, "")]
+        called = re.compile(rf"(?<![\w.])(?<!def )(?:{'|'.join(helpers)})\s*\(\s*[^)\s]")
+        tries += [(called, word) for word in (*words, "")]
+    tries += [(handed, word) for word in (*words, "")]
     for pattern, word in tries:
         for line, text in texts:
-            if word in text and any(_writes(found) for found in pattern.finditer(text)):
+            if word and not re.search(rf"(?<![\w.]){re.escape(word)}(?!\w)", text):
+                continue
+            if any(_writes(found) for found in pattern.finditer(text)):
                 return line
     return 0
 
@@ -250,18 +274,14 @@ def _appending_helpers(frame: FrameType, appends: re.Pattern[str]) -> list[str]:
     and functions of its module (``log``: ``def log(k, v): history[k].append(v)``)."""
     owner = frames.read_locals(frame).get("self")
     functions = [
-        (rf"self\s*\.\s*{re.escape(attribute)}", function)
+        (rf"self\s*\.\s*{re.escape(attribute)}", _function_of(value))
         for kind in (type(owner).__mro__ if owner is not None else ())
-        for attribute, function in vars(kind).items()
+        for attribute, value in vars(kind).items()
     ]
-    functions += [
-        (re.escape(name), function)
-        for name, function in frame.f_globals.items()
-        if isinstance(function, types.FunctionType)
-    ]
+    functions += [(re.escape(name), _function_of(value)) for name, value in frame.f_globals.items()]
     found = []
     for called, function in functions:
-        code = getattr(function, "__code__", None)
+        code = function.__code__ if function is not None else None
         if code is None or code is frame.f_code or not frames.is_user_code(code):
             continue
         first = code.co_firstlineno
@@ -270,6 +290,14 @@ def _appending_helpers(frame: FrameType, appends: re.Pattern[str]) -> list[str]:
         if any(appends.search(linecache.getline(code.co_filename, n)) for n in body):
             found.append(called)
     return found
+
+
+def _function_of(value: Any) -> Optional[types.FunctionType]:
+    """The plain function a class or module attribute is (a static or class method's too);
+    None for anything else, whose attributes are not read (they may run the program's code)."""
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    return value if isinstance(value, types.FunctionType) else None
 
 
 def _message(root: Any, name: str, held: list[Any]) -> Any:
@@ -824,7 +852,8 @@ def forget_unused(state: Any) -> None:
 #: ``hist.setdefault(KEY, [])``, the list ``hist[KEY]`` as a message names it
 _SETDEFAULT = re.compile(r"^(.*)\.setdefault\(\s*([^,]+?)\s*,.*\)$")
 _APPEND = re.compile(
-    r"([A-Za-z_][\w.]*(?:\[[^\]]*\]|\.setdefault\([^()]*\))?)\s*\.\s*append\s*\((\s*[A-Za-z_]\w*)?"
+    r"([A-Za-z_][\w.]*(?:\[[^\]]*\]|\.setdefault\((?:[^()]|\([^()]*\))*\))?)\s*\.\s*append"
+    r"\s*\((\s*[A-Za-z_]\w*)?"
 )
 
 

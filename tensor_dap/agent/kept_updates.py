@@ -126,12 +126,22 @@ _REBOUND_PER_SITE = 4096
 SCALINGS = frozenset(("MulBackward0", "DivBackward0"))
 
 
-def check_rebound(out: Any, caller: Any, state: Any) -> Optional[Report]:
+#: what an EMA's operands are made by (``d * shadow``, ``(1 - d) * p``, a previous ``lerp``),
+#: where they have history: an add of anything else (a residual ``x + f(x)``) is left after
+#: reading its operands' ``grad_fn``
+_REBOUND_OPERANDS = SCALINGS | {"LerpBackward0", "LerpBackward1"}
+
+
+def check_rebound(args: Any, out: Any, caller: Any, state: Any) -> Optional[Report]:
     """After an out-of-place add or ``lerp`` (:data:`REBINDS`) with a result of several
     elements: an EMA of the weights recomputed each step outside ``torch.no_grad()``. Its node
     takes a parameter (possibly scaled) and either nothing with history (the first update, from
     a detached copy) or, scaled, the node this call site made at the step before: the chain of
     that tensor, grown by one step. Reported as :func:`check`'s in-place form is."""
+    for operand in args[:2]:
+        made_by = graph_node(operand) if isinstance(operand, _Tensor) else None
+        if made_by is not None and type(made_by).__name__ not in _REBOUND_OPERANDS:
+            return None
     node = graph_node(out)
     if node is None:
         return None
@@ -173,17 +183,21 @@ def check_rebound(out: Any, caller: Any, state: Any) -> Optional[Report]:
     if chain.steps < STEPS:
         return None
     state.rule_state[_REPORTED].add(site)
-    statement = naming.source_line(caller.f_code.co_filename, caller.f_lineno)
+    statement = naming.statement_text(caller.f_code.co_filename, caller.f_lineno)
     message = _rebound_message(chain, len(chains), statement, _names_of_parameter(source, caller))
     return Report(tensors=[out], message=message, operands=False)
 
 
 def _names_of_parameter(node: Any, caller: Any) -> set[str]:
-    """The local names of the updating frame that are the parameter ``node`` accumulates
-    into (``node`` or the one it scales): ``{"p"}``."""
-    if type(node).__name__ in SCALINGS:
-        node = next(n for n, _ in node.next_functions if n is not None)
-    parameter = getattr(node, "variable", None)
+    """The local names of the updating frame that are the parameter ``node`` is made of
+    (:func:`from_parameter_node`): ``{"p"}``."""
+    for _ in range(3):
+        if node is None or accumulates_grad(node):
+            break
+        node = next((n for n, _ in node.next_functions if n is not None), None)
+    parameter = getattr(node, "variable", None) if node is not None else None
+    if parameter is None:
+        return set()
     try:
         local = frames.read_locals(caller)
     except Exception:
@@ -191,15 +205,20 @@ def _names_of_parameter(node: Any, caller: Any) -> set[str]:
     return {name for name, value in local.items() if value is parameter}
 
 
-def from_parameter_node(node: Any) -> bool:
-    """Whether ``node`` is a parameter's ``AccumulateGrad``, or a scaling of one (``(1 - d) *
-    p``)."""
-    if node is None:
-        return False
-    if type(node).__name__ in SCALINGS:
+def from_parameter_node(node: Any, hops: int = 2) -> bool:
+    """Whether ``node`` is a parameter's ``AccumulateGrad``, or made of a parameter alone by
+    at most ``hops`` ops of one input each: a scaling (``(1 - d) * p``), a cast
+    (``p.float()``), a view (``p.view(-1)``)."""
+    for _ in range(hops + 1):
+        if node is None:
+            return False
+        if accumulates_grad(node):
+            return True
         inputs = [n for n, _ in node.next_functions if n is not None]
-        return len(inputs) == 1 and accumulates_grad(inputs[0])
-    return accumulates_grad(node)
+        if len(inputs) != 1:
+            return False
+        node = inputs[0]
+    return False
 
 
 def _rebound_message(chain: _Chain, count: int, statement: str, parameters: set[str]) -> Any:
@@ -208,7 +227,8 @@ def _rebound_message(chain: _Chain, count: int, statement: str, parameters: set[
     target, parameter = _rebound_parts(statement, parameters)
 
     def build(described: list[Any], expression: str) -> str:
-        expression = statement or expression
+        # (the whole statement when it is on its line; else the op's own text)
+        expression = statement if naming.parsed_statement(statement) else expression
         tensors = f"each of the {count} tensors made here" if count > 1 else target
         detached = f" (or remake it from `{detached_text(parameter)}`)" if parameter else ""
         return (
@@ -236,16 +256,21 @@ def _rebound_parts(statement: str, parameters: set[str]) -> tuple[str, str]:
     value = parsed.value
     if isinstance(value, ast.BinOp):
         sides = [value.left, value.right]
-    elif isinstance(value, ast.Call):
-        sides = list(value.args[:2])
+    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        # `torch.lerp(shadow[i], p, w)`; `shadow[i].lerp(p, w)`, `shadow[n].mul(d).add(...)`
+        owner = value.func.value
+        module = isinstance(owner, ast.Name) and owner.id in ("torch", "F")
+        sides = list(value.args[:2]) if module else [owner, *value.args[:1]]
     else:
         return target, ""
     others = [s for s in sides if not any(ast.unparse(n) == target for n in ast.walk(s))]
     if len(others) != 1:
         return target, ""
-    names = [n for n in ast.walk(others[0]) if isinstance(n, (ast.Name, ast.Attribute))]
+    walked = list(ast.walk(others[0]))
+    # (a name the parameter has in the frame, wherever it is: `p` of `p.mul(1 - d)`)
+    named = [n for n in walked if isinstance(n, ast.Name) and n.id in parameters]
+    names = [n for n in walked if isinstance(n, (ast.Name, ast.Attribute))]
     names = [n for n in names if not any(n in ast.walk(m) and n is not m for m in names)]
-    named = [n for n in names if ast.unparse(n) in parameters]
     last = max(named or names, key=lambda n: (n.lineno, n.col_offset), default=None)
     return target, ast.unparse(last) if last is not None else ""
 

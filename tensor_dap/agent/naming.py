@@ -273,6 +273,22 @@ def assignment_target(path: str, line: int) -> Optional[str]:
     return None
 
 
+def statement_text(path: str, line: int) -> str:
+    """The simple statement (an assignment, an expression) that ``line`` is part of, on one
+    line: ``running = 0.98 * running + 0.02 * loss`` of ``if i: running = ...`` or of a
+    statement written over several lines; the line itself when none is found."""
+    tree = _tree(path)
+    found: Optional[ast.stmt] = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+            continue
+        end = node.end_lineno or node.lineno
+        if node.lineno <= line <= end and (found is None or node.lineno >= found.lineno):
+            found = node
+    text = _segment(path, found) if found is not None else None
+    return " ".join(text.split()) if text else source_line(path, line)
+
+
 def source_line(path: str, line: int) -> str:
     """The code on ``line``, without its comment (a message quotes code, not ``# TODO``)."""
     return without_comments(linecache.getline(path, line)).strip()

@@ -666,6 +666,31 @@ def ema_remade_out_of_place_under_no_grad(device: torch.device) -> None:
             shadow[i] = 0.99 * shadow[i] + 0.01 * p.detach()
 
 
+def ema_of_parameters_cast_to_double(device: torch.device) -> None:
+    """An EMA kept in double precision of a float model, remade out of place."""
+    model, optimizer, batches = _setup(device)
+    shadow = [p.detach().double() for p in model.parameters()]
+    for batch in batches:
+        _train_epoch(model, optimizer, [batch])
+        for i, p in enumerate(model.parameters()):
+            shadow[i] = 0.99 * shadow[i] + 0.01 * p.double()  # kept
+
+
+def parameters_flattened_into_a_buffer_each_step(device: torch.device) -> None:
+    """The parameters copied into one flat buffer each step (for their norm): a graph of this
+    step's parameters, dropped within the step."""
+    model, optimizer, batches = _setup(device)
+    count = sum(p.numel() for p in model.parameters())
+    for batch in batches:
+        _train_epoch(model, optimizer, [batch])
+        flat = torch.zeros(count, device=device)
+        offset = 0
+        for p in model.parameters():
+            flat[offset : offset + p.numel()].copy_(p.view(-1))
+            offset += p.numel()
+        print(f"weight norm {flat.norm().item():.3f}")
+
+
 def weights_mixed_with_a_constant_in_each_forward(device: torch.device) -> None:
     """A forward mixing a fixed tensor and a parameter (a learned interpolation): every
     step's graph is new, nothing chains across steps."""
@@ -814,6 +839,39 @@ def training_metrics_kept_as_numbers(device: torch.device) -> None:
     print(sum(maes) / len(maes), torch.cat(outputs).mean().item())
 
 
+def losses_kept_by_a_trainer_with_odd_attributes(device: torch.device) -> None:
+    """A trainer whose class has a config object answering any attribute (addict-style) and a
+    dict of lists keyed by modules whose ``repr`` raises: looking for the list must run none
+    of that code."""
+
+    class Config:
+        def __getattr__(self, name: str) -> Config:
+            return Config()
+
+    class Block(nn.Linear):
+        def extra_repr(self) -> str:
+            raise AttributeError("no scale")
+
+    class Trainer:
+        defaults = Config()
+
+        def __init__(self) -> None:
+            self.model, self.optimizer, self.batches = _setup(device)
+            self.norms: dict = {Block(2, 2): [], Block(2, 2): []}
+            self.history: list = []
+
+        def log(self, name: str, value: float) -> None:
+            self.history.append(value)
+
+        def fit(self) -> None:
+            for x, y in self.batches:
+                loss = _trained_loss(self.model, self.optimizer, x, y)
+                self.log("lr", 0.01)
+                self.log("train_loss", loss)  # kept
+
+    Trainer().fit()
+
+
 def smoothed_loss_for_logging(device: torch.device) -> None:
     """An exponentially smoothed loss for a progress bar, kept as a tensor: every
     iteration's graph stays inside it."""
@@ -956,6 +1014,8 @@ LEAKS = [
     losses_logged_by_a_module_function,
     training_metrics_kept_in_lists,
     training_metric_computed_before_backward,
+    losses_kept_by_a_trainer_with_odd_attributes,
+    ema_of_parameters_cast_to_double,
 ]
 
 
@@ -1526,6 +1586,7 @@ def decoder_in_eval_mode_writing_its_time_steps(device: torch.device) -> None:
 
 
 CLEAN = [
+    parameters_flattened_into_a_buffer_each_step,
     training_metrics_kept_as_numbers,
     ema_remade_out_of_place_under_no_grad,
     weights_mixed_with_a_constant_in_each_forward,
@@ -1700,6 +1761,20 @@ def test_a_training_metric_kept_says_to_keep_a_number_not_to_stop_gradients() ->
     assert "saved activations" in message  # (the output each keeps alive)
     assert "or compute it under `torch.no_grad()` (the training step's backward()" in message
     assert "run the loop under" not in message
+
+
+def test_a_smoothed_loss_in_a_conditional_expression_is_fixed_in_both_branches() -> None:
+    def smoothed_from_the_first_loss(device: torch.device) -> None:
+        model, optimizer, batches = _setup(device)
+        running = None
+        for x, y in batches:
+            loss = _trained_loss(model, optimizer, x, y)
+            running = loss if running is None else 0.9 * running + 0.1 * loss
+
+    ((_, _, message),) = _run(smoothed_from_the_first_loss, DEVICE)
+    assert message.startswith("`running = loss if running is None else 0.9 * running + 0.1")
+    fixed = "`running = loss.item() if running is None else 0.9 * running + (0.1 * loss).item()`"
+    assert fixed in message
 
 
 def test_a_total_still_alive_when_training_resumes_is_said_to_be_alive() -> None:

@@ -231,7 +231,7 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     if not one_element or op.name not in _ADDS:
         if op.name in _REBINDS and not op.inplace and isinstance(out, _Tensor):
             # an EMA remade out of place: `shadow[n] = d * shadow[n] + (1 - d) * p`
-            return kept_updates.check_rebound(out, caller, state)
+            return kept_updates.check_rebound(args, out, caller, state)
         # an in-place update of a tensor (or, _foreach, of several): `p_ema.add_(p, ...)`
         if op.name in _UPDATES and op.inplace:
             if op.name == "copy_" and _into_view(args):
@@ -258,7 +258,7 @@ def _written(args: Args, caller: Any, state: Any) -> Any:
     if len(args) < 3 or not isinstance(args[0], _Tensor) or not isinstance(args[2], _Tensor):
         return None
     node = graph_node(args[0])
-    if node is None or graph_node(args[2]) is None:
+    if node is None or _parameter_copy(args[2]):
         return None
     return _grow(node, args[0], (args[0], args[2]), caller, state, write=True)
 
@@ -273,7 +273,7 @@ def _copied_into_view(args: Args, caller: Any, state: Any) -> Any:
     """``preds[i:j].copy_(model(x))``, ``buf.narrow(0, i, n).copy_(value)``: a write into the
     buffer the view is of, as ``preds[i:j] = model(x)`` writes it."""
     base, value = args[0]._base, args[1]
-    if not isinstance(value, _Tensor) or graph_node(value) is None:
+    if not isinstance(value, _Tensor) or _parameter_copy(value):
         return None
     node = graph_node(base)
     if node is None:
@@ -283,6 +283,14 @@ def _copied_into_view(args: Args, caller: Any, state: Any) -> Any:
     if chain is not None:
         chain.copy = True
     return found
+
+
+def _parameter_copy(value: Any) -> bool:
+    """Whether a value written carries no history, or only a parameter's (``p.view(-1)``,
+    ``p.float()``): the parameters flattened into a new buffer (``flat[o:o + n].copy_(p.view(-1))``
+    for their norm), not an iteration's graph kept."""
+    node = graph_node(value)
+    return node is None or kept_updates.from_parameter_node(node)
 
 
 def _written_target(caller: Any) -> str:
@@ -583,11 +591,16 @@ def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
 def _fix(acc: str, term: str, chain: _Chain, statement: str = "") -> str:
     """The fix, for an add, a smoothed total (``statement`` with its term a number) or
     (``buf[t] = value``: :func:`_written`) a write."""
-    fixed = _smoothed_fixes(statement, acc) if chain.smoothed else None
-    if fixed is not None:
+    if chain.smoothed:
+        fixed = _smoothed_fixes(statement, acc)
+        made = (
+            f": `{fixed[0]}` (or `{fixed[1]}`)"
+            if fixed is not None
+            else (" (the `.item()` or `.detach()` of what it adds)")
+        )
         return (
-            f"Smooth a number or a detached tensor: `{fixed[0]}` (or `{fixed[1]}`), or run the "
-            "loop under `torch.no_grad()` when it needs no gradient."
+            f"Smooth a number or a detached tensor{made}, or run the loop under "
+            "`torch.no_grad()` when it needs no gradient."
         )
     if chain.write:
         written = (
@@ -619,8 +632,13 @@ def _live_message(chain: _Chain, out: Any) -> Any:
             expression = naming.source_line(chain.path, chain.line) or f"{acc}[...] = {term}"
             acc, term = _names(expression, chain)
         elif chain.smoothed:  # (the op's own text is the sum: the whole statement)
-            expression = naming.source_line(chain.path, chain.line) or expression
-            acc, term = _names(expression, chain)
+            line = naming.statement_text(chain.path, chain.line)
+            expression = line if naming.parsed_statement(line) else expression
+            parts = _smoothed_parts(expression)
+            if parts is not None:
+                acc, term = parts[0], parts[1]
+            elif _UNNAMED.match(acc) or _UNNAMED.match(term):
+                acc, term = "the total", "the loss"
         elif _UNNAMED.match(acc) or _UNNAMED.match(term):  # named from the line's text instead
             read_acc, read_term = _names(expression, chain)
             acc = read_acc if _UNNAMED.match(acc) else acc
@@ -677,6 +695,9 @@ def _names(expression: str, chain: _Chain) -> tuple[str, str]:
     smoothed = _smoothed_parts(text) if chain.smoothed else None
     if smoothed is not None:
         return smoothed[0], smoothed[1]
+    if chain.smoothed:  # (`running.mul(0.9).add(loss, alpha=0.1)`: no term to quote)
+        target = text.partition("=")[0].strip()
+        return (target if _TARGET.fullmatch(target) else "the total"), "the loss"
     for sign in ("+=", "="):
         left, found, right = text.partition(sign)
         acc = left.strip()
@@ -688,23 +709,29 @@ def _names(expression: str, chain: _Chain) -> tuple[str, str]:
     return "the total", "the loss"
 
 
-def _smoothed_parts(text: str) -> Optional[tuple[str, str, ast.expr]]:
-    """``("running", "0.1 * loss", <the term's node>)`` of ``running = 0.9 * running + 0.1 *
-    loss`` (either order); None when the statement is not of that form."""
+def _smoothed_parts(text: str) -> Optional[tuple[str, str, list[ast.expr]]]:
+    """``("running", "0.1 * loss", [<the term's node>])`` of ``running = 0.9 * running + 0.1 *
+    loss`` (either order), and the other branch of ``... if i else loss`` after the term
+    (what the statement must make a number of); None when it is not of that form."""
     statement = naming.parsed_statement(text)
-    if not (
-        isinstance(statement, ast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.value, ast.BinOp)
-    ):
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
         return None
     target = ast.unparse(statement.targets[0])
-    sides = (statement.value.left, statement.value.right)
+    value, others = statement.value, []
+    if isinstance(value, ast.IfExp):  # `loss if running is None else 0.98 * running + ...`
+        branches = [v for v in (value.body, value.orelse) if isinstance(v, ast.BinOp)]
+        if len(branches) != 1:
+            return None
+        others = [v for v in (value.body, value.orelse) if v is not branches[0]]
+        value = branches[0]
+    if not isinstance(value, ast.BinOp):
+        return None
+    sides = (value.left, value.right)
     terms = [s for s in sides if not any(ast.unparse(n) == target for n in ast.walk(s))]
     if len(terms) != 1:
         return None
     term = terms[0]
-    return target, ast.get_source_segment(text, term) or ast.unparse(term), term
+    return target, ast.get_source_segment(text, term) or ast.unparse(term), [term, *others]
 
 
 def _smoothed_fixes(statement: str, acc: str) -> Optional[tuple[str, str]]:
@@ -714,13 +741,16 @@ def _smoothed_fixes(statement: str, acc: str) -> Optional[tuple[str, str]]:
     parts = _smoothed_parts(text)
     if parts is None or parts[0] != acc:
         return None
-    term = parts[2]
-    if term.lineno != 1 or term.end_col_offset is None:
-        return None
-    start, end = term.col_offset, term.end_col_offset
-    detached = kept_updates.detached_text(text[start:end])
-    number = detached[: -len(".detach()")] + ".item()"
-    return text[:start] + number + text[end:], text[:start] + detached + text[end:]
+    number, detached = text, text
+    for node in sorted(parts[2], key=lambda n: -n.col_offset):  # (from the end: offsets hold)
+        if node.lineno != 1 or node.end_col_offset is None:
+            return None
+        start, end = node.col_offset, node.end_col_offset
+        made = kept_updates.detached_text(text[start:end])
+        item = made[: -len(".detach()")] + ".item()"
+        number = number[:start] + item + number[end:]
+        detached = detached[:start] + made + detached[end:]
+    return number, detached
 
 
 #: what a total is written to: ``total``, ``self.total``, ``stats["loss"]``
@@ -749,7 +779,9 @@ def _buffer_of(target: str) -> str:
         if isinstance(node, ast.Subscript):
             node = node.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            node = node.func.value
+            owner = node.func.value  # (`torch.narrow(preds, 0, i, n)`: its first argument)
+            module = isinstance(owner, ast.Name) and owner.id == "torch" and node.args
+            node = node.args[0] if module else owner
         else:
             break
     return ast.unparse(node) if node is not None else target.partition("[")[0] or "the buffer"
