@@ -494,7 +494,7 @@ def observe(
         for frame in callers
         for name, line in _appending(frame.f_code, frame.f_lineno)
     ]
-    found = _keeping_list(appends, oldest)
+    found = _keeping_list(appends, oldest) or _helper_keeping(callers, oldest)
     if found is not None:
         holder, name, line = found
         path, kept = holder.f_code.co_filename, oldest
@@ -796,6 +796,40 @@ def _appending(code: Any, line: int) -> list[tuple[str, int]]:
         if found and re.search(rf"\b({names})\b(?!\s*[.(\[])", text[found.end(1) :]):
             appends.append((found.group(1), number))
     return appends
+
+
+#: a line appending to some list (in a helper's source)
+_ANY_APPEND = re.compile(r"\.\s*(?:append|extend)\s*\(")
+
+
+def _helper_keeping(callers: list[FrameType], tensor: Any) -> Optional[tuple[FrameType, str, int]]:
+    """``self.log("val_loss", loss)`` on a line after the one making ``loss``, whose method
+    appends what it is given to a list of ``self`` (or a module function's to a module list):
+    ``(frame, the list as the frame names it, the call's line)`` when one of the frame's lists
+    holds ``tensor``; None otherwise."""
+    for frame in callers:
+        code = frame.f_code
+        assigned = re.match(
+            r"\s*([A-Za-z_][\w\s,]*?)\s*=[^=]", linecache.getline(code.co_filename, frame.f_lineno)
+        )
+        helpers = _appending_helpers(frame, _ANY_APPEND) if assigned is not None else []
+        if assigned is None or not helpers:
+            continue
+        names = "|".join(n.strip() for n in assigned.group(1).split(",") if n.strip())
+        call = re.compile(
+            rf"(?<![\w.])(?<!def )(?:{'|'.join(helpers)})\s*\((?:[^()#]|\([^()]*\))*"
+            rf"(?<![\w.])(?:{names})(?![\w.(\[])"
+        )
+        later = sorted(
+            {n for _, n in dis.findlinestarts(code) if n is not None and n > frame.f_lineno}
+        )
+        for number in later[:_APPEND_LINES]:
+            if not call.search(linecache.getline(code.co_filename, number)):
+                continue
+            for name, held in _lists(frame):
+                if _holds(held, tensor, _JUDGED_TAIL):
+                    return frame, name, number
+    return None
 
 
 def _resolve(frame: FrameType, name: str) -> Any:

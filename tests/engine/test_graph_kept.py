@@ -872,6 +872,33 @@ def losses_kept_by_a_trainer_with_odd_attributes(device: torch.device) -> None:
     Trainer().fit()
 
 
+def validation_losses_logged_by_a_trainer_method(device: torch.device) -> None:
+    """A hand-written trainer's validation without no_grad: ``self.log("val_loss", loss)``
+    keeps each batch's loss, with its graph and activations, in ``self.metrics``."""
+
+    class Trainer:
+        def __init__(self) -> None:
+            self.model, self.optimizer, self.batches = _setup(device)
+            self.metrics: dict[str, list] = {}
+
+        def log(self, name: str, value: object) -> None:
+            self.metrics.setdefault(name, []).append(value)
+
+        def validation_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return F.mse_loss(self.model(x), y)
+
+        def fit(self) -> None:
+            for _epoch in range(2):
+                _train_epoch(self.model, self.optimizer, self.batches[:3])
+                self.model.eval()
+                for x, y in self.batches:
+                    loss = self.validation_step(x, y)
+                    self.log("val_loss", loss)  # kept
+                self.model.train()
+
+    Trainer().fit()
+
+
 def smoothed_loss_for_logging(device: torch.device) -> None:
     """An exponentially smoothed loss for a progress bar, kept as a tensor: every
     iteration's graph stays inside it."""
@@ -1016,6 +1043,7 @@ LEAKS = [
     training_metric_computed_before_backward,
     losses_kept_by_a_trainer_with_odd_attributes,
     ema_of_parameters_cast_to_double,
+    validation_losses_logged_by_a_trainer_method,
 ]
 
 
