@@ -1819,7 +1819,7 @@ def test_a_total_still_alive_when_training_resumes_is_said_to_be_alive() -> None
 
     ((_, _, message),) = _run(evaluate_then_train, DEVICE)
     assert "over 6 iterations, and no backward() went through it" in message
-    assert "alive until the training steps that followed, and still does." in message
+    assert "alive until training resumed, and still holds it." in message
 
 
 def test_each_statement_is_worded_as_it_writes_or_adds() -> None:

@@ -389,7 +389,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             chain.reported = True
             user = frames.user_frame(caller)
             if user is not None:
-                return _left_report(chain, user, "the training steps that followed, and still does")
+                return _left_report(chain, user, "training resumed, and still holds it")
     return kept_roots.check(args, caller, state, backwards + 1)
 
 
