@@ -783,19 +783,27 @@ def _appending(code: Any, line: int) -> list[tuple[str, int]]:
     found = _APPEND.search(text)
     if found:
         return [(found.group(1), line)]
-    assigned = re.match(r"\s*([A-Za-z_][\w\s,]*?)\s*=[^=]", text)
-    if not assigned:
-        return []
-    names = "|".join(n.strip() for n in assigned.group(1).split(",") if n.strip())
-    later = sorted({n for _, n in dis.findlinestarts(code) if n is not None and n > line})
+    names, later = _assigned_then(code, line)
     appends = []
-    for number in later[:_APPEND_LINES]:
+    for number in later:
         text = linecache.getline(code.co_filename, number)
         found = _APPEND.search(text)
         # (the name itself, not `val.item()` or `loss.detach()`: those keep no graph)
         if found and re.search(rf"\b({names})\b(?!\s*[.(\[])", text[found.end(1) :]):
             appends.append((found.group(1), number))
     return appends
+
+
+def _assigned_then(code: Any, line: int) -> tuple[str, list[int]]:
+    """The names ``line`` assigns (``loss``, ``action|log_prob``: a regular expression) and
+    the next :data:`_APPEND_LINES` lines of ``code``; ``("", [])`` when it assigns none."""
+    text = linecache.getline(code.co_filename, line)
+    assigned = re.match(r"\s*([A-Za-z_][\w\s,]*?)\s*=[^=]", text)
+    if not assigned:
+        return "", []
+    names = "|".join(n.strip() for n in assigned.group(1).split(",") if n.strip())
+    later = sorted({n for _, n in dis.findlinestarts(code) if n is not None and n > line})
+    return names, later[:_APPEND_LINES]
 
 
 #: a line appending to some list (in a helper's source)
@@ -809,21 +817,15 @@ def _helper_keeping(callers: list[FrameType], tensor: Any) -> Optional[tuple[Fra
     holds ``tensor``; None otherwise."""
     for frame in callers:
         code = frame.f_code
-        assigned = re.match(
-            r"\s*([A-Za-z_][\w\s,]*?)\s*=[^=]", linecache.getline(code.co_filename, frame.f_lineno)
-        )
-        helpers = _appending_helpers(frame, _ANY_APPEND) if assigned is not None else []
-        if assigned is None or not helpers:
+        names, later = _assigned_then(code, frame.f_lineno)
+        helpers = _appending_helpers(frame, _ANY_APPEND) if names else []
+        if not helpers:
             continue
-        names = "|".join(n.strip() for n in assigned.group(1).split(",") if n.strip())
         call = re.compile(
             rf"(?<![\w.])(?<!def )(?:{'|'.join(helpers)})\s*\((?:[^()#]|\([^()]*\))*"
             rf"(?<![\w.])(?:{names})(?![\w.(\[])"
         )
-        later = sorted(
-            {n for _, n in dis.findlinestarts(code) if n is not None and n > frame.f_lineno}
-        )
-        for number in later[:_APPEND_LINES]:
+        for number in later:
             if not call.search(linecache.getline(code.co_filename, number)):
                 continue
             for name, held in _lists(frame):

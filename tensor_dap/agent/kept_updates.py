@@ -155,8 +155,7 @@ def check_rebound(args: Any, out: Any, caller: Any, state: Any) -> Optional[Repo
     else:
         return None  # (a residual `x + f(x)`: two nodes of the forward's graph)
     if kept is not None and type(kept).__name__ in SCALINGS:
-        scaled = [n for n, _ in kept.next_functions if n is not None]
-        kept = scaled[0] if len(scaled) == 1 else None
+        kept = scaled_input(kept)
         if kept is None:
             return None
     site = _site_to_judge(caller, state)
@@ -179,7 +178,6 @@ def check_rebound(args: Any, out: Any, caller: Any, state: Any) -> Optional[Repo
     if step == chain.step:  # remade again within one step: not an update per step
         return None
     chain.step, chain.steps = step, chain.steps + 1
-    chain.per_step = 2
     if chain.steps < STEPS:
         return None
     state.rule_state[_REPORTED].add(site)
@@ -191,11 +189,8 @@ def check_rebound(args: Any, out: Any, caller: Any, state: Any) -> Optional[Repo
 def _names_of_parameter(node: Any, caller: Any) -> set[str]:
     """The local names of the updating frame that are the parameter ``node`` is made of
     (:func:`from_parameter_node`): ``{"p"}``."""
-    for _ in range(3):
-        if node is None or accumulates_grad(node):
-            break
-        node = next((n for n, _ in node.next_functions if n is not None), None)
-    parameter = getattr(node, "variable", None) if node is not None else None
+    accumulating = _parameter_node(node)
+    parameter = getattr(accumulating, "variable", None) if accumulating is not None else None
     if parameter is None:
         return set()
     try:
@@ -205,20 +200,32 @@ def _names_of_parameter(node: Any, caller: Any) -> set[str]:
     return {name for name, value in local.items() if value is parameter}
 
 
-def from_parameter_node(node: Any, hops: int = 2) -> bool:
+def from_parameter_node(node: Any) -> bool:
     """Whether ``node`` is a parameter's ``AccumulateGrad``, or made of a parameter alone by
-    at most ``hops`` ops of one input each: a scaling (``(1 - d) * p``), a cast
-    (``p.float()``), a view (``p.view(-1)``)."""
+    at most 2 ops of one input each: a scaling (``(1 - d) * p``), a cast (``p.float()``), a
+    view (``p.view(-1)``)."""
+    return _parameter_node(node) is not None
+
+
+def _parameter_node(node: Any, hops: int = 2) -> Any:
+    """The ``AccumulateGrad`` node :func:`from_parameter_node` reaches; None when none."""
     for _ in range(hops + 1):
-        if node is None:
-            return False
-        if accumulates_grad(node):
-            return True
+        if node is None or accumulates_grad(node):
+            return node
         inputs = [n for n, _ in node.next_functions if n is not None]
         if len(inputs) != 1:
-            return False
+            return None
         node = inputs[0]
-    return False
+    return None
+
+
+def scaled_input(node: Any) -> Any:
+    """The node a scaling by a number (``0.9 * running``, ``p / 2``: :data:`SCALINGS`) takes,
+    its only input; None for any other node."""
+    if node is None or type(node).__name__ not in SCALINGS:
+        return None
+    inputs = [n for n, _ in node.next_functions if n is not None]
+    return inputs[0] if len(inputs) == 1 else None
 
 
 def _rebound_message(chain: _Chain, count: int, statement: str, parameters: set[str]) -> Any:

@@ -500,8 +500,8 @@ def _watch_term(term: Any, chain: _Chain, state: Any) -> None:
         return
     roots = state.rule_state.get(_ROOTS, ())
     # (``0.1 * loss`` of a smoothed loss: the loss the backward() started from, scaled)
-    scaled = [n for n, _ in node.next_functions] if type(node).__name__ in _SCALINGS else []
-    for looked_at in [node, *(n for n in scaled if n is not None)]:
+    scaled = kept_updates.scaled_input(node)
+    for looked_at in [node] if scaled is None else [node, scaled]:
         if node_key(looked_at) in roots or freed_by_backward(looked_at):
             chain.term_backward = True
             return
@@ -563,16 +563,10 @@ def _term(chain: _Chain, node: Any, out: Any, args: Args) -> Optional[Any]:
     return None
 
 
-#: nodes of a scaling by a number (``0.9 * running``, ``running / 2``)
-_SCALINGS = kept_updates.SCALINGS
-
-
 def _scales(node: Any, wanted: NodeKey) -> bool:
     """Whether ``node`` scales the node named ``wanted`` by a number: its only input."""
-    if node is None or type(node).__name__ not in _SCALINGS:
-        return False
-    inputs = [n for n, _ in node.next_functions if n is not None]
-    return len(inputs) == 1 and node_key(inputs[0]) == wanted
+    scaled = kept_updates.scaled_input(node)
+    return scaled is not None and node_key(scaled) == wanted
 
 
 def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
