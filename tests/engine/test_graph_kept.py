@@ -919,6 +919,79 @@ def smoothed_loss_of_numbers(device: torch.device) -> None:
     print(f"smoothed loss {running_loss:.3f}")
 
 
+def running_mean_of_the_loss(device: torch.device) -> None:
+    """A running mean of the loss for the log, updated in place after backward(): the mean
+    keeps every iteration's graph."""
+    model, optimizer, batches = _setup(device)
+    avg_loss = 0.0
+    for i, (x, y) in enumerate(batches):
+        loss = _trained_loss(model, optimizer, x, y)
+        avg_loss += (loss - avg_loss) / (i + 1)  # kept
+    print(f"mean loss {float(avg_loss):.3f}")
+
+
+def running_mean_in_an_evaluation(device: torch.device) -> None:
+    """An evaluation without no_grad averaging its losses the incremental way."""
+    model, optimizer, batches = _setup(device)
+    _train_epoch(model, optimizer, batches)
+    model.eval()
+    mean = torch.zeros((), device=device)
+    for i, (x, y) in enumerate(batches):
+        mean = mean + (F.mse_loss(model(x), y) - mean) / (i + 1)  # kept
+    print(f"validation loss {mean.item():.3f}")
+
+
+def loss_smoothed_toward_each_step(device: torch.device) -> None:
+    """``running += 0.1 * (loss - running)``: an exponential smoothing written as a step
+    toward each new loss."""
+    model, optimizer, batches = _setup(device)
+    running = None
+    for x, y in batches:
+        loss = _trained_loss(model, optimizer, x, y)
+        if running is None:
+            running = loss.detach()
+        else:
+            running += 0.1 * (loss - running)  # kept
+    print(f"smoothed loss {float(running):.3f}")
+
+
+def running_mean_of_numbers(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    avg_loss = 0.0
+    for i, (x, y) in enumerate(batches):
+        loss = _trained_loss(model, optimizer, x, y)
+        avg_loss += (loss.item() - avg_loss) / (i + 1)
+    print(f"mean loss {avg_loss:.3f}")
+
+
+def leaky_integrator_backpropagated(device: torch.device) -> None:
+    """A leaky integrator of a network's outputs over time steps (a spiking network's
+    membrane, ``v += (input - v) / tau``), then backpropagated: the chain is the graph the
+    backward() wants."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        v = torch.zeros_like(y)
+        for t in range(5):
+            v = v + (model(x + t) - v) / 2.0
+        optimizer.zero_grad()
+        F.mse_loss(v, y).backward()
+        optimizer.step()
+
+
+def state_relaxing_toward_its_own_function(device: torch.device) -> None:
+    """``h += 0.5 * (torch.tanh(w * h + x) - h)``: a continuous-time recurrence whose target
+    uses the state itself, backpropagated at the end."""
+    w = torch.tensor(0.5, requires_grad=True, device=device)
+    optimizer = torch.optim.SGD([w], lr=0.01)
+    for _ in range(3):
+        h = torch.zeros((), device=device)
+        for t in range(6):
+            h = h + 0.5 * (torch.tanh(w * h + t) - h)
+        optimizer.zero_grad()
+        h.backward()
+        optimizer.step()
+
+
 def discounted_losses_backpropagated(device: torch.device) -> None:
     """A loss discounted over an episode's steps, then backpropagated: the scaled chain is
     the graph the backward() wants."""
@@ -1044,6 +1117,9 @@ LEAKS = [
     losses_kept_by_a_trainer_with_odd_attributes,
     ema_of_parameters_cast_to_double,
     validation_losses_logged_by_a_trainer_method,
+    running_mean_of_the_loss,
+    running_mean_in_an_evaluation,
+    loss_smoothed_toward_each_step,
 ]
 
 
@@ -1654,6 +1730,9 @@ CLEAN = [
     residual_adds_in_place,
     inner_loop_updates_within_a_step,
     decoder_in_eval_mode_writing_its_time_steps,
+    running_mean_of_numbers,
+    leaky_integrator_backpropagated,
+    state_relaxing_toward_its_own_function,
 ]
 
 
@@ -1852,6 +1931,17 @@ def test_a_smoothed_loss_is_fixed_on_its_own_statement() -> None:
     assert message.startswith("`running_loss = 0.98 * running_loss + 0.02 * loss`: running_loss")
     assert "after 3 iterations running_loss holds the graphs of all 3" in message
     assert "`running_loss = 0.98 * running_loss + (0.02 * loss).item()`" in message
+
+
+def test_a_running_mean_is_fixed_on_what_it_moves_toward() -> None:
+    ((_, _, message),) = _run(running_mean_of_the_loss, DEVICE)
+    assert message.startswith("`avg_loss += (loss - avg_loss) / (i + 1)`: avg_loss accumulates")
+    assert "after 3 iterations avg_loss holds the graphs of all 3" in message
+    assert "`avg_loss += (loss.item() - avg_loss) / (i + 1)`" in message
+    ((_, _, message),) = _run(running_mean_in_an_evaluation, DEVICE)
+    assert "the model it runs is in eval mode" in message
+    fixed = "`mean = mean + (F.mse_loss(model(x), y).item() - mean) / (i + 1)`"
+    assert fixed in message
 
 
 def validation_loss_recorded_by_a_helper(device: torch.device) -> None:

@@ -336,14 +336,17 @@ def _grow(node: Any, out: Any, args: Args, caller: Any, state: Any, write: bool 
     if chain.iterations == 1 and _inside_call(caller, state):
         chain.restart(node_key(node), backwards)  # the adds of one sum(...) or reduce(...)
         return None
+    fresh = _corrected(term, chain.node)  # ``avg += (loss - avg) / (i + 1)``: the loss
+    if fresh is not None:
+        chain.smoothed = True
     chain.node = node_key(node)
     chain.gap = max(chain.gap, backwards - chain.grown)
     chain.grown = backwards
     chain.iterations += 1
     _hook(node, chain, state)
-    _watch_term(term, chain, state)
+    _watch_term(term, chain, state, fresh)
     if chain.iterations == 2:
-        leaves = _size_term(chain, term, node)
+        leaves = _size_term(chain, term, node, fresh)
         in_step = bool(state.rule_state.get(_IN_STEP))
         # (a buffer written in eval mode may be one forward's time steps, backpropagated
         # next: a decoder's `outputs[t] = head(h)` under frozen BatchNorm, a policy's
@@ -490,12 +493,13 @@ def _hook(node: Any, chain: _Chain, state: Any) -> None:
         chain.dependent = True
 
 
-def _watch_term(term: Any, chain: _Chain, state: Any) -> None:
+def _watch_term(term: Any, chain: _Chain, state: Any, fresh: Any = None) -> None:
     """Whether a backward() goes, or went, through ``term`` on its own: its node was the root
     of a recent backward(), or it went through a backward started from a tensor made of it
     (its saved tensors are freed: ``(loss * 0.5).backward()``, ``scaler.scale(loss)``), or one
-    runs through it later (a token hooked on it)."""
-    node = graph_node(term)
+    runs through it later (a token hooked on it). ``fresh``: the node of the loss a running
+    mean's term corrects the total toward (:func:`_corrected`), looked at in its place."""
+    node = fresh if fresh is not None else graph_node(term)
     if node is None or chain.term_backward:
         return
     roots = state.rule_state.get(_ROOTS, ())
@@ -569,14 +573,29 @@ def _scales(node: Any, wanted: NodeKey) -> bool:
     return scaled is not None and node_key(scaled) == wanted
 
 
-def _size_term(chain: _Chain, term: Any, node: Any) -> set[int]:
+def _corrected(term: Any, previous: NodeKey) -> Any:
+    """The node of what a running mean's term moves the total toward: ``loss`` of ``avg +=
+    (loss - avg) / (i + 1)`` or ``running += 0.1 * (loss - running)`` (the term, a scaling by
+    a number of a subtraction of the total's previous node, ``previous``, from it); None for
+    any other term."""
+    difference = kept_updates.scaled_input(graph_node(term))
+    if difference is None or type(difference).__name__ != "SubBackward0":
+        return None
+    inputs = [n for n, _ in difference.next_functions]
+    if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
+        return None
+    return inputs[0] if node_key(inputs[1]) == previous else None
+
+
+def _size_term(chain: _Chain, term: Any, node: Any, fresh: Any = None) -> set[int]:
     """Size the second iteration's graph, and check it does not use the total (``x = x +
     f(x)`` is a recurrence, whose graph is wanted); the ids of the parameters it uses (none
-    when the walk stopped short)."""
+    when the walk stopped short). A running mean's term uses the total by its form: what it
+    corrects toward, ``fresh``, is the graph walked then."""
     grad_fn = graph_node(term)
     previous = [n for n, _ in node.next_functions if n is not None and n is not grad_fn]
     stop = node_key(previous[0]) if previous else None
-    walked = footprint(grad_fn, stop=stop, limit=_TERM_LIMIT)
+    walked = footprint(fresh if fresh is not None else grad_fn, stop=stop, limit=_TERM_LIMIT)
     chain.dependent = walked.reached
     chain.term_bytes, chain.term_nodes = walked.saved_bytes, walked.nodes
     return set() if walked.truncated else walked.leaves
@@ -708,6 +727,12 @@ def _smoothed_parts(text: str) -> Optional[tuple[str, str, list[ast.expr]]]:
     loss`` (either order), and the other branch of ``... if i else loss`` after the term
     (what the statement must make a number of); None when it is not of that form."""
     statement = naming.parsed_statement(text)
+    if isinstance(statement, ast.AugAssign):  # `avg += (loss - avg) / (i + 1)`
+        target = ast.unparse(statement.target)
+        toward = _corrected_toward(statement.value, target)
+        if toward is None:
+            return None
+        return target, ast.get_source_segment(text, toward) or ast.unparse(toward), [toward]
     if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
         return None
     target = ast.unparse(statement.targets[0])
@@ -722,10 +747,24 @@ def _smoothed_parts(text: str) -> Optional[tuple[str, str, list[ast.expr]]]:
         return None
     sides = (value.left, value.right)
     terms = [s for s in sides if not any(ast.unparse(n) == target for n in ast.walk(s))]
-    if len(terms) != 1:
+    term = terms[0] if len(terms) == 1 else _corrected_toward(value, target)
+    if term is None:
         return None
-    term = terms[0]
     return target, ast.get_source_segment(text, term) or ast.unparse(term), [term, *others]
+
+
+def _corrected_toward(value: ast.expr, target: str) -> Optional[ast.expr]:
+    """``loss`` of a running mean's ``(loss - avg)``, found in ``value``: the left side of a
+    subtraction of ``target`` that does not itself use ``target``."""
+    for node in ast.walk(value):
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Sub)
+            and ast.unparse(node.right) == target
+            and not any(ast.unparse(n) == target for n in ast.walk(node.left))
+        ):
+            return node.left
+    return None
 
 
 def _smoothed_fixes(statement: str, acc: str) -> Optional[tuple[str, str]]:

@@ -6,6 +6,9 @@ Bug variants (first argument):
 - ``inplace-reparam``: ``std.mul_(eps).add_(mu)`` (old code written to save memory) modifies
   the ``exp`` output autograd saved; PyTorch raises at ``backward()``.
 - ``recon-numpy``: the reconstructions are copied to NumPy every step to track a pixel error.
+- ``mean-loss-graph``: the progress line's running mean of the loss is updated with the loss
+  tensor, ``avg_loss += (loss - avg_loss) / (step + 1)``, not ``loss.item()``: it keeps
+  every batch's graph.
 """
 
 import sys
@@ -66,19 +69,24 @@ def main() -> None:
 
     for epoch in range(1, 4):
         model.train()
-        train_loss, pixel_errors = 0.0, []
-        for i in range(0, len(data), 32):
+        train_loss, avg_loss, pixel_errors = 0.0, 0.0, []
+        for step, i in enumerate(range(0, len(data), 32)):
             batch = data[i : i + 32].to(device)
             optimizer.zero_grad()
             recon_batch, mu, logvar = model(batch)
             loss = loss_function(recon_batch, batch, mu, logvar)
             loss.backward()
             train_loss += loss.item()
+            if BUG == "mean-loss-graph":
+                avg_loss += (loss - avg_loss) / (step + 1)  # bug[mean-loss-graph]: graph-kept
+            else:
+                avg_loss += (loss.item() - avg_loss) / (step + 1)
             optimizer.step()
             if BUG == "recon-numpy":
                 recon = recon_batch.detach().cpu().numpy()  # bug[recon-numpy]: leaves-device
                 pixel_errors.append(float(abs(recon.round() - recon.round()).mean()))
         print(f"====> Epoch: {epoch} Average loss: {train_loss / len(data):.4f}")
+        print(f"      batch mean: {float(avg_loss):.4f}")
 
 
 if __name__ == "__main__":
