@@ -18,6 +18,7 @@ mean pooling ``x.sum(1) / lengths[:, None]`` written for ``(B, T, D)`` features 
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from typing import Any, Optional
@@ -25,6 +26,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
+from tensor_dap.agent import naming, reduction_dims
 from tensor_dap.agent.naming import source_line
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import RANKS_DIFFER, Report
@@ -45,7 +47,12 @@ _RESHAPING = frozenset(
 
 
 def applies(op: OpInfo) -> bool:
-    return op.elementwise and not op.inplace
+    return (op.elementwise and not op.inplace) or op.name in _IN_PLACE_ARITHMETIC
+
+
+#: in-place arithmetic: never stretched past its target, but ``cm /= cm.sum(1)`` lines a
+#: total up with the wrong dims as ``cm / cm.sum(1)`` does (:func:`_misaligned`)
+_IN_PLACE_ARITHMETIC = frozenset(("div_", "__idiv__", "__itruediv__", "sub_", "__isub__"))
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
@@ -82,7 +89,7 @@ def _check(op: OpInfo, args: Args, caller: Any, state: Any) -> Optional[Report]:
     except RuntimeError:
         return None  # PyTorch raises its own error
     if math.prod(result) <= max(math.prod(s) for s in shapes):
-        return None
+        return _misaligned(op, tensors, result, state)
     if not any(_stretched_to_own_size(shape, result) for shape in shapes):
         return None
     intended = state.rule_state.setdefault(_INTENDED, set()) if state is not None else set()
@@ -99,6 +106,118 @@ def _check(op: OpInfo, args: Args, caller: Any, state: Any) -> Optional[Report]:
         intended.add(site)
         return None
     return Report(tensors=tensors, message=_message(result))
+
+
+def _misaligned(
+    op: OpInfo, tensors: list[Any], result: tuple[int, ...], state: Any
+) -> Optional[Report]:
+    """``cm / cm.sum(1)``, ``x - x.mean(-1)``: a value reduced over a non-leading dim, without
+    ``keepdim``, meets a tensor of the shape it was reduced from. Broadcasting lines its dims up
+    from the right, with the dims after the first, so each value meets the total of another
+    row; it raises only when the sizes differ, and a square matrix (a confusion matrix, an
+    adjacency matrix, ``(1, T, T)`` attention) has them equal. A total over dim 0 lines up
+    right (``cm / cm.sum(0)`` is a column normalization) and is left alone."""
+    if op.name not in _ARITHMETIC or len(tensors) != 2:
+        return None
+    full, reduced = sorted(tensors, key=lambda t: -t.ndim)
+    if full.ndim != reduced.ndim + 1 or tuple(full.shape) != result:
+        return None
+    removed = reduction_dims.removed_dim(reduced, full, state.provenance if state else None)
+    if removed is None or removed[0] == 0:
+        return None
+    dim, reduction = removed
+    shape = tuple(full.shape)
+    if tuple(reduced.shape) != shape[:dim] + shape[dim + 1 :]:
+        return None
+    if all(size == 1 for size in shape[:dim]):  # (one row: its total lines up either way)
+        return None
+    return Report(tensors=[full, reduced], message=_misaligned_message(dim, reduction))
+
+
+#: what normalizes or centers by a reduction (out of place and in place); a product with a
+#: vector along the columns is meant as often as not (``adj * deg_inv_sqrt``, the right-hand
+#: ``D^-1/2`` of a symmetrically normalized adjacency)
+_ARITHMETIC = _IN_PLACE_ARITHMETIC | frozenset(
+    ("div", "__truediv__", "true_divide", "divide", "sub", "__sub__", "__rsub__", "subtract")
+)
+
+#: what a reduction makes, in the message (op name, or its node's name lower-cased)
+_REDUCED_WHAT = {
+    "sum": "total",
+    "nansum": "total",
+    "mean": "mean",
+    "nanmean": "mean",
+    "max": "maximum",
+    "amax": "maximum",
+    "min": "minimum",
+    "amin": "minimum",
+    "std": "standard deviation",
+    "var": "variance",
+    "prod": "product",
+    "logsumexp": "log-sum-exp",
+    "median": "median",
+    "nanmedian": "median",
+    "count_nonzero": "count",
+}
+
+
+def _misaligned_message(dim: int, reduction: str) -> Any:
+    what = _REDUCED_WHAT.get(reduction, "norm" if "norm" in reduction else "reduction")
+
+    def build(described: list[Any], expression: str) -> str:
+        full, reduced = sorted(described, key=lambda d: -len(d.shape))
+        name = _UNNAMED.sub(_augmented_value(expression), reduced.name)
+        rank = len(full.shape)
+        if rank == 2:
+            held = f"one {what} per row of {full.name} {full.shape_text} (over dim 1)"
+            lined = f"{full.name}'s columns"
+            each = f"each value meets another row's {what}"
+        else:
+            held = (
+                f"the {what} of {full.name} {full.shape_text} over dim {dim}, one per position "
+                "of its other dims"
+            )
+            lined = f"dims 1–{rank - 1} of {full.name} instead of the dims it kept"
+            each = f"each value meets the {what} of another position"
+        return (
+            f"`{expression}`: {name} {reduced.shape_text} holds {held}, but "
+            f"broadcasting lines it up with {lined}: {each}, with no error because the sizes "
+            f"happen to match. Keep the reduced dim: {_keepdim_text(name, dim)}."
+        )
+
+    return build
+
+
+#: the name naming.describe gives an operand it cannot name
+_UNNAMED = re.compile(r"^operand \d+$")
+
+
+def _augmented_value(expression: str) -> str:
+    """What ``cm /= cm.sum(1)`` divides by, as written (an in-place op's operand has no name
+    of its own); ``the reduced operand`` when the expression is not such a statement."""
+    statement = naming.parsed_statement(expression)
+    if isinstance(statement, ast.AugAssign):
+        return ast.get_source_segment(expression.strip(), statement.value) or ast.unparse(
+            statement.value
+        )
+    return "the reduced operand"
+
+
+def _keepdim_text(name: str, dim: int) -> str:
+    """``cm.sum(1, keepdim=True)`` for an operand written as the reduction's call; else the
+    operand unsqueezed where the dim was: ``row_totals.unsqueeze(1)``."""
+    unsqueezed = f"`{_operand(name)}.unsqueeze({dim})`"
+    statement = naming.parsed_statement(name)
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in reduction_dims.REDUCTIONS
+        and name.endswith(")")
+        and not any(k.arg == "keepdim" for k in call.keywords)
+    ):
+        return f"`{name[:-1]}, keepdim=True)` (or {unsqueezed})"
+    return unsqueezed
 
 
 #: division ops, and the reflected one (``self`` is the divisor)
@@ -130,13 +249,6 @@ def _per_row(op: OpInfo, args: Args, tensors: list[Any], made: list[str], state:
     return own is None or own != storage_key(divisor)
 
 
-#: ops that remove a dim (``keepdim=False``): what makes a per-row total or mean
-_REDUCTIONS = frozenset(
-    ("sum", "mean", "nansum", "nanmean", "norm", "linalg_vector_norm", "prod", "amax", "amin")
-    + ("max", "min", "std", "var", "logsumexp", "count_nonzero", "median", "nanmedian")
-)
-
-
 def _reduced(tensor: Any, state: Any) -> bool:
     """Whether ``tensor`` was made by a reduction over a dim (``x.sum(1)``), possibly cast
     after: the dim the column was written for is the one it removed. ``torch.arange(T) /
@@ -145,7 +257,7 @@ def _reduced(tensor: Any, state: Any) -> bool:
     for _ in range(3):
         if prov is None:
             return False
-        if prov.op in _REDUCTIONS:
+        if prov.op in reduction_dims.REDUCTIONS:
             return True
         if prov.op not in _SAME_SHAPE or not prov.parents:
             return False

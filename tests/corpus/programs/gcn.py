@@ -8,6 +8,9 @@ Bug variants (first argument):
   are).
 - ``no-self-loops``: the self-loops ``A + I`` are left out, so an isolated node has degree 0
   and ``deg.pow(-0.5)`` is ``inf``.
+- ``row-norm-broadcast``: the random-walk normalisation ``D^-1 (A + I)`` of pygcn's
+  ``normalize`` written ``adj / adj.sum(dim=1)``: the degrees line up with the columns, so
+  ``A[i, j]`` is divided by the degree of ``j`` (the sizes are equal: no error).
 """
 
 import sys
@@ -52,6 +55,8 @@ def normalized_adjacency(edge_index: torch.Tensor) -> torch.Tensor:
     adj = ((adj + adj.t()) > 0).float()
     if BUG != "no-self-loops":
         adj = adj + torch.eye(N)
+    if BUG == "row-norm-broadcast":
+        return (adj / adj.sum(dim=1)).to_sparse()  # bug[row-norm-broadcast]: broadcast
     deg = adj.sum(dim=1)
     deg_inv_sqrt = deg.pow(-0.5)  # bug[no-self-loops]: nan-inf
     adj = deg_inv_sqrt[:, None] * adj * deg_inv_sqrt[None, :]

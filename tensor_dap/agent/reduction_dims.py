@@ -1,0 +1,152 @@
+"""Which dim a reduction removed from the tensor it made (``cm.sum(1)``: dim 1 of ``cm``).
+
+The ``broadcast`` rule asks it of an operand one rank short of the other: a total over a
+non-leading dim, without ``keepdim``, lines up with the wrong dims of the tensor it came from
+(``cm / cm.sum(1)`` on a square matrix divides each value by another row's total, and raises
+nothing). The answer comes from the reduction's autograd node (``_saved_dim``, for a tensor with
+history) or else from the reduction's call on the line the watch's provenance records
+(``dim`` as the line writes it: an integer literal), and only of the tensor it is asked
+about (``A.T / A.sum(1)`` divides by the sums it means to). A scalar shift or scale after it
+(``cm.sum(1) + 1e-8``, ``.clamp(min=1)``, ``.float()``) keeps its dims and is looked through.
+Anything else, or a dim the line does not spell as a number, is no answer (None).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Optional
+
+from tensor_dap.agent import naming
+
+#: reductions that remove a dim unless ``keepdim=True`` (their op names)
+REDUCTIONS = frozenset(
+    ("sum", "mean", "nansum", "nanmean", "norm", "linalg_vector_norm", "prod", "amax", "amin")
+    + ("max", "min", "std", "var", "logsumexp", "count_nonzero", "median", "nanmedian")
+)
+
+#: ops that keep their one tensor input's shape (with a number as the other operand)
+_SHAPE_KEEPING_OPS = frozenset(
+    ("float", "double", "half", "bfloat16", "long", "int", "to", "type", "clone", "contiguous")
+    + ("detach", "cpu", "cuda", "add", "__add__", "__radd__", "sub", "__sub__", "mul")
+    + ("__mul__", "__rmul__", "div", "__truediv__", "clamp", "clamp_min", "clip", "sqrt")
+    + ("rsqrt", "pow", "__pow__", "reciprocal", "abs", "exp", "log", "log1p", "neg")
+)
+#: their autograd nodes (with history)
+_SHAPE_KEEPING_NODES = frozenset(
+    ("AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "MulBackward0")
+    + ("MulBackward1", "DivBackward0", "DivBackward1", "ClampMinBackward0", "ClampBackward1")
+    + ("PowBackward0", "SqrtBackward0", "RsqrtBackward0", "ToCopyBackward0", "CloneBackward0")
+    + ("ReciprocalBackward0", "AbsBackward0", "ExpBackward0", "LogBackward0", "NegBackward0")
+)
+#: ops and nodes followed back from the operand, at most
+_DEPTH = 3
+_WORD_BITS = 1 << 64
+
+
+def removed_dim(tensor: Any, source: Any, provenance: Any) -> Optional[tuple[int, str]]:
+    """``(dim, reduction)``: the dim (from 0, of the reduced tensor's rank, ``tensor.ndim +
+    1``) a reduction without ``keepdim`` removed from ``source`` to make ``tensor``, and the
+    reduction's op name; None when ``tensor`` was not made so, not of ``source`` itself (as
+    far as the autograd graph or the provenance says), or the dim is not known."""
+    rank = tensor.ndim + 1
+    found = _from_node(tensor.grad_fn, source) if tensor.grad_fn is not None else None
+    if found is None and provenance is not None:
+        made = provenance.lookup(source)
+        if made is not None:
+            found = _from_provenance(provenance.lookup(tensor), made)
+    if found is None:
+        return None
+    dim, reduction = found
+    dim = dim + rank if dim < 0 else dim
+    return (dim, reduction) if 0 <= dim < rank else None
+
+
+def _from_node(node: Any, source: Any) -> Optional[tuple[int, str]]:
+    for _ in range(_DEPTH + 1):
+        if node is None:
+            return None
+        name = type(node).__name__
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        if name not in _SHAPE_KEEPING_NODES:
+            return _node_dim(node, name) if inputs and _node_of(inputs[0], source) else None
+        if len(inputs) != 1:  # (two tensors with history: their shapes are not known)
+            return None
+        node = inputs[0]
+    return None
+
+
+def _node_of(node: Any, tensor: Any) -> bool:
+    """Whether ``node`` is where ``tensor``'s history starts: its ``grad_fn``, or for a leaf
+    that requires grad, the ``AccumulateGrad`` of it."""
+    own = tensor.grad_fn
+    if own is not None:
+        return node is own
+    return type(node).__name__ == "AccumulateGrad" and getattr(node, "variable", None) is tensor
+
+
+def _node_dim(node: Any, name: str) -> Optional[tuple[int, str]]:
+    """The one dim a reduction's node saved (``SumBackward1._saved_dim``), unless it kept it."""
+    try:
+        dims, keepdim = node._saved_dim, node._saved_keepdim
+    except (AttributeError, RuntimeError):
+        return None
+    if keepdim:
+        return None
+    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    if len(dims) != 1 or not isinstance(dims[0], int):
+        return None
+    dim = dims[0] - _WORD_BITS if dims[0] >= _WORD_BITS // 2 else dims[0]  # (-1 is unsigned)
+    return dim, name.split("Backward")[0].lower()
+
+
+def _from_provenance(prov: Any, source: Any) -> Optional[tuple[int, str]]:
+    for _ in range(_DEPTH + 1):
+        if prov is None:
+            return None
+        if prov.op in REDUCTIONS:
+            if not prov.parents or prov.parents[0] is not source:
+                return None
+            dim = written_dim(naming.statement_text(prov.path, prov.line), prov.op)
+            return None if dim is None else (dim, prov.op)
+        if prov.op not in _SHAPE_KEEPING_OPS or len(prov.parents) != 1:
+            return None
+        prov = prov.parents[0]
+    return None
+
+
+def written_dim(statement: str, reduction: str) -> Optional[int]:
+    """The dim the calls of ``reduction`` in ``statement`` pass as an integer literal
+    (``x.sum(1)``, ``x.sum(dim=-1)``, ``torch.sum(x, 1)``); None when a call passes none, keeps
+    it (``keepdim=True``), or two calls pass different ones."""
+    try:
+        tree = ast.parse(naming.without_comments(statement).strip())
+    except (SyntaxError, ValueError):
+        return None
+    dims = set()
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+            continue
+        if call.func.attr != reduction:
+            continue
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        keep = keywords.get("keepdim")
+        if keep is not None and not (isinstance(keep, ast.Constant) and keep.value is False):
+            return None
+        on_module = isinstance(call.func.value, ast.Name) and call.func.value.id == "torch"
+        positional = call.args[1:] if on_module else call.args
+        written = keywords.get("dim", keywords.get("axis"))
+        if written is None and positional:
+            written = positional[0]
+        dims.add(_literal_int(written))
+    if len(dims) != 1:
+        return None
+    return dims.pop()
+
+
+def _literal_int(node: Optional[ast.expr]) -> Optional[int]:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _literal_int(node.operand)
+        return -inner if inner is not None else None
+    return None
