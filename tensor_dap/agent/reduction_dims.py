@@ -14,6 +14,7 @@ Anything else, or a dim the line does not spell as a number, is no answer (None)
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Any, Optional
 
 from tensor_dap.agent import naming
@@ -106,12 +107,18 @@ def _from_provenance(prov: Any, source: Any) -> Optional[tuple[int, str]]:
         if prov.op in REDUCTIONS:
             if not prov.parents or prov.parents[0] is not source:
                 return None
-            dim = written_dim(naming.statement_text(prov.path, prov.line), prov.op)
+            dim = _line_dim(prov.path, prov.line, prov.op)
             return None if dim is None else (dim, prov.op)
         if prov.op not in _SHAPE_KEEPING_OPS or len(prov.parents) != 1:
             return None
         prov = prov.parents[0]
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _line_dim(path: str, line: int, reduction: str) -> Optional[int]:
+    """:func:`written_dim` of the statement at ``line`` (read and parsed once per line)."""
+    return written_dim(naming.statement_text(path, line), reduction)
 
 
 def written_dim(statement: str, reduction: str) -> Optional[int]:

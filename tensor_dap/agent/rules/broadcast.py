@@ -120,18 +120,31 @@ def _misaligned(
     if op.name not in _ARITHMETIC or len(tensors) != 2:
         return None
     full, reduced = sorted(tensors, key=lambda t: -t.ndim)
-    if full.ndim != reduced.ndim + 1 or tuple(full.shape) != result:
+    shape = tuple(full.shape)
+    if full.ndim != reduced.ndim + 1 or shape != result:
+        return None
+    # (the shapes first: a bias or a mean over dim 0 of a matrix that is not square has no
+    # other dim whose removal leaves the operand's shape, and costs no more)
+    if not _removal_misaligns(shape, tuple(reduced.shape)):
         return None
     removed = reduction_dims.removed_dim(reduced, full, state.provenance if state else None)
     if removed is None or removed[0] == 0:
         return None
     dim, reduction = removed
-    shape = tuple(full.shape)
     if tuple(reduced.shape) != shape[:dim] + shape[dim + 1 :]:
         return None
     if all(size == 1 for size in shape[:dim]):  # (one row: its total lines up either way)
         return None
     return Report(tensors=[full, reduced], message=_misaligned_message(dim, reduction))
+
+
+def _removal_misaligns(shape: tuple[int, ...], reduced: tuple[int, ...]) -> bool:
+    """Whether removing some dim after the first from ``shape`` leaves ``reduced``, with a
+    size above 1 before it (what a misaligned total's shapes must be)."""
+    return any(
+        shape[:dim] + shape[dim + 1 :] == reduced and any(size > 1 for size in shape[:dim])
+        for dim in range(1, len(shape))
+    )
 
 
 #: what normalizes or centers by a reduction (out of place and in place); a product with a
