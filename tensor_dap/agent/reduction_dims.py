@@ -18,6 +18,7 @@ import functools
 from typing import Any, Optional
 
 from tensor_dap.agent import naming
+from tensor_dap.agent.provenance import Prov
 
 #: reductions that remove a dim unless ``keepdim=True`` (their op names)
 REDUCTIONS = frozenset(
@@ -47,14 +48,20 @@ _WORD_BITS = 1 << 64
 def removed_dim(tensor: Any, source: Any, provenance: Any) -> Optional[tuple[int, str]]:
     """``(dim, reduction)``: the dim (from 0, of the reduced tensor's rank, ``tensor.ndim +
     1``) a reduction without ``keepdim`` removed from ``source`` to make ``tensor``, and the
-    reduction's op name; None when ``tensor`` was not made so, not of ``source`` itself (as
-    far as the autograd graph or the provenance says), or the dim is not known."""
+    reduction's op name; None when ``tensor`` was not made so, not of ``source`` (itself, or
+    the same op of the same inputs: ``out.exp() / out.exp().sum(1)``, as far as the autograd
+    graph or the provenance says), or the dim is not known."""
     rank = tensor.ndim + 1
-    found = _from_node(tensor.grad_fn, source) if tensor.grad_fn is not None else None
-    if found is None and provenance is not None:
-        made = provenance.lookup(source)
-        if made is not None:
-            found = _from_provenance(provenance.lookup(tensor), made)
+    found = None
+    node = reduction_node(tensor.grad_fn)
+    if node is not None:
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        found = _node_dim(node) if inputs and _same_node(inputs[0], _node_of(source)) else None
+    elif provenance is not None:
+        prov, made = reduction_prov(provenance.lookup(tensor)), provenance.lookup(source)
+        if prov is not None and made is not None and _same_prov(prov.parents[0], made):
+            dim = _line_dim(prov.path, prov.line, prov.op)
+            found = None if dim is None else (dim, prov.op)
     if found is None:
         return None
     dim, reduction = found
@@ -62,30 +69,94 @@ def removed_dim(tensor: Any, source: Any, provenance: Any) -> Optional[tuple[int
     return (dim, reduction) if 0 <= dim < rank else None
 
 
-def _from_node(node: Any, source: Any) -> Optional[tuple[int, str]]:
+def reduced_from(tensor: Any, provenance: Any) -> Any:
+    """What a reduction (over any dim, ``keepdim`` or not) made ``tensor`` of: the node or the
+    provenance record of its input, to compare with another's (:func:`same_source`); None
+    when it was not made by a reduction, as far as they say."""
+    node = reduction_node(tensor.grad_fn)
+    if node is not None:
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        return inputs[0] if inputs else None
+    prov = reduction_prov(provenance.lookup(tensor)) if provenance is not None else None
+    return prov.parents[0] if prov is not None else None
+
+
+def same_source(one: Any, other: Any) -> bool:
+    """Whether two :func:`reduced_from` answers are the same value."""
+    if one is None or other is None:
+        return False
+    if isinstance(one, Prov) and isinstance(other, Prov):
+        return _same_prov(one, other)
+    return _same_node(one, other)
+
+
+def reduction_node(node: Any) -> Any:
+    """The reduction's node a tensor's ``grad_fn`` is, or follows through scalar shifts and
+    scales (a node with a ``_saved_keepdim``); None otherwise."""
     for _ in range(_DEPTH + 1):
         if node is None:
             return None
-        name = type(node).__name__
+        if type(node).__name__ not in _SHAPE_KEEPING_NODES:
+            return node if hasattr(node, "_saved_keepdim") else None
         inputs = [n for n, _ in node.next_functions if n is not None]
-        if name not in _SHAPE_KEEPING_NODES:
-            return _node_dim(node, name) if inputs and _node_of(inputs[0], source) else None
         if len(inputs) != 1:  # (two tensors with history: their shapes are not known)
             return None
         node = inputs[0]
     return None
 
 
-def _node_of(node: Any, tensor: Any) -> bool:
-    """Whether ``node`` is where ``tensor``'s history starts: its ``grad_fn``, or for a leaf
-    that requires grad, the ``AccumulateGrad`` of it."""
-    own = tensor.grad_fn
-    if own is not None:
-        return node is own
-    return type(node).__name__ == "AccumulateGrad" and getattr(node, "variable", None) is tensor
+def reduction_prov(prov: Any) -> Any:
+    """The reduction's provenance record a tensor's is, or follows as :func:`reduction_node`
+    does (one with the reduced tensor's record as its first parent); None otherwise."""
+    for _ in range(_DEPTH + 1):
+        if prov is None:
+            return None
+        if prov.op in REDUCTIONS:
+            return prov if prov.parents else None
+        if prov.op not in _SHAPE_KEEPING_OPS or len(prov.parents) != 1:
+            return None
+        prov = prov.parents[0]
+    return None
 
 
-def _node_dim(node: Any, name: str) -> Optional[tuple[int, str]]:
+def _node_of(tensor: Any) -> Any:
+    """Where ``tensor``'s history starts: its ``grad_fn`` or, for a leaf that requires grad,
+    its ``AccumulateGrad`` (the variable, compared by :func:`_same_node`)."""
+    return tensor.grad_fn if tensor.grad_fn is not None else tensor
+
+
+def _same_node(node: Any, other: Any) -> bool:
+    """The same node (or ``AccumulateGrad`` of the same leaf), or a node of the same type with
+    the same inputs (``out.exp()`` computed twice)."""
+    if node is other:
+        return True
+    if type(node).__name__ == "AccumulateGrad":
+        return getattr(node, "variable", None) is other
+    if type(node) is not type(other) or not hasattr(other, "next_functions"):
+        return False
+    mine, theirs = node.next_functions, other.next_functions
+    return (
+        bool(mine)
+        and len(mine) == len(theirs)
+        and all(a is b for (a, _), (b, _) in zip(mine, theirs))
+    )
+
+
+def _same_prov(prov: Any, other: Any) -> bool:
+    """The same record, or the same op at the same line of the same inputs."""
+    if prov is other:
+        return True
+    return (
+        prov.op == other.op
+        and prov.line == other.line
+        and prov.path == other.path
+        and bool(prov.parents)
+        and len(prov.parents) == len(other.parents)
+        and all(a is b for a, b in zip(prov.parents, other.parents))
+    )
+
+
+def _node_dim(node: Any) -> Optional[tuple[int, str]]:
     """The one dim a reduction's node saved (``SumBackward1._saved_dim``), unless it kept it."""
     try:
         dims, keepdim = node._saved_dim, node._saved_keepdim
@@ -97,22 +168,7 @@ def _node_dim(node: Any, name: str) -> Optional[tuple[int, str]]:
     if len(dims) != 1 or not isinstance(dims[0], int):
         return None
     dim = dims[0] - _WORD_BITS if dims[0] >= _WORD_BITS // 2 else dims[0]  # (-1 is unsigned)
-    return dim, name.split("Backward")[0].lower()
-
-
-def _from_provenance(prov: Any, source: Any) -> Optional[tuple[int, str]]:
-    for _ in range(_DEPTH + 1):
-        if prov is None:
-            return None
-        if prov.op in REDUCTIONS:
-            if not prov.parents or prov.parents[0] is not source:
-                return None
-            dim = _line_dim(prov.path, prov.line, prov.op)
-            return None if dim is None else (dim, prov.op)
-        if prov.op not in _SHAPE_KEEPING_OPS or len(prov.parents) != 1:
-            return None
-        prov = prov.parents[0]
-    return None
+    return dim, type(node).__name__.split("Backward")[0].lower()
 
 
 @functools.lru_cache(maxsize=1024)

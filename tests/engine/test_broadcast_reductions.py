@@ -51,8 +51,19 @@ def attention_of_one_sequence() -> None:
     weights.sum().backward()
 
 
+def softmax_recomputed_inline() -> None:
+    """The exponential computed twice on the line (two tensors, the same op of the same input),
+    with and without autograd history."""
+    logits = torch.nn.Linear(4, 4)(torch.randn(4, 4))
+    probs = logits.exp() / logits.exp().sum(1)  # misaligned
+    scores = torch.rand(4, 4)
+    weights = torch.exp(scores) / torch.exp(scores).sum(dim=1)  # misaligned
+    print(probs.sum(), weights.sum())
+
+
 def test_each_misaligned_reduction_is_found_at_its_line() -> None:
-    for program in (per_class_recall, row_totals_on_an_earlier_line, attention_of_one_sequence):
+    programs = (per_class_recall, row_totals_on_an_earlier_line, attention_of_one_sequence)
+    for program in (*programs, softmax_recomputed_inline):
         assert {line for line, _ in _found(program)} == _marked(program), program.__name__
 
 
@@ -88,6 +99,10 @@ def test_reductions_that_line_up_or_are_meant_stay_clean() -> None:
         (features - features.mean(0)) / features.std(0)  # standardized per feature
         x = torch.rand(4, 4)
         x / x.sum()  # a total of everything
+        x / x.exp().sum(1)  # another value's totals
+        # a chi-square test's expected counts: row totals times column totals
+        table = torch.tensor([[10.0, 20, 30], [6, 9, 17], [3, 4, 5]])
+        table.sum(1, keepdim=True) * table.sum(0) / table.sum()
 
     assert _found(correct) == []
 

@@ -96,6 +96,9 @@ def _check(op: OpInfo, args: Args, caller: Any, state: Any) -> Optional[Report]:
     site = (id(caller.f_code), caller.f_lasti) if caller is not None else None
     if site in intended:
         return None
+    if _marginals(tensors, state):
+        intended.add(site)
+        return None
     made = [_made_to_broadcast(t, shape, result, state) for t, shape in zip(tensors, shapes)]
     if _per_row(op, args, tensors, made, state):
         return Report(tensors=tensors, message=_per_row_message(result))
@@ -106,6 +109,16 @@ def _check(op: OpInfo, args: Args, caller: Any, state: Any) -> Optional[Report]:
         intended.add(site)
         return None
     return Report(tensors=tensors, message=_message(result))
+
+
+def _marginals(tensors: list[Any], state: Any) -> bool:
+    """Whether the two operands are reductions of one table over different dims: the row and
+    column totals of a contingency table, ``table.sum(1, keepdim=True) * table.sum(0)`` (a
+    chi-square test's expected counts), an outer product whatever the sizes."""
+    if len(tensors) != 2 or state is None:
+        return False
+    one, other = (reduction_dims.reduced_from(t, state.provenance) for t in tensors)
+    return reduction_dims.same_source(one, other)
 
 
 def _misaligned(
