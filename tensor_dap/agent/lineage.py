@@ -17,7 +17,13 @@ import torch
 
 from tensor_dap.agent.graph_walk import upstream_leaves
 from tensor_dap.agent.no_grad_source import no_grad_site
-from tensor_dap.agent.provenance import MAX_DEPTH, Prov, ProvenanceRegistry
+from tensor_dap.agent.provenance import (
+    MAX_DEPTH,
+    SHALLOW_FAN_IN,
+    SHALLOW_GENERATIONS,
+    Prov,
+    ProvenanceRegistry,
+)
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -77,8 +83,9 @@ def history(
                     untracked = True
     cut_at = next((p.cut_at for p in parents if p.cut_at is not None), None)
     depth = 1 + max((p.depth for p in parents), default=0)
-    if depth > MAX_DEPTH:
-        parents, depth = [], 0
+    if depth > MAX_DEPTH:  # (the inputs' own records, copied short: the op before is known)
+        parents = [p.shallow(SHALLOW_GENERATIONS - 1) for p in parents[:SHALLOW_FAN_IN]]
+        depth = 1 + max((p.depth for p in parents), default=0)
     site = no_grad_site(user) if cut is not None and not grad_enabled else None
     path, line = user.f_code.co_filename, user.f_lineno
     upstream = _upstream(cut_from, parents) if cut_from else None

@@ -29,6 +29,10 @@ CLOCK = itertools.count()
 
 #: how many generations of parents a Prov keeps (bounds chains built by loops)
 MAX_DEPTH = 6
+#: past it, how many generations of its inputs a Prov keeps (as copies: :meth:`Prov.shallow`),
+#: and of how many inputs each
+SHALLOW_GENERATIONS = 2
+SHALLOW_FAN_IN = 2
 
 
 class Prov:
@@ -83,6 +87,28 @@ class Prov:
         #: of a cut: ``id()`` of the parameters whose gradient flowed through the tensor it cut
         #: (:func:`~tensor_dap.agent.graph_walk.upstream_leaves`); None when not known
         self.upstream = upstream
+
+    def shallow(self, generations: int) -> Prov:
+        """A copy that keeps ``generations`` of its parents (the first :data:`SHALLOW_FAN_IN`
+        of each), copied so too: what a Prov past :data:`MAX_DEPTH` keeps of its inputs, so
+        that the op just before it is still known (``x.sum(1)`` of ``x``). A copy is made when
+        its original was (``made``): compare records by that, not by identity."""
+        kept = self.parents[:SHALLOW_FAN_IN] if generations > 0 else ()
+        parents = tuple(p.shallow(generations - 1) for p in kept)
+        copy = Prov(
+            self.path,
+            self.line,
+            self.op,
+            self.cut,
+            parents,
+            1 + max((p.depth for p in parents), default=-1),
+            self.cut_at,
+            self.cut_site,
+            self.untracked,
+            self.upstream,
+        )
+        copy.made = self.made
+        return copy
 
     def origin(self) -> Origin:
         return Origin(path=self.path, line=self.line, op=self.op)

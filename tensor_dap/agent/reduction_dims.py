@@ -143,8 +143,9 @@ def _same_node(node: Any, other: Any) -> bool:
 
 
 def _same_prov(prov: Any, other: Any) -> bool:
-    """The same record, or the same op at the same line of the same inputs."""
-    if prov is other:
+    """The same record (or a copy of it: :meth:`Prov.shallow`), or the same op at the same
+    line of the same inputs."""
+    if prov.made == other.made:
         return True
     return (
         prov.op == other.op
@@ -152,7 +153,7 @@ def _same_prov(prov: Any, other: Any) -> bool:
         and prov.path == other.path
         and bool(prov.parents)
         and len(prov.parents) == len(other.parents)
-        and all(a is b for a, b in zip(prov.parents, other.parents))
+        and all(a.made == b.made for a, b in zip(prov.parents, other.parents))
     )
 
 
