@@ -955,6 +955,75 @@ def loss_smoothed_toward_each_step(device: torch.device) -> None:
     print(f"smoothed loss {float(running):.3f}")
 
 
+def batch_statistics_smoothed_with_their_graph(device: torch.device) -> None:
+    """A batch norm written by hand whose running mean keeps each batch's graph (written
+    ``m * mean`` where ``mean.detach()`` or ``torch.no_grad()`` was meant)."""
+
+    class HandWrittenBatchNorm(nn.Module):
+        def __init__(self, features: int, lerp: bool, momentum: float = 0.1) -> None:
+            super().__init__()
+            self.register_buffer("running_mean", torch.zeros(features))
+            self.momentum, self.lerp = momentum, lerp
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            mean, m = x.mean(0), self.momentum
+            if self.training and self.lerp:
+                self.running_mean = torch.lerp(self.running_mean, mean, m)  # kept
+            elif self.training:
+                self.running_mean = (1 - m) * self.running_mean + m * mean  # kept
+            return x - mean
+
+    for lerp in (False, True):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 16), HandWrittenBatchNorm(16, lerp), nn.Linear(16, 1))
+        model.to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for x, y in _setup(device)[2]:
+            _trained_loss(model, optimizer, x, y)
+
+
+def loss_smoothed_by_lerp(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    running = torch.zeros((), device=device)
+    for x, y in batches:
+        loss = _trained_loss(model, optimizer, x, y)
+        running = torch.lerp(running, loss, 0.1)  # kept
+    print(f"smoothed loss {running.item():.3f}")
+
+
+def batch_statistics_smoothed_detached(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    running_mean = torch.zeros(16, device=device)
+    for x, y in batches:
+        hidden = model[1](model[0](x))
+        running_mean = 0.9 * running_mean + 0.1 * hidden.mean(0).detach()
+        optimizer.zero_grad()
+        F.mse_loss(model[2](hidden), y).backward()
+        optimizer.step()
+
+
+def features_smoothed_over_time_steps_then_backpropagated(device: torch.device) -> None:
+    """A temporal smoothing of features inside one forward: the chain is the graph wanted."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        smoothed = torch.zeros(8, 1, device=device)
+        for t in range(4):
+            smoothed = 0.7 * smoothed + 0.3 * model(x + t)
+        optimizer.zero_grad()
+        F.mse_loss(smoothed, y).backward()
+        optimizer.step()
+
+
+def two_predictions_mixed_each_step(device: torch.device) -> None:
+    """``a * x0 + b * eps`` of two predictions (a diffusion model's step): no total."""
+    model, optimizer, batches = _setup(device)
+    for step, (x, y) in enumerate(batches):
+        mixed = 0.8 * model(x) + 0.6 * model(x + step)
+        optimizer.zero_grad()
+        F.mse_loss(mixed, y).backward()
+        optimizer.step()
+
+
 def running_mean_of_numbers(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     avg_loss = 0.0
@@ -1120,6 +1189,8 @@ LEAKS = [
     running_mean_of_the_loss,
     running_mean_in_an_evaluation,
     loss_smoothed_toward_each_step,
+    batch_statistics_smoothed_with_their_graph,
+    loss_smoothed_by_lerp,
 ]
 
 
@@ -1733,6 +1804,9 @@ CLEAN = [
     running_mean_of_numbers,
     leaky_integrator_backpropagated,
     state_relaxing_toward_its_own_function,
+    batch_statistics_smoothed_detached,
+    features_smoothed_over_time_steps_then_backpropagated,
+    two_predictions_mixed_each_step,
 ]
 
 
@@ -1942,6 +2016,17 @@ def test_a_running_mean_is_fixed_on_what_it_moves_toward() -> None:
     assert "the model it runs is in eval mode" in message
     fixed = "`mean = mean + (F.mse_loss(model(x), y).item() - mean) / (i + 1)`"
     assert fixed in message
+
+
+def test_a_smoothed_statistic_is_fixed_with_a_detached_tensor_not_a_number() -> None:
+    (_, _, scaled), (_, _, lerped) = _run(batch_statistics_smoothed_with_their_graph, DEVICE)
+    assert "self.running_mean accumulates m * mean, which carries" in scaled
+    assert scaled.endswith(
+        "Smooth a detached tensor: `self.running_mean = (1 - m) * self.running_mean"
+        " + (m * mean).detach()`, or update it under `torch.no_grad()`."
+    )
+    assert ".item()" not in scaled + lerped
+    assert "`self.running_mean = torch.lerp(self.running_mean, mean.detach(), m)`" in lerped
 
 
 def validation_loss_recorded_by_a_helper(device: torch.device) -> None:

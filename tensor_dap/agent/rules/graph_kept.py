@@ -145,6 +145,9 @@ class _Chain:
     #: the total is scaled as it grows: a smoothed loss, ``running = 0.9 * running + 0.1 *
     #: loss``
     smoothed: bool = False
+    #: the fix may make the term a number (``.item()``): not a statistic of several elements
+    #: smoothed across batches, nor the end of a ``lerp``, which must be a tensor
+    number_fix: bool = True
 
     def restart(self, node: NodeKey, backwards: int) -> None:
         """The site starts a new chain (kept as one record: most adds start one)."""
@@ -231,7 +234,16 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     if not one_element or op.name not in _ADDS:
         if op.name in _REBINDS and not op.inplace and isinstance(out, _Tensor):
             # an EMA remade out of place: `shadow[n] = d * shadow[n] + (1 - d) * p`
-            return kept_updates.check_rebound(args, out, caller, state)
+            found = kept_updates.check_rebound(args, out, caller, state)
+            lerp = op.name == "lerp"
+            if found is None and (lerp or _scaled_operand(args)):
+                # a statistic smoothed across batches, `rm = 0.9 * rm + 0.1 * x.mean(0)`,
+                # `rm = torch.lerp(rm, x.mean(0), 0.1)` (a loss's too)
+                node = graph_node(out)
+                if node is None:
+                    return None
+                return _grow(node, out, args, caller, state, smoothing=lerp)
+            return found
         # an in-place update of a tensor (or, _foreach, of several): `p_ema.add_(p, ...)`
         if op.name in _UPDATES and op.inplace:
             if op.name == "copy_" and _into_view(args):
@@ -244,6 +256,15 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     if node is None:
         return None
     return _grow(node, out, args, caller, state)
+
+
+def _scaled_operand(args: Args) -> bool:
+    """Whether an add of several elements may smooth a total across iterations: one operand a
+    scaling by a number (``0.9 * running``), the other made so too or without history (the
+    first update, from a tensor of zeros); not a layer norm's ``gamma * x_hat + beta``."""
+    made = [graph_node(a) if isinstance(a, _Tensor) else None for a in args[:2] if a is not None]
+    scalings = [n for n in made if kept_updates.scaled_input(n) is not None]
+    return bool(scalings) and all(n is None or n in scalings for n in made)
 
 
 #: a write through an index: ``buf[t] = value`` (the buffer's node is a ``CopySlices`` whose
@@ -312,9 +333,18 @@ def _written_target(caller: Any) -> str:
     return text
 
 
-def _grow(node: Any, out: Any, args: Args, caller: Any, state: Any, write: bool = False) -> Any:
+def _grow(
+    node: Any,
+    out: Any,
+    args: Args,
+    caller: Any,
+    state: Any,
+    write: bool = False,
+    smoothing: bool = False,
+) -> Any:
     """The add or write at ``caller`` made ``out`` (its node ``node``) of ``args[:2]``: start,
-    continue or restart its site's chain; report the chain when it is judged kept."""
+    continue or restart its site's chain; report the chain when it is judged kept
+    (``smoothing``: a ``lerp``, whose total is smoothed by its own form)."""
     code = caller.f_code
     if not frames.is_user_code(code):
         return None
@@ -337,8 +367,9 @@ def _grow(node: Any, out: Any, args: Args, caller: Any, state: Any, write: bool 
         chain.restart(node_key(node), backwards)  # the adds of one sum(...) or reduce(...)
         return None
     fresh = _corrected(term, chain.node)  # ``avg += (loss - avg) / (i + 1)``: the loss
-    if fresh is not None:
+    if fresh is not None or smoothing:
         chain.smoothed = True
+    chain.number_fix = not smoothing and out.numel() == 1
     chain.node = node_key(node)
     chain.gap = max(chain.gap, backwards - chain.grown)
     chain.grown = backwards
@@ -512,14 +543,16 @@ def _watch_term(term: Any, chain: _Chain, state: Any, fresh: Any = None) -> None
     if chain.terms is None:
         chain.terms = GraphLife(_ignore, on_backward=chain.on_term_backward)
     chain.terms.hold(node)
+    if scaled is not None:  # (``0.1 * x.mean(0)``: a backward through the forward reaches
+        chain.terms.hold(scaled)  # the statistic, not its scaling)
 
 
 def _ignore(_life: GraphLife) -> None:
     """A term's graph going says nothing (its chain holds it, or a backward freed it)."""
 
 
-#: the calls that are the add or write itself (``buf[i:j].copy_(value)``)
-_OWN_CALLS = _ADDS | {"copy_"}
+#: the calls that are the add or write itself (``buf[i:j].copy_(value)``, ``torch.lerp``)
+_OWN_CALLS = _ADDS | {"copy_", "lerp"}
 
 
 def _inside_call(caller: Any, state: Any) -> bool:
@@ -604,6 +637,10 @@ def _size_term(chain: _Chain, term: Any, node: Any, fresh: Any = None) -> set[in
 def _fix(acc: str, term: str, chain: _Chain, statement: str = "") -> str:
     """The fix, for an add, a smoothed total (``statement`` with its term a number) or
     (``buf[t] = value``: :func:`_written`) a write."""
+    if chain.smoothed and not chain.number_fix:
+        fixed = _smoothed_fixes(statement, acc)
+        made = f": `{fixed[1]}`" if fixed is not None else " (the `.detach()` of what it adds)"
+        return f"Smooth a detached tensor{made}, or update it under `torch.no_grad()`."
     if chain.smoothed:
         fixed = _smoothed_fixes(statement, acc)
         made = (
@@ -743,6 +780,9 @@ def _smoothed_parts(text: str) -> Optional[tuple[str, str, list[ast.expr]]]:
             return None
         others = [v for v in (value.body, value.orelse) if v is not branches[0]]
         value = branches[0]
+    lerped = _lerp_end(value, target)
+    if lerped is not None:  # `rm = torch.lerp(rm, x.mean(0), 0.1)`, `rm = rm.lerp(x, 0.1)`
+        return target, ast.get_source_segment(text, lerped) or ast.unparse(lerped), [lerped]
     if not isinstance(value, ast.BinOp):
         return None
     sides = (value.left, value.right)
@@ -751,6 +791,21 @@ def _smoothed_parts(text: str) -> Optional[tuple[str, str, list[ast.expr]]]:
     if term is None:
         return None
     return target, ast.get_source_segment(text, term) or ast.unparse(term), [term, *others]
+
+
+def _lerp_end(value: ast.expr, target: str) -> Optional[ast.expr]:
+    """The end ``target`` is moved toward by a ``lerp`` call of it, if ``value`` is one."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return None
+    if value.func.attr != "lerp":
+        return None
+    owner = value.func.value
+    on_module = isinstance(owner, ast.Name) and owner.id == "torch"
+    if on_module:
+        start, rest = (value.args[0], value.args[1:]) if value.args else (None, [])
+    else:
+        start, rest = owner, value.args
+    return rest[0] if rest and start is not None and ast.unparse(start) == target else None
 
 
 def _corrected_toward(value: ast.expr, target: str) -> Optional[ast.expr]:
