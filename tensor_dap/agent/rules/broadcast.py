@@ -14,6 +14,14 @@ op's line, or by ``unsqueeze`` / ``reshape`` / ``view`` / ``None`` indexing on a
 column is no intent). Yet a division of lower-rank values by such a column is reported: masked
 mean pooling ``x.sum(1) / lengths[:, None]`` written for ``(B, T, D)`` features and run on a
 ``(B, T)`` ``x`` divides every row's total by every row's length.
+
+A second mistake broadcasts without growing: a total over a dim after the first, without
+``keepdim``, divided back into (or subtracted from) the tensor it was taken of. ``cm /
+cm.sum(1)`` lines the row totals up with the columns; PyTorch raises only when the sizes differ,
+and a square matrix (a confusion matrix, an adjacency matrix, a batch of one ``(1, T, T)``
+attention) has them equal. Which dim a total removed is read from its autograd node or its line
+(:mod:`tensor_dap.agent.reduction_dims`). The row and column totals of one table multiplied (a
+chi-square test's expected counts) are an outer product meant.
 """
 
 from __future__ import annotations
