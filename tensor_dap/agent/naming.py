@@ -289,6 +289,29 @@ def statement_text(path: str, line: int) -> str:
     return " ".join(text.split()) if text else source_line(path, line)
 
 
+def later_methods(path: str, line: int, name: str) -> set[str]:
+    """The methods called on ``name`` (``total_loss``, ``self.total``) after ``line`` in the
+    innermost function holding it (the module when none): ``{"item"}`` of a later
+    ``total_loss.item()``, which a fix turning the total into a number would break."""
+    tree = _tree(path)
+    if tree is None:
+        return set()
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            end = node.end_lineno or node.lineno
+            if node.lineno <= line <= end and node.lineno >= getattr(scope, "lineno", 0):
+                scope = node
+    return {
+        node.func.attr
+        for node in ast.walk(scope)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.lineno > line
+        and ast.unparse(node.func.value) == name
+    }
+
+
 def source_line(path: str, line: int) -> str:
     """The code on ``line``, without its comment (a message quotes code, not ``# TODO``)."""
     return without_comments(linecache.getline(path, line)).strip()

@@ -919,6 +919,16 @@ def smoothed_loss_of_numbers(device: torch.device) -> None:
     print(f"smoothed loss {running_loss:.3f}")
 
 
+def total_read_as_a_tensor_after_the_loop(device: torch.device) -> None:
+    """The total is read with ``.item()`` after the loop: the fix keeps it a tensor."""
+    model, optimizer, batches = _setup(device)
+    total_loss = 0.0
+    for x, y in batches:
+        loss = _trained_loss(model, optimizer, x, y)
+        total_loss += loss  # kept
+    print(f"mean loss {total_loss.item() / len(batches):.3f}")
+
+
 def running_mean_of_the_loss(device: torch.device) -> None:
     """A running mean of the loss for the log, updated in place after backward(): the mean
     keeps every iteration's graph."""
@@ -1187,6 +1197,7 @@ LEAKS = [
     ema_of_parameters_cast_to_double,
     validation_losses_logged_by_a_trainer_method,
     running_mean_of_the_loss,
+    total_read_as_a_tensor_after_the_loop,
     running_mean_in_an_evaluation,
     loss_smoothed_toward_each_step,
     batch_statistics_smoothed_with_their_graph,
@@ -2027,6 +2038,15 @@ def test_a_smoothed_statistic_is_fixed_with_a_detached_tensor_not_a_number() -> 
     )
     assert ".item()" not in scaled + lerped
     assert "`self.running_mean = torch.lerp(self.running_mean, mean.detach(), m)`" in lerped
+
+
+def test_a_total_read_as_a_tensor_later_is_fixed_with_a_detached_term() -> None:
+    """``total_loss.item()`` after the loop: ``total_loss += loss.item()`` would break it."""
+    ((_, _, message),) = _run(total_read_as_a_tensor_after_the_loop, DEVICE)
+    assert "Accumulate a detached tensor: `total_loss += loss.detach()` (the later " in message
+    assert "`total_loss.item()` needs a tensor)" in message
+    ((_, _, message),) = _run(train_total_inplace, DEVICE)[:1]
+    assert "`total_loss += loss.item()` (or `loss.detach()`)" in message
 
 
 def validation_loss_recorded_by_a_helper(device: torch.device) -> None:

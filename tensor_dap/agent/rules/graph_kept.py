@@ -662,10 +662,25 @@ def _fix(acc: str, term: str, chain: _Chain, statement: str = "") -> str:
             f"Write a detached tensor: `{written}`, "
             "or run the loop under `torch.no_grad()` when it needs no gradient."
         )
+    used = naming.later_methods(chain.path, chain.line, acc) & _TENSOR_METHODS
+    if used:  # (``total_loss.item()`` later: a number would break it)
+        later = f"`{acc}.{sorted(used)[0]}()`"
+        return (
+            f"Accumulate a detached tensor: `{acc} += {kept_updates.detached_text(term)}` (the "
+            f"later {later} needs a tensor), or run the loop under `torch.no_grad()` when it "
+            "needs no gradient."
+        )
     return (
         f"Accumulate a number or a detached tensor: `{acc} += {term}.item()` (or "
         f"`{term}.detach()`), or run the loop under `torch.no_grad()` when it needs no gradient."
     )
+
+
+#: methods a total is called with that a Python number does not have
+_TENSOR_METHODS = frozenset(
+    ("item", "cpu", "numpy", "tolist", "detach", "to", "cuda", "float", "mean", "sum", "div")
+    + ("div_", "backward", "clone", "sqrt", "exp", "log", "numel", "size", "view")
+)
 
 
 def _verb(chain: _Chain, past: bool = False) -> str:
