@@ -293,23 +293,44 @@ def later_methods(path: str, line: int, name: str) -> set[str]:
     """The methods called on ``name`` (``total_loss``, ``self.total``) after ``line`` in the
     innermost function holding it (the module when none): ``{"item"}`` of a later
     ``total_loss.item()``, which a fix turning the total into a number would break."""
+    return {
+        call.func.attr
+        for call in _later_calls(path, line)
+        if isinstance(call.func, ast.Attribute) and ast.unparse(call.func.value) == name
+    }
+
+
+def later_calls_taking(path: str, line: int, name: str) -> set[str]:
+    """The names of the functions called with ``name`` as an argument after ``line`` in the
+    innermost function holding it: ``{"pack_padded_sequence"}`` of ``lengths = lengths.cpu()``
+    followed by ``pack_padded_sequence(x, lengths)``."""
+    return {
+        _callee(call)
+        for call in _later_calls(path, line)
+        if any(ast.unparse(a) == name for a in [*call.args, *(k.value for k in call.keywords)])
+    }
+
+
+def calls_in_statement(path: str, line: int) -> set[str]:
+    """The names the statement at ``line`` calls."""
+    statement = parsed_statement(statement_text(path, line))
+    if statement is None:
+        return set()
+    return {_callee(n) for n in ast.walk(statement) if isinstance(n, ast.Call)}
+
+
+def _later_calls(path: str, line: int) -> list[ast.Call]:
+    """The calls after ``line`` in the innermost function holding it (the module when none)."""
     tree = _tree(path)
     if tree is None:
-        return set()
+        return []
     scope: ast.AST = tree
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             end = node.end_lineno or node.lineno
             if node.lineno <= line <= end and node.lineno >= getattr(scope, "lineno", 0):
                 scope = node
-    return {
-        node.func.attr
-        for node in ast.walk(scope)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.lineno > line
-        and ast.unparse(node.func.value) == name
-    }
+    return [n for n in ast.walk(scope) if isinstance(n, ast.Call) and n.lineno > line]
 
 
 def source_line(path: str, line: int) -> str:

@@ -25,6 +25,8 @@ _Tensor = torch.Tensor
 # (the mode is pushed before the program runs, so these are PyTorch's own functions)
 _TO = _Tensor.to
 _CUDA = _Tensor.cuda
+#: ``F.ctc_loss`` (which the mode sees, not the ``torch.ctc_loss`` it calls) and that
+_CTC_LOSSES = (torch.nn.functional.ctc_loss, torch.ctc_loss)
 
 
 def is_cuda_device(value: Any) -> bool:
@@ -72,7 +74,26 @@ class SimulationMode(TorchFunctionMode):
                 device = f"cuda:{device}"
             kwargs.pop("memory_format", None)
             return _TO(args[0], to_standin(device or "cuda"), **kwargs)
+        elif func in _CTC_LOSSES:
+            args, kwargs = _ctc_lengths_read(args, kwargs)
         return func(*autocast_arguments(func, args, kwargs), **kwargs)
+
+
+def _ctc_lengths_read(args: tuple[Any, ...], kwargs: Any) -> tuple[tuple[Any, ...], Any]:
+    """CTC's lengths on the CPU read as CUDA reads them: as lists of ints (the stand-in, a
+    tensor subclass, would take PyTorch's path for subclasses instead, which divides the
+    losses by the CPU target lengths and raises)."""
+    log_probs = args[0] if args else kwargs.get("log_probs")
+    if not isinstance(log_probs, _Tensor) or log_probs.device.type == "cpu":
+        return args, kwargs
+
+    def read(value: Any) -> Any:
+        on_host = isinstance(value, _Tensor) and value.device.type == "cpu" and value.dim() == 1
+        return value.tolist() if on_host else value
+
+    args = tuple(read(a) if i in (2, 3) else a for i, a in enumerate(args))
+    named = {k: read(v) for k, v in kwargs.items() if k in ("input_lengths", "target_lengths")}
+    return args, (dict(kwargs, **named) if named else kwargs)
 
 
 def install() -> None:

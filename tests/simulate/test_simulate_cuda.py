@@ -44,6 +44,7 @@ def _found(run) -> list[tuple[str, int]]:
         "amp",
         "amp_dtypes",
         "factories",
+        "host_arguments",
     ],
 )
 def test_clean_cuda_scripts_run_to_the_end_with_no_finding(check, name: str) -> None:

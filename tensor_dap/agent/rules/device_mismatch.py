@@ -37,9 +37,28 @@ def applies(op: OpInfo) -> bool:
     return op.name in _INDEXING or not (op.device_move or op.backward)
 
 
+#: ops that take some arguments on the CPU whatever the device of the others, by position:
+#: the lengths and batch sizes of packed sequences (``pack_padded_sequence(x, lengths.cpu())``,
+#: which PyTorch requires), an RNN run on a packed sequence (``lstm(data, batch_sizes, ...)``),
+#: and CTC's targets and lengths (cuDNN wants them on the CPU; PyTorch moves them otherwise)
+_HOST_ARGUMENTS = {
+    "_pack_padded_sequence": (1,),
+    "_pad_packed_sequence": (1,),
+    "lstm": (1,),
+    "gru": (1,),
+    "rnn_tanh": (1,),
+    "rnn_relu": (1,),
+    "ctc_loss": (1, 2, 3),
+}
+_HOST_KEYWORDS = frozenset(("lengths", "batch_sizes", "targets", "input_lengths", "target_lengths"))
+
+
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     if op.device_move:  # (the indexing ops: the only device moves it applies to)
         return _indexing(op.name, args)
+    host = _HOST_ARGUMENTS.get(op.name)
+    if host is not None:
+        args, kwargs = _without_host_arguments(host, args, kwargs)
     # fast path: ``is_cpu`` is a plain flag (``.device`` builds an object); accelerator
     # tensors compare their device index. Only a mix goes to the slow path.
     on_cpu = False
@@ -66,6 +85,23 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if on_cpu and index is not None:
         return _report(tensor_args(args, kwargs))
     return None
+
+
+def _without_host_arguments(
+    host: tuple[int, ...], args: Args, kwargs: Kwargs
+) -> tuple[Args, Kwargs]:
+    """``args`` and ``kwargs`` without the CPU arguments an op takes (:data:`_HOST_ARGUMENTS`),
+    which are integers: a GRU's second argument is its float ``hx`` unless the sequence is
+    packed, and an ``hx`` left on the CPU is the mismatch this rule is for."""
+    kept = tuple(
+        None
+        if position in host and isinstance(arg, _Tensor) and not arg.is_floating_point()
+        else arg
+        for position, arg in enumerate(args)
+    )
+    if kwargs:
+        kwargs = {k: v for k, v in kwargs.items() if k not in _HOST_KEYWORDS}
+    return kept, kwargs
 
 
 def _indexing(name: str, args: Args) -> Optional[Report]:

@@ -22,7 +22,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import frames
+from tensor_dap.agent import frames, naming
 from tensor_dap.agent.op_kinds import HOST_COPIES, SCALAR_READS, OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created
@@ -85,9 +85,25 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
         return None
     if (name in SCALAR_READS or source.numel() == 1) and not _scalars(state):
         return None
-    if not _every_step(caller, state):
+    if not _every_step(caller, state) or _for_host_argument(caller):
         return None
     return Report(tensors=[source], message=_message(name))
+
+
+#: functions that take some tensors on the CPU whatever the device of the others:
+#: ``pack_padded_sequence(x, lengths.cpu())`` (PyTorch requires it), CTC's targets and lengths
+_HOST_ARGUMENT_CALLS = frozenset(("pack_padded_sequence", "_pack_padded_sequence", "ctc_loss"))
+
+
+def _for_host_argument(caller: Any) -> bool:
+    """Whether the copy is for a function that wants it on the CPU: made in a call of one, or
+    assigned to a name a later call of one takes (``lengths = lengths.cpu()``, then
+    ``pack_padded_sequence(x, lengths)``): the copy is the one PyTorch asks for."""
+    path, line = caller.f_code.co_filename, caller.f_lineno
+    if naming.calls_in_statement(path, line) & _HOST_ARGUMENT_CALLS:
+        return True
+    target = naming.assignment_target(path, line)
+    return bool(target and naming.later_calls_taking(path, line, target) & _HOST_ARGUMENT_CALLS)
 
 
 def _scalars(state: Any) -> bool:

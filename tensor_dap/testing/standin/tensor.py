@@ -63,6 +63,27 @@ _INDEX_OPS = frozenset(
     }
 )
 
+# Ops that take some tensors on the host whatever the device of the others, as CUDA's do (the
+# lengths and batch sizes of packed sequences, CTC's targets and lengths), by position; and
+# results they make there.
+_HOST_ARGUMENTS = {
+    _aten.ctc_loss.Tensor: (1, 2, 3),
+    _aten.ctc_loss.IntList: (1,),
+    _aten._ctc_loss.Tensor: (2, 3),
+    _aten._ctc_loss_backward.Tensor: (3, 4),
+    _aten._pack_padded_sequence.default: (1,),
+    _aten._pad_packed_sequence.default: (1,),
+    _aten._pack_padded_sequence_backward.default: (2,),
+    _aten.lstm.data: (1,),
+    _aten.gru.data: (1,),
+    _aten.rnn_tanh.data: (1,),
+    _aten.rnn_relu.data: (1,),
+}
+_HOST_RESULTS = {
+    _aten._pack_padded_sequence.default: (1,),
+    _aten._pad_packed_sequence.default: (1,),
+}
+
 _installed_device: Optional[torch.device] = None
 
 #: device types whose ``torch.device`` arguments mean the stand-in (see :func:`present_as`)
@@ -237,12 +258,18 @@ def _check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         return
     if func is _aten.index.Tensor and len(args) > 1:
         _check_index_devices(args[0], args[1])
+    host = _HOST_ARGUMENTS.get(func, ())
+    if func is _aten._pack_padded_sequence.default and isinstance(args[1], AcceleratorTensor):
+        raise RuntimeError(  # (PyTorch's own check, which a CUDA tensor fails as well)
+            "'lengths' argument should be a 1D CPU int64 tensor, but got 1D "
+            f"{_presentation['name']} Long tensor"
+        )
     first: Optional[str] = None
     skip_index = func in _INDEX_OPS
     values: list[Any] = list(args)
     values.extend(kwargs.values())
     for position, value in enumerate(values):
-        if skip_index and position == 1:
+        if (skip_index and position == 1) or position in host:
             continue
         items = value if isinstance(value, (list, tuple)) else (value,)
         for item in items:
@@ -325,6 +352,9 @@ def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         _collect(a, inputs)
     for v in kwargs.values():
         _collect(v, inputs)
+    host = _HOST_RESULTS.get(func)
+    if host is not None:  # (``batch_sizes`` of a packed sequence stays on the host)
+        return tuple(r if i in host else _wrap(r, inputs) for i, r in enumerate(out))
     return _wrap(out, inputs)
 
 

@@ -1,0 +1,106 @@
+"""Arguments PyTorch wants on the CPU whatever the device of the others: a packed sequence's
+lengths (``pack_padded_sequence(x, lengths.cpu())``: PyTorch refuses them on the device) and
+batch sizes. Neither ``device-mismatch`` nor ``leaves-device`` reports them, the stand-in
+accelerator runs them as CUDA does (the batch sizes stay on the host), and a float hidden state
+left on the CPU is still a mismatch. (CTC's targets and lengths on the CPU: under ``--simulate
+cuda``, ``tests/simulate/scripts/host_arguments.py``.)"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+import tensor_dap
+from tensor_dap.testing import accelerator_device
+
+
+def _found(program: Callable[[], Any]) -> tuple[list[tuple[str, int]], Any]:
+    with tensor_dap.watch(rules=["device-mismatch", "leaves-device"]) as watch:
+        result = program()
+    return [(f.rule, f.line) for f in watch.findings], result
+
+
+def _line(program: Callable[[], Any], text: str) -> int:
+    lines, first = inspect.getsourcelines(program)
+    return next(first + i for i, line in enumerate(lines) if text in line)
+
+
+def padded_batches_through_a_packed_lstm() -> list[torch.Tensor]:
+    """A training loop over padded batches: lengths copied to the CPU for the packing each
+    step, in the call and on a line of their own."""
+    device = accelerator_device()
+    torch.manual_seed(0)
+    embed, lstm = nn.Embedding(20, 8).to(device), nn.LSTM(8, 16, batch_first=True).to(device)
+    head = nn.Linear(16, 3).to(device)
+    params = [*embed.parameters(), *lstm.parameters(), *head.parameters()]
+    optimizer = torch.optim.SGD(params, lr=0.1)
+    batch_sizes = []
+    for step in range(4):
+        lengths = torch.randint(2, 7, (5,), device=device)
+        tokens = torch.randint(1, 20, (5, 6), device=device)
+        if step % 2:
+            packed = pack_padded_sequence(
+                embed(tokens), lengths.cpu(), batch_first=True, enforce_sorted=False
+            )
+        else:
+            host_lengths = lengths.cpu()
+            packed = pack_padded_sequence(
+                embed(tokens), host_lengths, batch_first=True, enforce_sorted=False
+            )
+        batch_sizes.append(packed.batch_sizes)
+        out, _ = lstm(packed)
+        padded, _ = pad_packed_sequence(out, batch_first=True)
+        loss = F.cross_entropy(head(padded[:, 0]), torch.randint(0, 3, (5,), device=device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return batch_sizes
+
+
+def test_lengths_copied_for_packing_are_neither_a_mismatch_nor_a_needless_copy() -> None:
+    found, batch_sizes = _found(padded_batches_through_a_packed_lstm)
+    assert found == []
+    assert all(sizes.device.type == "cpu" for sizes in batch_sizes)  # as CUDA gives them
+
+
+def hidden_state_left_on_the_cpu() -> None:
+    device = accelerator_device()
+    gru = nn.GRU(4, 8).to(device)
+    h0 = torch.zeros(1, 2, 8)  # made without device=
+    gru(torch.randn(3, 2, 4, device=device), h0)
+
+
+def test_a_hidden_state_left_on_the_cpu_is_still_a_mismatch() -> None:
+    with tensor_dap.watch(rules=["device-mismatch"]) as watch, pytest.raises(RuntimeError):
+        hidden_state_left_on_the_cpu()
+    (finding,) = watch.findings
+    assert finding.line == _line(hidden_state_left_on_the_cpu, "gru(torch.randn")
+    assert "h0 is on cpu" in finding.message
+
+
+def test_lengths_on_the_device_are_refused_as_pytorch_refuses_them() -> None:
+    device = accelerator_device()
+    with pytest.raises(RuntimeError, match="'lengths' argument should be a 1D CPU int64 tensor"):
+        pack_padded_sequence(
+            torch.randn(2, 3, 4, device=device), torch.tensor([3, 2], device=device)
+        )
+
+
+def test_a_copy_each_step_for_anything_else_is_still_reported() -> None:
+    def copies() -> None:
+        device = accelerator_device()
+        w = torch.randn(4, 2, device=device, requires_grad=True)
+        kept = []
+        for _ in range(3):
+            out = torch.randn(5, 4, device=device) @ w
+            out.sum().backward()
+            kept.append(out.detach().cpu())
+
+    found, _ = _found(copies)
+    assert found == [("leaves-device", _line(copies, "kept.append(out.detach().cpu())"))]
