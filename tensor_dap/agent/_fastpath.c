@@ -37,7 +37,7 @@
 static PyObject *PASS_MARKER, *MODE_ENABLED, *POP_MODE, *PUSH_MODE, *PLAIN_TYPES, *TENSOR_TYPE,
     *RANKS_DIFFER, *DISPATCH_CODE;
 static PyObject *s_ndim, *s_watch, *s_mode, *s_plans, *s_plan, *s_site_hits, *s_sample,
-    *s_emit, *s_rule_failed, *s_raise_hooks, *s_raised;
+    *s_emit, *s_rule_failed, *s_raise_hooks, *s_raised, *s_inplace;
 
 /* func(*args, **kwargs): args a tuple; kwargs None, a dict (empty: no keywords) or any other
  * mapping (merged into a dict, as `**` would) */
@@ -106,10 +106,26 @@ static PyObject *call_method(PyObject *watch, PyObject *name, PyObject **args, s
     return PyObject_VectorcallMethod(name, args, n + 1, NULL);
 }
 
+/* An `inplace` flag set: the keyword, or the positional argument at `position`
+ * (`F.dropout(x, p, training, True)`). 1, 0, or -1 on an error. */
+static int inplace_flag_set(PyObject *position, PyObject *args, PyObject *kwargs) {
+    if (kwargs != NULL && PyDict_Check(kwargs)) {
+        PyObject *flag = PyDict_GetItemWithError(kwargs, s_inplace);
+        if (flag != NULL) return PyObject_IsTrue(flag);
+        if (PyErr_Occurred()) return -1;
+    }
+    Py_ssize_t index = PyLong_AsSsize_t(position);
+    if (index == -1 && PyErr_Occurred()) return -1;
+    if (index < 0 || index >= PyTuple_GET_SIZE(args)) return 0;
+    return PyObject_IsTrue(PyTuple_GET_ITEM(args, index));
+}
+
 /* A rule's SCREEN (tensor_dap.agent.rules): 1 when its check may report for these args, 0 when
  * the rule promises it returns None (so it is not called), -1 on an error. RANKS_DIFFER: two
- * tensors among the positional args have different non-zero ranks (broadcast's own test). */
-static int screen_passes(PyObject *screen, PyObject *args) {
+ * tensors among the positional args have different non-zero ranks (broadcast's own test); an
+ * int: the position of an `inplace` flag the op runs in place with (INPLACE_FLAG_AT). */
+static int screen_passes(PyObject *screen, PyObject *args, PyObject *kwargs) {
+    if (PyLong_CheckExact(screen)) return inplace_flag_set(screen, args, kwargs);
     if (screen != RANKS_DIFFER) return 1;
     long first_rank = 0;
     Py_ssize_t count = PyTuple_GET_SIZE(args);
@@ -165,7 +181,7 @@ static int run_before(PyObject *watch, PyObject *before, PyObject *info, PyObjec
     Py_ssize_t count = PyTuple_GET_SIZE(before);
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *pair = PyTuple_GET_ITEM(before, i);
-        int screened = screen_passes(PyTuple_GET_ITEM(pair, 2), args);
+        int screened = screen_passes(PyTuple_GET_ITEM(pair, 2), args, kwargs);
         if (screened < 0) { /* reading a rank failed: let the rule itself look */
             if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
             PyErr_Clear();
@@ -1201,6 +1217,7 @@ static struct PyModuleDef fastpath_module = {
 PyMODINIT_FUNC PyInit__fastpath(void) {
     /* the attributes read by name: listed in native.py (tests/unit/test_fastpath_contract.py) */
     s_ndim = PyUnicode_InternFromString("ndim");
+    s_inplace = PyUnicode_InternFromString("inplace");
     s_watch = PyUnicode_InternFromString("watch");
     s_mode = PyUnicode_InternFromString("_mode");
     s_plans = PyUnicode_InternFromString("_plans");

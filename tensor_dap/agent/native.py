@@ -41,6 +41,8 @@ WATCH_INSTANCE_ATTRIBUTES = ("_mode", "_plans", "_site_hits", "_raise_hooks", "m
 WATCH_METHODS = ("_plan", "_sample", "_emit", "_rule_failed", "_raised")  # of the Watch
 #: of torch.Tensor (``ndim``: the broadcast rule's screen; the others: the memory books')
 TENSOR_ATTRIBUTES = ("ndim", "untyped_storage", "device")
+#: keyword arguments of an op it reads (``inplace``: the flag inplace-saved screens by)
+KEYWORDS = ("inplace",)
 WATCH_ATTRIBUTES = WATCH_INSTANCE_ATTRIBUTES + WATCH_METHODS
 #: what ``books_after`` reads of the memory books (tensor_dap.agent.memory.MemoryLedger), of a
 #: tensor's untyped storage and of the op's OpInfo

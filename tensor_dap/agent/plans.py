@@ -87,7 +87,9 @@ def make_plan(watch: Watch, func: Any) -> Any:
             applies = getattr(module, "applies", None)
             applies_before = getattr(module, "applies_before", applies)
             if hasattr(module, "before") and (applies_before is None or applies_before(info)):
-                before.append((rule_id, module.before, getattr(module, "SCREEN", None)))
+                screen = getattr(module, "screen", None)  # (per op, else the module's)
+                screened = screen(info) if screen is not None else getattr(module, "SCREEN", None)
+                before.append((rule_id, module.before, screened))
             if hasattr(module, "after") and (applies is None or applies(info)):
                 after.append((rule_id, module.after))
         plan = (info, tuple(before), tuple(after), tuple(observers))

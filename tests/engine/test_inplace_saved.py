@@ -190,7 +190,35 @@ def operand_that_saved_nothing_of_it(make):
     return _written_then_summed(make, lambda z: z.sub_(z.mean(dim=1, keepdim=True)))
 
 
+def activation_flag_on_a_saved_output(make):
+    """``F.relu(h, inplace=True)`` on a sigmoid's output, which the sigmoid saved."""
+    h = torch.sigmoid(_leaf(make, 3) * 1)
+    return h.sum(), lambda: F.relu(h, inplace=True)
+
+
+def dropout_module_flag_on_a_saved_output(make):
+    """``nn.Dropout(p, inplace=True)`` on attention weights, which the softmax saved: the
+    module calls ``F.dropout(x, p, training, True)`` from torch's own code."""
+    att = torch.softmax(_leaf(make, 2, 3) * 1, dim=-1)
+    return att.sum(), lambda: torch.nn.Dropout(0.5, inplace=True)(att)
+
+
+def activation_flag_unset(make):
+    h = torch.sigmoid(_leaf(make, 3) * 1)
+    return h.sum(), lambda: F.leaky_relu(h, 0.1, False)
+
+
+def activation_flag_on_an_output_not_saved(make):
+    """``nn.ReLU(inplace=True)`` after a layer that saved its input, not its output."""
+    z = _leaf(make, 3) * 2 + 1
+    return z.sum(), lambda: torch.nn.ReLU(inplace=True)(z)
+
+
 SCENARIOS = [
+    activation_flag_on_a_saved_output,
+    dropout_module_flag_on_a_saved_output,
+    activation_flag_unset,
+    activation_flag_on_an_output_not_saved,
     operand_saved_the_target,
     operand_of_a_detached_copy,
     operand_that_saved_nothing_of_it,

@@ -27,6 +27,7 @@ def test_every_name_the_c_path_reads_is_listed() -> None:
         + native.WATCH_ATTRIBUTES
         + native.TENSOR_ATTRIBUTES
         + native.BOOKS_ATTRIBUTES
+        + native.KEYWORDS
     )
     read = _names_read_by_c()
     assert "_plans" in read  # (the pattern still finds them)

@@ -15,7 +15,10 @@ torch). A rule module defines ``RULE = catalog.rule(ID)`` and some of these hook
   when the watch ends;
 - ``SCREEN``: a promise about ``before`` that lets the engine's C path skip calling it:
   :data:`RANKS_DIFFER` says it returns ``None`` unless two tensors among the positional
-  arguments have different non-zero ranks (the Python path calls ``before`` regardless).
+  arguments have different non-zero ranks; an ``int`` says it returns ``None`` unless the op's
+  ``inplace`` flag is set, as a keyword or at that position (``F.dropout(x, p, training,
+  True)``). ``screen(op)``, where a module has it, gives the screen per op. (The Python path
+  calls ``before`` regardless.)
 
 Rules read what an op saw and answer with a :class:`Report` or ``None``; they never touch data
 they were not given, and a rule that raises is switched off by the engine.

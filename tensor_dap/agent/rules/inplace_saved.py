@@ -89,9 +89,9 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if op.name == _DATA_SET:
         saved_index.storages_moved()
         return None
-    if not op.inplace or not args or not isinstance(args[0], _Tensor):
+    if not args or not isinstance(args[0], _Tensor) or not _writes_in_place(op, args, kwargs):
         return None
-    if not frames.is_user_code(caller.f_code):
+    if not frames.is_user_code(caller.f_code) and not _flag_set_on_a_module(op, caller):
         return None
     target = args[0]
     if not torch.is_grad_enabled() and _is_leaf(target) and target.requires_grad:
@@ -211,9 +211,50 @@ def _wait_for_backward(state: Any, nodes: list[Any], op: OpInfo, target: Any, ca
 
 
 def applies_before(op: OpInfo) -> bool:
-    """``before`` runs on in-place ops only (``add_``, ``__setitem__``, ``copy_``...): every
-    other op leaves the plan without a call."""
-    return op.inplace and not op.passthrough
+    """``before`` runs on in-place ops only (``add_``, ``__setitem__``, ``copy_``...) and on the
+    functions that run in place when asked (``F.dropout(x, inplace=True)``, ``nn.ReLU(inplace=
+    True)``; the engine's C path calls it only when their flag is set: :func:`screen`)."""
+    return (op.inplace and not op.passthrough) or op.name in INPLACE_FLAG_AT
+
+
+#: functions with an ``inplace`` flag (``torch.nn.functional``'s activations and dropouts,
+#: which ``nn.ReLU(inplace=True)`` and ``nn.Dropout(inplace=True)`` call), and its position
+INPLACE_FLAG_AT = {
+    **dict.fromkeys(("relu", "relu6", "selu", "silu", "mish", "hardsigmoid", "hardswish"), 1),
+    **dict.fromkeys(("elu", "celu", "leaky_relu"), 2),
+    **dict.fromkeys(("hardtanh", "threshold", "dropout", "alpha_dropout"), 3),
+    **dict.fromkeys(("feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d"), 3),
+    "rrelu": 4,
+}
+
+
+def screen(op: OpInfo) -> Optional[int]:
+    """A function with an ``inplace`` flag is checked only when the flag is set: the flag's
+    position (see :mod:`tensor_dap.agent.rules`)."""
+    return None if op.inplace else INPLACE_FLAG_AT.get(op.name)
+
+
+def _writes_in_place(op: OpInfo, args: Args, kwargs: Kwargs) -> bool:
+    """Whether the op writes its first argument: an in-place op, or a function whose
+    ``inplace`` flag is set."""
+    if op.inplace:
+        return True
+    position = INPLACE_FLAG_AT.get(op.name)
+    if position is None:
+        return False
+    if kwargs and "inplace" in kwargs:
+        return bool(kwargs["inplace"])
+    return len(args) > position and args[position] is True
+
+
+#: where ``nn.ReLU(inplace=True)`` and its kind call their function from (library code, yet
+#: the write is the flag the user set)
+_MODULES_PACKAGE = os.path.join("torch", "nn", "modules", "")
+
+
+def _flag_set_on_a_module(op: OpInfo, caller: Any) -> bool:
+    """Whether a library frame's write is a module's flag (``nn.ReLU(inplace=True)``)."""
+    return not op.inplace and _MODULES_PACKAGE in caller.f_code.co_filename
 
 
 def applies(op: OpInfo) -> bool:
@@ -389,6 +430,11 @@ def _fix(op_name: str, name: str, target: Any) -> str:
         return (
             f"Update {name} after backward() (after optimizer.step()), or have the op that "
             f"saved it use a copy ({name}.clone())."
+        )
+    if op_name in INPLACE_FLAG_AT:  # `F.dropout(att, p, training, inplace=True)`, a module's
+        return (
+            f"Drop inplace=True from the {op_name} call, or from the module that makes it "
+            f"(nn.Dropout, nn.ReLU...), or clone {name} first."
         )
     operator = _OPERATORS.get(op_name)
     if operator is not None:
