@@ -14,7 +14,9 @@ the forward — a silent bug PyTorch never reports. The cut is named; one throug
 followed by what was handed out after the use. A parameter whose output was simply left out of
 the loss (the heads a winner-takes-all loss did not pick, a multi-task head without a target
 this step, an unused pooler) is not that bug and is not reported; nor is a layer only ever
-written through ``.data`` by an initialisation. Learned from sampled ops (their keyword
+written through ``.data`` by an initialisation. And a ``zero_grad()`` between ``backward()``
+and ``step()``, which erases every gradient of the step, is reported there
+(:mod:`tensor_dap.agent.rules._zeroed_before_step`). Learned from sampled ops (their keyword
 arguments too: ``F.layer_norm`` passes its weight as one), so it looks at the first steps of
 each loop, which is where such a bug shows.
 """
@@ -42,7 +44,7 @@ from tensor_dap.agent.provenance import (
     roots,
     untracked_input,
 )
-from tensor_dap.agent.rules import Report, _step
+from tensor_dap.agent.rules import Report, _step, _zeroed_before_step
 from tensor_dap.agent.rules.hooks import Args, Kwargs, RuleState
 from tensor_dap.agent.tensor_map import TensorMap
 
@@ -69,6 +71,7 @@ def backward_targets(op: OpInfo, args: Args, kwargs: Kwargs) -> list[Any]:
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
+    _zeroed_before_step.on_backward(state, caller)
     for tensor in backward_targets(op, args, kwargs):
         if not tensor.requires_grad:
             prov = state.provenance.lookup(tensor)
@@ -216,10 +219,21 @@ def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
 
 
 def install(state: RuleState) -> list[Any]:
-    def check(optimizer: Any, caller: FrameType) -> Optional[Report]:
-        return _params_without_grad(optimizer, state)
+    """At each ``optimizer.step()``: the gradients a ``zero_grad()`` erased after this step's
+    backward (:mod:`._zeroed_before_step`), else the parameters a cut left without one."""
 
-    return [optimizers.subscribe(Subscriber(before_step=_step.before_step(RULE.id, state, check)))]
+    def check(optimizer: Any, caller: FrameType) -> Optional[Report]:
+        erased = _zeroed_before_step.check(optimizer, caller, state)
+        return erased if erased is not None else _params_without_grad(optimizer, state)
+
+    def zeroed(optimizer: Any) -> None:
+        try:
+            _zeroed_before_step.zeroed(state, optimizer)
+        except Exception:
+            state._rule_failed(RULE.id)
+
+    before_step = _step.before_step(RULE.id, state, check)
+    return [optimizers.subscribe(Subscriber(before_step=before_step, zeroed=zeroed))]
 
 
 def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:

@@ -1,0 +1,144 @@
+"""``grad-lost`` finds ``zero_grad()`` placed between ``backward()`` and ``step()``: the step
+applies none of the gradients the backward computed, every step, and the loss never moves. The
+usual orders, gradient accumulation, a closure and two optimizers of a GAN stay quiet."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensor_dap
+from tensor_dap.testing import accelerator_device
+
+DEVICES = ["cpu", "accel"]
+
+
+def _setup(device: str) -> tuple[nn.Module, torch.optim.Optimizer, list]:
+    torch.manual_seed(0)
+    where = accelerator_device() if device == "accel" else torch.device("cpu")
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).to(where)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    batches = [(torch.randn(8, 4, device=where), torch.randn(8, 1, device=where))] * 4
+    return model, optimizer, batches
+
+
+def zero_grad_after_backward(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.zero_grad()  # erased
+        optimizer.step()
+
+
+def gradients_zeroed_in_place_after_backward(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        F.mse_loss(model(x), y).backward()
+        optimizer.zero_grad(set_to_none=False)  # erased
+        optimizer.step()
+
+
+def zero_grad_first(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+
+def zero_grad_after_step(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    optimizer.zero_grad()
+    optimizer.step()  # a step before training (a scheduler's warm-up order): no backward yet
+    for x, y in batches:
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def accumulation_over_two_batches(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    for i, (x, y) in enumerate(batches):
+        (F.mse_loss(model(x), y) / 2).backward()
+        if i % 2 == 1:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def closure_zeroes_inside_the_step(device: str) -> None:
+    model, _, batches = _setup(device)
+    optimizer = torch.optim.LBFGS(model.parameters(), max_iter=2)
+    for x, y in batches:
+
+        def closure(x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+
+
+def gan_with_two_optimizers(device: str) -> None:
+    generator, opt_g, batches = _setup(device)
+    discriminator = nn.Linear(1, 1).to(batches[0][0].device)
+    opt_d = torch.optim.Adam(discriminator.parameters())
+    for x, y in batches:
+        fake = generator(x)
+        opt_d.zero_grad()
+        (discriminator(fake.detach()).mean() - discriminator(y).mean()).backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        (-discriminator(fake).mean()).backward()
+        opt_g.step()
+
+
+def _found(program: Callable[[str], None], device: str) -> list[tuple[int, str]]:
+    with tensor_dap.watch(rules=["grad-lost"]) as watch:
+        program(device)
+    assert not watch.failed
+    return [(f.line, f.message) for f in watch.findings]
+
+
+def _marked(program: Callable[[str], None]) -> int:
+    lines, start = inspect.getsourcelines(program)
+    return next(start + i for i, text in enumerate(lines) if text.rstrip().endswith("# erased"))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zero_grad_between_backward_and_step_is_found_at_its_line(device: str) -> None:
+    ((line, message),) = _found(zero_grad_after_backward, device)
+    assert line == _marked(zero_grad_after_backward)
+    assert message.startswith("`optimizer.zero_grad()` runs after backward() at ")
+    assert "it erases the gradients backward() computed, so step() applies none" in message
+    assert "(4 of 4 parameters have no gradient)" in message
+    assert "Call optimizer.zero_grad() before loss.backward() (or after optimizer.step())." in (
+        message
+    )
+
+
+def test_gradients_zeroed_in_place_are_said_to_be_zeros() -> None:
+    ((line, message),) = _found(gradients_zeroed_in_place_after_backward, "cpu")
+    assert line == _marked(gradients_zeroed_in_place_after_backward)
+    assert "(the gradients it applies are zeros)" in message
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        zero_grad_first,
+        zero_grad_after_step,
+        accumulation_over_two_batches,
+        closure_zeroes_inside_the_step,
+        gan_with_two_optimizers,
+    ],
+    ids=lambda p: p.__name__,
+)
+def test_orders_that_keep_the_gradients_stay_quiet(program: Callable[[str], None]) -> None:
+    assert _found(program, "cpu") == []
