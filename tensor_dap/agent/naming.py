@@ -35,6 +35,11 @@ def _tree(path: str) -> Optional[ast.Module]:
     return _TREES[path]
 
 
+def module_tree(path: str) -> Optional[ast.Module]:
+    """The parsed source of the file at ``path`` (read once), None when it is not Python."""
+    return _tree(path)
+
+
 def _segment(path: str, node: ast.AST) -> Optional[str]:
     lines = linecache.getlines(path)
     try:

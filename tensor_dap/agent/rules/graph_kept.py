@@ -72,7 +72,15 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import eval_switch, frames, kept_roots, kept_updates, naming, optimizers
+from tensor_dap.agent import (
+    carried_graph,
+    eval_switch,
+    frames,
+    kept_roots,
+    kept_updates,
+    naming,
+    optimizers,
+)
 from tensor_dap.agent.eval_modules import in_eval_mode
 from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_nodes import freed_by_backward, graph_node
@@ -438,15 +446,30 @@ def _graph_gone(chain: _Chain, state: Any, life: GraphLife) -> None:
 
 def raised(
     op: OpInfo, args: Args, kwargs: Kwargs, error: BaseException, caller: Any, state: Any
-) -> None:
+) -> Optional[Report]:
     """A ``backward()`` raised (a graph an in-place op broke, a loss without history): the
-    totals and lists waiting for one cannot be judged any more; they are let go."""
+    totals and lists waiting for one cannot be judged any more; they are let go. When it
+    raised for going through a graph a backward freed, the tensor carried into this
+    iteration with that graph is reported (:mod:`tensor_dap.agent.carried_graph`)."""
     if not op.backward:
-        return
+        return None
     for chain in (state.rule_state.get(_CHAINS) or {}).values():
         if chain.life is not None:
             chain.life.forget()
     kept_roots.forget_unused(state)
+    if not (isinstance(error, RuntimeError) and carried_graph.SECOND_TIME in str(error)):
+        return None
+    # (a hidden state carried into the next window with its graph: which, and where)
+    roots: collections.deque[NodeKey] = state.rule_state.get(_ROOTS) or collections.deque()
+    if len(roots) < 2:  # (the previous backward's root: the earlier iteration's graph)
+        return None
+    first = args[0] if args else (kwargs or {}).get("tensors")
+    targets = list(first) if isinstance(first, (list, tuple)) else [first]
+    found = carried_graph.explain(targets, caller, roots[-2][0])
+    if found is None:
+        return None
+    at, text = found
+    return Report(tensors=[], message=lambda _d, _e: text, at=at, operands=False)
 
 
 def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:

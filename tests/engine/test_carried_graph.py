@@ -1,0 +1,108 @@
+"""``graph-kept`` says why ``backward()`` raised "Trying to backward through the graph a second
+time": the hidden state (or total) carried into this iteration with the previous iteration's
+graph, at the line that carries it. The program raises PyTorch's own error as it does
+unwatched; a hidden state detached between windows raises nothing and is not reported."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensor_dap
+
+
+def lstm_windows_without_detach() -> None:
+    torch.manual_seed(0)
+    embed, lstm, head = nn.Embedding(12, 6), nn.LSTM(6, 8, batch_first=True), nn.Linear(8, 12)
+    params = [*embed.parameters(), *lstm.parameters(), *head.parameters()]
+    optimizer = torch.optim.Adam(params, lr=1e-2)
+    stream = torch.randint(0, 12, (2, 41))
+    hidden = (torch.zeros(1, 2, 8), torch.zeros(1, 2, 8))
+    for i in range(0, 30, 10):
+        x, y = stream[:, i : i + 10], stream[:, i + 1 : i + 11]
+        out, hidden = lstm(embed(x), hidden)  # carried
+        loss = F.cross_entropy(head(out).reshape(-1, 12), y.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def gru_windows_without_detach() -> None:
+    torch.manual_seed(0)
+    gru, head = nn.GRU(3, 5), nn.Linear(5, 1)
+    h = torch.zeros(1, 4, 5)
+    for _ in range(3):
+        out, h = gru(torch.randn(6, 4, 3), h)  # carried
+        head(out).pow(2).mean().backward()
+
+
+def total_backpropagated_each_iteration() -> None:
+    w = torch.randn(3, requires_grad=True)
+    total = torch.zeros(())
+    for _ in range(3):
+        loss = (w * torch.randn(3)).sum().pow(2)
+        total = total + loss  # carried
+        total.backward()
+
+
+def lstm_windows_detached() -> None:
+    torch.manual_seed(0)
+    lstm = nn.LSTM(4, 8)
+    hidden = (torch.zeros(1, 2, 8), torch.zeros(1, 2, 8))
+    for _ in range(3):
+        hidden = tuple(h.detach() for h in hidden)
+        out, hidden = lstm(torch.randn(5, 2, 4), hidden)
+        out.pow(2).mean().backward()
+
+
+def _run(program: Callable[[], None], watched: bool) -> tuple[str, list[tuple[int, str]]]:
+    """PyTorch's error (``""`` when none) and the findings."""
+    found: list[tuple[int, str]] = []
+    try:
+        if watched:
+            with tensor_dap.watch(rules=["graph-kept"]) as watch:
+                try:
+                    program()
+                finally:
+                    found = [(f.line, f.message) for f in watch.findings]
+        else:
+            program()
+    except RuntimeError as error:
+        return str(error), found
+    return "", found
+
+
+def _marked(program: Callable[[], None]) -> int:
+    lines, start = inspect.getsourcelines(program)
+    return next(start + i for i, text in enumerate(lines) if text.rstrip().endswith("# carried"))
+
+
+@pytest.mark.parametrize(
+    "program, fix",
+    [
+        (lstm_windows_without_detach, "`hidden = tuple(h.detach() for h in hidden)`"),
+        (gru_windows_without_detach, "`h = h.detach()`"),
+        (total_backpropagated_each_iteration, "`total = total.detach()`"),
+    ],
+    ids=lambda p: getattr(p, "__name__", ""),
+)
+def test_the_carried_tensor_is_named_at_the_line_carrying_it(program, fix: str) -> None:  # noqa: ANN001
+    plain_error, _ = _run(program, watched=False)
+    error, found = _run(program, watched=True)
+    assert "backward through the graph a second time" in plain_error
+    assert error == plain_error
+    ((line, message),) = found
+    assert line == _marked(program)
+    name = fix.strip("`").split(" = ")[0]
+    assert f"{name} carries the previous iteration's autograd graph into this one" in message
+    assert "fails with 'Trying to backward through the graph a second time'" in message
+    assert f"Detach it before it goes in again ({fix})" in message
+
+
+def test_a_hidden_state_detached_between_windows_is_not_reported() -> None:
+    assert _run(lstm_windows_detached, watched=True) == ("", [])
