@@ -17,7 +17,6 @@ the backward raised that error.
 from __future__ import annotations
 
 import ast
-import collections
 import os
 from typing import Any, Optional
 
@@ -25,6 +24,7 @@ import torch
 
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.graph_nodes import graph_node
+from tensor_dap.agent.graph_walk import breadth_first
 from tensor_dap.agent.provenance import NODE_PROV_KEY
 
 #: what PyTorch's error says
@@ -55,17 +55,7 @@ def explain(
 def earlier_node(roots: list[Any], made_by: int) -> Any:
     """The nearest node to ``roots`` (breadth first) made by the sequence number ``made_by``:
     where this graph goes on from an earlier iteration's."""
-    queue = collections.deque(roots)
-    seen: set[Any] = set()
-    while queue and len(seen) < _WALK_LIMIT:
-        node = queue.popleft()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        if _made_by(node, made_by):
-            return node
-        queue.extend(n for n, _ in node.next_functions)
-    return None
+    return next((n for n in breadth_first(roots, _WALK_LIMIT) if _made_by(n, made_by)), None)
 
 
 def _made_by(node: Any, sequence: int) -> bool:
@@ -117,17 +107,7 @@ def _self_assignments(frame: Any) -> list[tuple[int, str]]:
 
 
 def _reaches(roots: list[Any], wanted: Any, limit: int = 4000) -> bool:
-    queue = collections.deque(roots)
-    seen: set[Any] = set()
-    while queue and len(seen) < limit:
-        node = queue.popleft()
-        if node is None or node in seen:
-            continue
-        if node is wanted:
-            return True
-        seen.add(node)
-        queue.extend(n for n, _ in node.next_functions)
-    return False
+    return any(node is wanted for node in breadth_first(roots, limit))
 
 
 def message(

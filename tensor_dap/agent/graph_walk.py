@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import torch
 
@@ -44,6 +44,20 @@ class Footprint:
     #: ``id()`` of the leaf tensors (parameters) the graph accumulates gradients into (its
     #: ``AccumulateGrad`` nodes' ``variable``): ids only, nothing kept alive
     leaves: set[int] = field(default_factory=set)
+
+
+def breadth_first(roots: Iterable[Any], limit: int) -> Iterator[Any]:
+    """Each node reachable from ``roots`` (themselves included), breadth first, each once,
+    ``limit`` at most. The nodes are kept while walking, not their ids (see :func:`node_key`)."""
+    queue = collections.deque(roots)
+    seen: set[Any] = set()
+    while queue and len(seen) < limit:
+        node = queue.popleft()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        yield node
+        queue.extend(n for n, _ in node.next_functions)
 
 
 def footprint(
