@@ -13,6 +13,9 @@ Bug variants (first argument):
   step's graph.
 - ``hashed-vocab``: token ids are hashes of the words, never mapped to 0..N-1, and the
   vocabulary size is taken as the largest id + 1: the embedding table cannot be allocated.
+- ``hidden-not-repackaged``: ``repackage_hidden`` left out: the second window's graph goes on
+  from the first's, and its ``backward()`` raises "Trying to backward through the graph a
+  second time".
 """
 
 import math
@@ -89,10 +92,11 @@ def main() -> None:
             optimizer.zero_grad()
         for i in range(0, train_data.size(0) - 1, BPTT):
             data, targets = get_batch(train_data, i)
-            hidden = repackage_hidden(hidden)
+            if BUG != "hidden-not-repackaged":
+                hidden = repackage_hidden(hidden)
             if BUG != "zero-grad-once":
                 optimizer.zero_grad()
-            output, hidden = model(data, hidden)
+            output, hidden = model(data, hidden)  # bug[hidden-not-repackaged]: graph-kept
             loss = criterion(torch.log_softmax(output, dim=-1), targets)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)

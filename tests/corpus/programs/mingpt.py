@@ -10,6 +10,8 @@ Bug variants (first argument):
   softmax, which saved ``att`` for backward.
 - ``smoothed-loss-graph``: the logged smoothed loss adds ``0.1 * loss``, not ``loss.item()``: it
   keeps every iteration's graph.
+- ``attn-dropout-inplace``: the attention dropout made ``nn.Dropout(0.1, inplace=True)`` to save
+  memory: it writes the softmax's output, which the softmax saved for backward.
 """
 
 import math
@@ -30,7 +32,7 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.c_attn = nn.Linear(N_EMBD, 3 * N_EMBD)
         self.c_proj = nn.Linear(N_EMBD, N_EMBD)
-        self.attn_dropout = nn.Dropout(0.1)
+        self.attn_dropout = nn.Dropout(0.1, inplace=BUG == "attn-dropout-inplace")
         mask = torch.tril(torch.ones(BLOCK, BLOCK)).view(1, 1, BLOCK, BLOCK)
         if BUG == "mask-attribute":
             self.bias = mask
@@ -52,7 +54,7 @@ class CausalSelfAttention(nn.Module):
             att.masked_fill_(pad_keys, 0.0)  # bug[pad-mask-after-softmax]: inplace-saved
         else:
             att = F.softmax(att, dim=-1)  # padded targets are ignored by the loss instead
-        y = self.attn_dropout(att) @ v
+        y = self.attn_dropout(att) @ v  # bug[attn-dropout-inplace]: inplace-saved
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 

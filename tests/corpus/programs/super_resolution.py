@@ -7,6 +7,8 @@ Bug variants (first argument):
   ``@torch.no_grad()`` (written for post-processing) before the loss.
 - ``target-broadcast``: a hand-written MSE between the ``(B, 1, H, W)`` output and targets kept
   as ``(B, H, W)``: ``(B, B, H, W)``.
+- ``zero-grad-after-backward``: ``optimizer.zero_grad()`` moved between ``loss.backward()`` and
+  ``optimizer.step()``: every step applies no gradient and the loss never moves.
 """
 
 import math
@@ -56,7 +58,8 @@ def main() -> None:
         epoch_loss = 0.0
         for i in range(0, len(inputs), 8):
             input, target = inputs[i : i + 8].to(device), targets[i : i + 8].to(device)
-            optimizer.zero_grad()
+            if BUG != "zero-grad-after-backward":
+                optimizer.zero_grad()
             output = model(input)
             if BUG == "no-grad-clamp":
                 output = to_image_range(output)
@@ -66,6 +69,8 @@ def main() -> None:
                 loss = ((output - target.unsqueeze(1)) ** 2).mean()
             epoch_loss += loss.item()
             loss.backward()  # bug[no-grad-clamp]: grad-lost
+            if BUG == "zero-grad-after-backward":
+                optimizer.zero_grad()  # bug[zero-grad-after-backward]: grad-lost
             optimizer.step()
         mse = epoch_loss / 4
         print(f"===> Epoch {epoch}: Avg. Loss: {mse:.5f} PSNR: {10 * math.log10(1 / mse):.2f} dB")
