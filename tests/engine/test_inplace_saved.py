@@ -203,6 +203,17 @@ def dropout_module_flag_on_a_saved_output(make):
     return att.sum(), lambda: torch.nn.Dropout(0.5, inplace=True)(att)
 
 
+def dropout_flag_in_eval_mode(make):
+    """In eval mode (or with ``p=0``) an in-place dropout hands its input back untouched."""
+    att = torch.softmax(_leaf(make, 2, 3) * 1, dim=-1)
+
+    def write() -> None:
+        F.dropout(att, 0.5, False, True)
+        torch.nn.Dropout(0.0, inplace=True)(att)
+
+    return att.sum(), write
+
+
 def activation_flag_unset(make):
     h = torch.sigmoid(_leaf(make, 3) * 1)
     return h.sum(), lambda: F.leaky_relu(h, 0.1, False)
@@ -217,6 +228,7 @@ def activation_flag_on_an_output_not_saved(make):
 SCENARIOS = [
     activation_flag_on_a_saved_output,
     dropout_module_flag_on_a_saved_output,
+    dropout_flag_in_eval_mode,
     activation_flag_unset,
     activation_flag_on_an_output_not_saved,
     operand_saved_the_target,

@@ -243,8 +243,25 @@ def _writes_in_place(op: OpInfo, args: Args, kwargs: Kwargs) -> bool:
     if position is None:
         return False
     if kwargs and "inplace" in kwargs:
-        return bool(kwargs["inplace"])
-    return len(args) > position and args[position] is True
+        flag = bool(kwargs["inplace"])
+    else:
+        flag = len(args) > position and args[position] is True
+    return flag and (op.name not in _DROPOUTS or _drops(args, kwargs))
+
+
+#: the dropouts among them: ``(input, p, training, inplace)``
+_DROPOUTS = frozenset(
+    ("dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d")
+)
+
+
+def _drops(args: Args, kwargs: Kwargs) -> bool:
+    """Whether a dropout writes at all: in training and with a probability above 0 (in eval
+    mode, or with ``p=0``, it hands its input back untouched: no version moves)."""
+    named = kwargs or {}
+    p = named.get("p", args[1] if len(args) > 1 else 0.5)
+    training = named.get("training", args[2] if len(args) > 2 else True)
+    return bool(training) and not (isinstance(p, (int, float)) and p == 0)
 
 
 #: where ``nn.ReLU(inplace=True)`` and its kind call their function from (library code, yet
