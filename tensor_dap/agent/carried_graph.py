@@ -39,17 +39,29 @@ def explain(
 ) -> Optional[tuple[Optional[tuple[str, int]], str]]:
     """``(where to report, the text)`` for a backward() from ``caller`` of ``targets`` that
     raised the error (``made_by``: the sequence number of the previous backward's root); None
-    when its graph does not go on from an earlier one."""
+    when its graph does not go on from an earlier one. Where it goes on from it: a variable of
+    the loop assigned from itself (``logits, hidden = model(x, hidden)``); else the statement
+    that made the earlier graph's tensor, when it assigns from itself (``self.memory =
+    self.memory + h.mean(0)`` in a module); else a variable whose tensor the earlier backward
+    went through already (a GAN's ``fake``, backpropagated by the discriminator's loss)."""
     earlier = earlier_node([graph_node(t) for t in targets if isinstance(t, _Tensor)], made_by)
     user = frames.user_frame(caller)
     if earlier is None or user is None:
         return None
-    path = user.f_code.co_filename
+    path, backward_at = user.f_code.co_filename, (user.f_code.co_filename, user.f_lineno)
+    prov = earlier.metadata.get(NODE_PROV_KEY) if hasattr(earlier, "metadata") else None
     name, line = carried_name(user, earlier)
-    text = naming.statement_text(path, line if line is not None else user.f_lineno)
-    at = (path, line) if line is not None else None
-    paired = name is not None and isinstance(frames.read_locals(user).get(name), (tuple, list))
-    return at, message(name, earlier, (path, user.f_lineno), text, paired)
+    if name is not None and line is not None:
+        paired = isinstance(frames.read_locals(user).get(name), (tuple, list))
+        text = naming.statement_text(path, line)
+        return (path, line), carried_message(name, prov, backward_at, text, paired)
+    if prov is not None:
+        text = naming.statement_text(prov.path, prov.line)
+        assigned = _assigned_from_itself(naming.parsed_statement(text))
+        if assigned:
+            return (prov.path, prov.line), carried_message(assigned[0], None, backward_at, text)
+    reused = _holding(user, earlier)
+    return None, reused_message(reused, prov, naming.statement_text(path, user.f_lineno))
 
 
 def earlier_node(roots: list[Any], made_by: int) -> Any:
@@ -94,46 +106,87 @@ def _self_assignments(frame: Any) -> list[tuple[int, str]]:
     if tree is None:
         return []
     first, last = frame.f_code.co_firstlineno, frame.f_lineno
-    found = []
-    for statement in ast.walk(tree):
-        if not (isinstance(statement, ast.Assign) and first <= statement.lineno < last):
-            continue
-        read = {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)}
-        for target in statement.targets:
-            for one in target.elts if isinstance(target, ast.Tuple) else [target]:
-                if isinstance(one, ast.Name) and one.id in read:
-                    found.append((statement.lineno, one.id))
+    found = [
+        (statement.lineno, name)
+        for statement in ast.walk(tree)
+        if isinstance(statement, ast.Assign) and first <= statement.lineno < last
+        for name in _assigned_from_itself(statement)
+    ]
     return sorted(found)
+
+
+def _assigned_from_itself(statement: Optional[ast.AST]) -> list[str]:
+    """The targets an assignment reads in its value: ``hidden`` of ``out, hidden = model(x,
+    hidden)``, ``self.memory`` of ``self.memory = torch.cat([self.memory, h])[-L:]``."""
+    if not isinstance(statement, ast.Assign):
+        return []
+    read = {
+        ast.unparse(n)
+        for n in ast.walk(statement.value)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    }
+    return [
+        ast.unparse(one)
+        for target in statement.targets
+        for one in (target.elts if isinstance(target, ast.Tuple) else [target])
+        if isinstance(one, (ast.Name, ast.Attribute)) and ast.unparse(one) in read
+    ]
+
+
+def _holding(frame: Any, earlier: Any) -> Optional[str]:
+    """The local variable of ``frame`` whose tensor's own node is ``earlier``."""
+    try:
+        local = frames.read_locals(frame)
+    except Exception:
+        return None
+    for name, value in local.items():
+        if isinstance(value, _Tensor) and graph_node(value) is earlier:
+            return name
+    return None
 
 
 def _reaches(roots: list[Any], wanted: Any, limit: int = 4000) -> bool:
     return any(node is wanted for node in breadth_first(roots, limit))
 
 
-def message(
-    name: Optional[str],
-    earlier: Any,
+def carried_message(
+    name: str,
+    prov: Any,
     backward_at: tuple[str, int],
     line_text: str,
     paired: bool = False,
 ) -> str:
-    """The finding's text (``line_text``: the carrying statement, or the backward's;
-    ``paired``: the variable holds several tensors, an LSTM's ``(h, c)``)."""
-    prov = earlier.metadata.get(NODE_PROV_KEY) if hasattr(earlier, "metadata") else None
+    """A tensor carried from one iteration into the next with its graph (``line_text``: the
+    statement carrying it; ``paired``: it holds several tensors, an LSTM's ``(h, c)``)."""
     made = f" (made at {prov.where()} by {prov.op})" if prov is not None else ""
-    what = name or "a tensor carried from the previous iteration"
-    backward = f"{os.path.basename(backward_at[0])}:{backward_at[1]}"
-    if name is None:
-        detach = "`.detach()` it"
-    elif paired:
+    if paired:
         detach = f"`{name} = tuple(h.detach() for h in {name})`"
     else:
         detach = f"`{name} = {name}.detach()`"
     return (
-        f"`{line_text}`: {what} carries the previous iteration's autograd graph into this one: "
-        f"its history goes back into the graph of an earlier backward(){made}, which freed it, "
-        f"so backward() at {backward} fails with 'Trying to backward through the graph a "
-        f"second time'. Detach it before it goes in again ({detach}), as truncated "
-        "backpropagation through time does; retain_graph=True would instead backpropagate "
-        "through every earlier iteration, longer each time."
+        f"`{line_text}`: {name} carries the autograd graph of an earlier iteration into this "
+        f"one: its history goes back into a graph an earlier backward() went through and "
+        f"freed{made}, so backward() at {_where(backward_at)} fails with 'Trying to backward "
+        f"through the graph a second time'. Detach it before it goes in again ({detach}), as "
+        "truncated backpropagation through time does; retain_graph=True would instead "
+        "backpropagate through every earlier iteration, longer each time."
     )
+
+
+def reused_message(name: Optional[str], prov: Any, line_text: str) -> str:
+    """A graph an earlier backward() of the same iteration went through (a GAN's ``fake``
+    in the discriminator's loss, then in the generator's)."""
+    made = f" (made at {prov.where()} by {prov.op})" if prov is not None else ""
+    what = f"{name}{made}" if name else f"a tensor{made}"
+    detach = f"`{name}.detach()`" if name else "its `.detach()`"
+    return (
+        f"`{line_text}`: this backward() goes through {what}, whose graph an earlier backward() "
+        "already went through and freed: 'Trying to backward through the graph a second time'. "
+        f"Where the earlier loss uses it, use {detach} (a discriminator's step on a "
+        "generator's output), or pass retain_graph=True to that backward() to keep the graph "
+        "for this one."
+    )
+
+
+def _where(at: tuple[str, int]) -> str:
+    return f"{os.path.basename(at[0])}:{at[1]}"

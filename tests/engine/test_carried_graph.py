@@ -50,6 +50,36 @@ def total_backpropagated_each_iteration() -> None:
         total.backward()
 
 
+def memory_kept_by_a_module() -> None:
+    """A module keeps a running memory of its inputs as an attribute, with their graphs."""
+
+    class Memory(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = nn.Linear(4, 4)
+            self.register_buffer("memory", torch.zeros(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.tanh(self.enc(x))
+            out = h + self.memory
+            self.memory = self.memory + h.mean(0)  # carried
+            return out
+
+    torch.manual_seed(0)
+    model = Memory()
+    for _ in range(3):
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+
+
+def generator_output_backpropagated_twice() -> None:
+    """A GAN's discriminator step on ``fake`` without ``detach()``, then the generator's."""
+    torch.manual_seed(0)
+    generator, discriminator = nn.Sequential(nn.Linear(2, 3), nn.Tanh()), nn.Linear(3, 1)
+    fake = generator(torch.randn(4, 2))
+    discriminator(fake).mean().backward()
+    (-discriminator(fake).mean()).backward()  # reused
+
+
 def lstm_windows_detached() -> None:
     torch.manual_seed(0)
     lstm = nn.LSTM(4, 8)
@@ -77,9 +107,9 @@ def _run(program: Callable[[], None], watched: bool) -> tuple[str, list[tuple[in
     return "", found
 
 
-def _marked(program: Callable[[], None]) -> int:
+def _marked(program: Callable[[], None], marker: str = "# carried") -> int:
     lines, start = inspect.getsourcelines(program)
-    return next(start + i for i, text in enumerate(lines) if text.rstrip().endswith("# carried"))
+    return next(start + i for i, text in enumerate(lines) if text.rstrip().endswith(marker))
 
 
 @pytest.mark.parametrize(
@@ -88,6 +118,7 @@ def _marked(program: Callable[[], None]) -> int:
         (lstm_windows_without_detach, "`hidden = tuple(h.detach() for h in hidden)`"),
         (gru_windows_without_detach, "`h = h.detach()`"),
         (total_backpropagated_each_iteration, "`total = total.detach()`"),
+        (memory_kept_by_a_module, "`self.memory = self.memory.detach()`"),
     ],
     ids=lambda p: getattr(p, "__name__", ""),
 )
@@ -99,10 +130,20 @@ def test_the_carried_tensor_is_named_at_the_line_carrying_it(program, fix: str) 
     ((line, message),) = found
     assert line == _marked(program)
     name = fix.strip("`").split(" = ")[0]
-    assert f"{name} carries the previous iteration's autograd graph into this one" in message
+    assert f"{name} carries the autograd graph of an earlier iteration into this one" in message
     assert "fails with 'Trying to backward through the graph a second time'" in message
     assert f"Detach it before it goes in again ({fix})" in message
 
 
 def test_a_hidden_state_detached_between_windows_is_not_reported() -> None:
     assert _run(lstm_windows_detached, watched=True) == ("", [])
+
+
+def test_a_graph_backpropagated_twice_in_one_iteration_names_its_tensor() -> None:
+    plain_error, _ = _run(generator_output_backpropagated_twice, watched=False)
+    error, found = _run(generator_output_backpropagated_twice, watched=True)
+    assert error == plain_error and "second time" in error
+    ((line, message),) = found
+    assert line == _marked(generator_output_backpropagated_twice, "# reused")
+    assert "this backward() goes through fake (made at test_carried_graph.py:" in message
+    assert "use `fake.detach()`" in message
