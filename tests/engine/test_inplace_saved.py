@@ -385,3 +385,22 @@ def test_writes_to_fresh_tensors_do_not_walk_the_graph(kind: str, monkeypatch) -
             episode_loss = step_loss if episode_loss is None else episode_loss + step_loss
         episode_loss.backward()
     assert walks == [] and watch.findings == []
+
+
+def test_a_module_whose_flag_writes_is_named_as_the_frame_reaches_it() -> None:
+    """``nn.Dropout(inplace=True)`` after a ``Tanh`` inside an ``nn.Sequential``: the write is
+    the module's, its input has no name of the user's; the module is named by its path."""
+    torch.manual_seed(0)
+    decoder = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Dropout(0.5, inplace=True)
+    )
+    with tensor_dap.watch(rules=["inplace-saved"]) as watch:
+        out = decoder(torch.randn(2, 3))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+    (finding,) = watch.findings
+    module = "decoder.2 (Dropout(p=0.5, inplace=True))"
+    assert f"in-place dropout modifies the input of {module} (2, 4), which tanh saved" in (
+        finding.message
+    )
+    assert finding.message.endswith(f"Drop inplace=True from {module}.")

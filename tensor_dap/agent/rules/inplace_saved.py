@@ -121,7 +121,30 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
         return None
     node, phase = found
     if phase < 2 or not _wait_for_backward(state, _savers(phases[2], target), op, target, caller):
-        return Report(tensors=[target], message=_message(op.name, node, target))
+        module = _writing_module(op, caller)
+        return Report(tensors=[target], message=_message(op.name, node, target, module))
+    return None
+
+
+#: how a module's input is named (:func:`_writing_module`)
+_MODULE_INPUT = "the input of "
+
+
+def _writing_module(op: OpInfo, caller: Any) -> Optional[str]:
+    """The module whose flag made the write, as the user's frame reaches it
+    (``self.decoder.2 (Dropout(p=0.2, inplace=True))``); None for a write of the user's own
+    code, or a module the frame does not reach."""
+    if not _flag_set_on_a_module(op, caller):
+        return None
+    module = frames.read_locals(caller).get("self")
+    user = frames.user_frame(caller)
+    if not isinstance(module, torch.nn.Module) or user is None:
+        return None
+    for name, value in frames.read_locals(user).items():
+        if isinstance(value, torch.nn.Module):
+            for path, inner in value.named_modules():
+                if inner is module:
+                    return f"{'.'.join(p for p in (name, path) if p)} ({module!r})"
     return None
 
 
@@ -408,10 +431,14 @@ def _op_of(node: Any) -> tuple[str, Optional[Prov]]:
     return name.lower() or type(node).__name__, None
 
 
-def _message(op_name: str, node: Any, target: Any) -> Any:
+def _message(op_name: str, node: Any, target: Any, module: Optional[str] = None) -> Any:
+    """``module``: the module whose ``inplace=True`` wrote (its input has no name of the
+    user's: the module's own parameter's is ``input``)."""
+
     def build(described: list[Any], expression: str) -> str:
         d = described[0]
-        return _text(op_name, node, d.name, d.shape_text, target, expression)
+        name = f"{_MODULE_INPUT}{module}" if module else d.name
+        return _text(op_name, node, name, d.shape_text, target, expression)
 
     return build
 
@@ -448,7 +475,9 @@ def _fix(op_name: str, name: str, target: Any) -> str:
             f"Update {name} after backward() (after optimizer.step()), or have the op that "
             f"saved it use a copy ({name}.clone())."
         )
-    if op_name in INPLACE_FLAG_AT:  # `F.dropout(att, p, training, inplace=True)`, a module's
+    if op_name in INPLACE_FLAG_AT and name.startswith(_MODULE_INPUT):  # a module's flag
+        return f"Drop inplace=True from {name[len(_MODULE_INPUT) :]}."
+    if op_name in INPLACE_FLAG_AT:  # `F.dropout(att, p, training, inplace=True)`
         return (
             f"Drop inplace=True from the {op_name} call, or from the module that makes it "
             f"(nn.Dropout, nn.ReLU...), or clone {name} first."
