@@ -218,7 +218,7 @@ def roots(prov: Optional[Prov], limit: int = 8) -> list[Prov]:
         current = stack.pop()
         visited += 1
         if not current.parents:
-            if all(current is not f for f in found):
+            if all(current.made != f.made for f in found):  # (copies: Prov.shallow)
                 found.append(current)
         else:
             stack.extend(reversed(current.parents))

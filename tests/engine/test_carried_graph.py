@@ -80,6 +80,14 @@ def generator_output_backpropagated_twice() -> None:
     (-discriminator(fake).mean()).backward()  # reused
 
 
+def total_backpropagated_by_autograd_backward() -> None:
+    w = torch.randn(3, requires_grad=True)
+    total = torch.zeros(())
+    for _ in range(3):
+        total = total + (w * torch.randn(3)).sum().pow(2)  # carried
+        torch.autograd.backward([total])
+
+
 def lstm_windows_detached() -> None:
     torch.manual_seed(0)
     lstm = nn.LSTM(4, 8)
@@ -119,6 +127,7 @@ def _marked(program: Callable[[], None], marker: str = "# carried") -> int:
         (gru_windows_without_detach, "`h = h.detach()`"),
         (total_backpropagated_each_iteration, "`total = total.detach()`"),
         (memory_kept_by_a_module, "`self.memory = self.memory.detach()`"),
+        (total_backpropagated_by_autograd_backward, "`total = total.detach()`"),
     ],
     ids=lambda p: getattr(p, "__name__", ""),
 )

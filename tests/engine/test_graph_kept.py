@@ -1034,6 +1034,16 @@ def two_predictions_mixed_each_step(device: torch.device) -> None:
         optimizer.step()
 
 
+def mixup_by_keyword_lerp(device: torch.device) -> None:
+    """``torch.lerp`` with its operands named: each step's own mix, no total."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        mixed = torch.lerp(input=model(x), end=model(x.flip(0)), weight=0.3)
+        optimizer.zero_grad()
+        F.mse_loss(mixed, y).backward()
+        optimizer.step()
+
+
 def running_mean_of_numbers(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     avg_loss = 0.0
@@ -1818,6 +1828,7 @@ CLEAN = [
     batch_statistics_smoothed_detached,
     features_smoothed_over_time_steps_then_backpropagated,
     two_predictions_mixed_each_step,
+    mixup_by_keyword_lerp,
 ]
 
 

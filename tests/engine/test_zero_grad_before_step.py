@@ -99,6 +99,42 @@ def gan_with_two_optimizers(device: str) -> None:
         opt_g.step()
 
 
+def reptile_meta_gradients_set_by_hand(device: str) -> None:
+    """Reptile: an inner loop trains a copy; the meta optimizer's gradients are then set by
+    hand after its zero_grad() (a federated server does the same)."""
+    import copy
+
+    model, meta_optimizer, batches = _setup(device)
+    for x, y in batches:
+        fast = copy.deepcopy(model)
+        inner = torch.optim.SGD(fast.parameters(), lr=0.1)
+        for _ in range(2):
+            inner.zero_grad()
+            F.mse_loss(fast(x), y).backward()
+            inner.step()
+        meta_optimizer.zero_grad()
+        for p, q in zip(model.parameters(), fast.parameters()):
+            p.grad = p.data - q.data
+        meta_optimizer.step()
+
+
+def second_stage_with_a_new_optimizer(device: str) -> None:
+    """A new stage's optimizer zeroed and stepped once to start its scheduler, after the
+    first stage's backward() calls."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+    finetune = torch.optim.Adam(model.parameters(), lr=1e-4)
+    finetune.zero_grad()
+    finetune.step()
+    for x, y in batches:
+        finetune.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        finetune.step()
+
+
 def _found(program: Callable[[str], None], device: str) -> list[tuple[int, str]]:
     with tensor_dap.watch(rules=["grad-lost"]) as watch:
         program(device)
@@ -137,6 +173,8 @@ def test_gradients_zeroed_in_place_are_said_to_be_zeros() -> None:
         accumulation_over_two_batches,
         closure_zeroes_inside_the_step,
         gan_with_two_optimizers,
+        reptile_meta_gradients_set_by_hand,
+        second_stage_with_a_new_optimizer,
     ],
     ids=lambda p: p.__name__,
 )

@@ -4,10 +4,12 @@
 just computed: the step applies none (``set_to_none``, the default) or zeros, every step,
 silently — the loss never moves. Per optimizer, the rule remembers how many ``backward()``
 calls had run when its ``zero_grad()`` last ran and when its last ``step()`` ran; a step is
-reported when a backward ran after the previous step, the zero_grad came after it, and no
-backward came since. The usual orders (zero_grad, backward, step; backward, step, zero_grad;
-gradient accumulation; a closure that zeroes and backpropagates inside ``step(closure)``) never
-match.
+reported when a backward ran after the previous step, the zero_grad came after it, no backward
+came since, and the gradients are still what the zero_grad left (a meta-learner or a
+federated server sets ``p.grad`` by hand after its ``zero_grad()``: not erased). An
+optimizer's first step is only remembered (the bug repeats: its second is reported). The
+usual orders (zero_grad, backward, step; backward, step, zero_grad; gradient accumulation; a
+closure that zeroes and backpropagates inside ``step(closure)``) never match.
 """
 
 from __future__ import annotations
@@ -39,10 +41,21 @@ def on_backward(state: Any, caller: Any) -> None:
 
 
 def zeroed(state: Any, optimizer: Any) -> None:
-    """An optimizer's ``zero_grad()`` returned (``Subscriber.zeroed``)."""
+    """An optimizer's ``zero_grad()`` returned (``Subscriber.zeroed``): when, where, and what
+    it left in each ``.grad`` (``None``, or a zeroed tensor and its version)."""
     user = frames.user_frame(sys._getframe(1))
     at = (user.f_code.co_filename, user.f_lineno) if user is not None else None
-    _table(state, _ZEROED)[optimizer] = (state.rule_state.get(_BACKWARDS, 0), at)
+    left = _grads_now(optimizer)
+    _table(state, _ZEROED)[optimizer] = (state.rule_state.get(_BACKWARDS, 0), at, left)
+
+
+def _grads_now(optimizer: Any) -> list[Optional[tuple[int, int]]]:
+    """Per parameter: ``None`` for no ``.grad``, else its ``id`` and version."""
+    return [
+        None if p.grad is None else (id(p.grad), p.grad._version)
+        for group in optimizer.param_groups
+        for p in group["params"]
+    ]
 
 
 def check(optimizer: Any, caller: FrameType, state: Any) -> Optional[Report]:
@@ -50,13 +63,17 @@ def check(optimizer: Any, caller: FrameType, state: Any) -> Optional[Report]:
     step's backward (remembering this step either way)."""
     backwards = state.rule_state.get(_BACKWARDS, 0)
     stepped = _table(state, _STEPPED)
-    previous = stepped.get(optimizer, 0)
+    previous = stepped.get(optimizer)
     stepped[optimizer] = backwards
     zeroed_at = _table(state, _ZEROED).get(optimizer)
-    if zeroed_at is None:
+    # (an optimizer's first step is only remembered: a new one's `zero_grad(); step()` to
+    # start a scheduler after an earlier stage's backward() calls is no erasing)
+    if zeroed_at is None or previous is None:
         return None
-    count, at = zeroed_at
+    count, at, left = zeroed_at
     if not (previous < count == backwards):
+        return None
+    if _grads_now(optimizer) != left:  # gradients set by hand since (Reptile, FedAvg, A3C)
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
     user = frames.user_frame(caller)

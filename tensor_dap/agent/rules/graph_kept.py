@@ -244,13 +244,14 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
             # an EMA remade out of place: `shadow[n] = d * shadow[n] + (1 - d) * p`
             found = kept_updates.check_rebound(args, out, caller, state)
             lerp = op.name == "lerp"
-            if found is None and (lerp or _scaled_operand(args)):
+            operands = _operands(args, kwargs, ("input", "end") if lerp else ("input", "other"))
+            if found is None and len(operands) == 2 and (lerp or _scaled_operand(operands)):
                 # a statistic smoothed across batches, `rm = 0.9 * rm + 0.1 * x.mean(0)`,
                 # `rm = torch.lerp(rm, x.mean(0), 0.1)` (a loss's too)
                 node = graph_node(out)
                 if node is None:
                     return None
-                return _grow(node, out, args, caller, state, smoothing=lerp)
+                return _grow(node, out, operands, caller, state, smoothing=lerp)
             return found
         # an in-place update of a tensor (or, _foreach, of several): `p_ema.add_(p, ...)`
         if op.name in _UPDATES and op.inplace:
@@ -264,6 +265,17 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     if node is None:
         return None
     return _grow(node, out, args, caller, state)
+
+
+def _operands(args: Args, kwargs: Kwargs, names: tuple[str, str]) -> tuple[Any, ...]:
+    """The op's two operands, positional or named (``torch.lerp(input=a, end=b, weight=w)``,
+    ``rm.lerp(end=x, weight=w)``); fewer when it was not given two."""
+    named = kwargs or {}
+    found = list(args[:2])
+    for name in names[len(found) :]:
+        if name in named:
+            found.append(named[name])
+    return tuple(found)
 
 
 def _scaled_operand(args: Args) -> bool:
@@ -412,7 +424,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     roots = state.rule_state.get(_ROOTS)
     if roots is None:
         roots = state.rule_state[_ROOTS] = collections.deque(maxlen=_RECENT_ROOTS)
-    first = args[0] if args else (kwargs or {}).get("tensors")
+    first = _first_target(args, kwargs)
     node = graph_node(first) if isinstance(first, _Tensor) else None
     if node is not None:
         roots.append(node_key(node))
@@ -433,6 +445,16 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             if user is not None:
                 return _left_report(chain, user, "training resumed, and still holds it")
     return kept_roots.check(args, caller, state, backwards + 1)
+
+
+def _first_target(args: Args, kwargs: Kwargs) -> Any:
+    """The (first) tensor a ``backward()`` starts from: ``loss`` of ``loss.backward()``,
+    ``torch.autograd.backward([loss])``, ``torch.autograd.grad(outputs=loss, ...)``."""
+    named = kwargs or {}
+    first = args[0] if args else named.get("tensors", named.get("outputs"))
+    if isinstance(first, (list, tuple)):
+        return first[0] if first else None
+    return first
 
 
 def _graph_gone(chain: _Chain, state: Any, life: GraphLife) -> None:
@@ -463,8 +485,9 @@ def raised(
     roots: collections.deque[NodeKey] = state.rule_state.get(_ROOTS) or collections.deque()
     if len(roots) < 2:  # (the previous backward's root: the earlier iteration's graph)
         return None
-    first = args[0] if args else (kwargs or {}).get("tensors")
-    targets = list(first) if isinstance(first, (list, tuple)) else [first]
+    named = kwargs or {}
+    given = args[0] if args else named.get("tensors", named.get("outputs"))
+    targets = list(given) if isinstance(given, (list, tuple)) else [given]
     found = carried_graph.explain(targets, caller, roots[-2][0])
     if found is None:
         return None
