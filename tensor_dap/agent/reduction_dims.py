@@ -157,13 +157,14 @@ def _same_prov(prov: Any, other: Any) -> bool:
     )
 
 
-def _node_dim(node: Any) -> Optional[tuple[int, str]]:
-    """The one dim a reduction's node saved (``SumBackward1._saved_dim``), unless it kept it."""
+def _node_dim(node: Any, kept: bool = False) -> Optional[tuple[int, str]]:
+    """The one dim a reduction's node saved (``SumBackward1._saved_dim``), unless it kept it
+    (``kept``: kept or not)."""
     try:
         dims, keepdim = node._saved_dim, node._saved_keepdim
     except (AttributeError, RuntimeError):
         return None
-    if keepdim:
+    if keepdim and not kept:
         return None
     dims = dims if isinstance(dims, (tuple, list)) else (dims,)
     if len(dims) != 1 or not isinstance(dims[0], int):
@@ -172,21 +173,57 @@ def _node_dim(node: Any) -> Optional[tuple[int, str]]:
     return dim, type(node).__name__.split("Backward")[0].lower()
 
 
+def reduced_dim(tensor: Any, provenance: Any, kept: bool) -> Optional[int]:
+    """The dim (from 0, of the reduced tensor's rank) a reduction removed, or kept
+    (``kept``), to make ``tensor``; None when not known (a line with several reductions is
+    read for the one that kept, or did not keep, its dim)."""
+    node = reduction_node(tensor.grad_fn)
+    if node is not None:
+        found = _node_dim(node, kept=True)
+        if found is None or bool(getattr(node, "_saved_keepdim", False)) != kept:
+            return None
+        dim: Optional[int] = found[0]
+    else:
+        prov = reduction_prov(provenance.lookup(tensor)) if provenance is not None else None
+        written = _line_dims(prov.path, prov.line, prov.op) if prov is not None else set()
+        # (a call with no literal dim, `table.sum()` of everything, is not this one)
+        matching = {d for d, keeps in written if keeps == kept and d is not None}
+        dim = matching.pop() if len(matching) == 1 else None
+    if dim is None:
+        return None
+    rank = tensor.ndim if kept else tensor.ndim + 1
+    dim = dim + rank if dim < 0 else dim
+    return dim if 0 <= dim < rank else None
+
+
 @functools.lru_cache(maxsize=1024)
 def _line_dim(path: str, line: int, reduction: str) -> Optional[int]:
-    """:func:`written_dim` of the statement at ``line`` (read and parsed once per line)."""
-    return written_dim(naming.statement_text(path, line), reduction)
+    """The one dim the statement at ``line`` removes with ``reduction`` (:func:`written_dims`,
+    read and parsed once per line); None when it removes none or several."""
+    dims = written_dims(naming.statement_text(path, line), reduction)
+    removed = {d for d, keeps in dims if not keeps}
+    return removed.pop() if len(removed) == 1 and len(dims) == 1 else None
 
 
-def written_dim(statement: str, reduction: str) -> Optional[int]:
-    """The dim the calls of ``reduction`` in ``statement`` pass as an integer literal
-    (``x.sum(1)``, ``x.sum(dim=-1)``, ``torch.sum(x, 1)``); None when a call passes none, keeps
-    it (``keepdim=True``), or two calls pass different ones."""
+@functools.lru_cache(maxsize=1024)
+def _line_dims(path: str, line: int, reduction: str) -> frozenset[tuple[Optional[int], bool]]:
+    return frozenset(written_dims(naming.statement_text(path, line), reduction))
+
+
+#: where a reduction's method takes its dim when it is not the first argument (``x.norm(p,
+#: dim)``); one more for ``torch.norm(x, p, dim)``
+_DIM_POSITION = {"norm": 1}
+
+
+def written_dims(statement: str, reduction: str) -> set[tuple[Optional[int], bool]]:
+    """``(dim, keeps it)`` of each call of ``reduction`` in ``statement``: the dim as an
+    integer literal (``x.sum(1)``, ``x.sum(dim=-1)``, ``torch.sum(x, 1)``, ``x.norm(2, 1)``;
+    None when none is), and whether it passes ``keepdim`` set."""
     try:
         tree = ast.parse(naming.without_comments(statement).strip())
     except (SyntaxError, ValueError):
-        return None
-    dims = set()
+        return set()
+    found = set()
     for call in ast.walk(tree):
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
             continue
@@ -194,17 +231,15 @@ def written_dim(statement: str, reduction: str) -> Optional[int]:
             continue
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
         keep = keywords.get("keepdim")
-        if keep is not None and not (isinstance(keep, ast.Constant) and keep.value is False):
-            return None
+        keeps = keep is not None and not (isinstance(keep, ast.Constant) and keep.value is False)
         on_module = isinstance(call.func.value, ast.Name) and call.func.value.id == "torch"
         positional = call.args[1:] if on_module else call.args
+        position = _DIM_POSITION.get(reduction, 0)
         written = keywords.get("dim", keywords.get("axis"))
-        if written is None and positional:
-            written = positional[0]
-        dims.add(_literal_int(written))
-    if len(dims) != 1:
-        return None
-    return dims.pop()
+        if written is None and len(positional) > position:
+            written = positional[position]
+        found.add((_literal_int(written), keeps))
+    return found
 
 
 def _literal_int(node: Optional[ast.expr]) -> Optional[int]:

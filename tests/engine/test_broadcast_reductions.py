@@ -137,3 +137,33 @@ def test_a_total_is_followed_however_long_the_chain_that_made_its_tensor() -> No
     less in the preprocessing once hid it)."""
     found = [len(_found(functools.partial(_normalized_after, ops))) for ops in range(9)]
     assert found == [1] * 9
+
+
+def test_a_norm_is_read_for_its_dim_not_its_order() -> None:
+    """``w.norm(1, 0)``: the first argument is the order, the dim is the second."""
+
+    def normalized() -> None:
+        with torch.no_grad():
+            w = torch.rand(4, 4)
+            w / w.norm(1, 0)  # columns: lines up
+            w / w.norm(2, 1)  # misaligned
+
+    assert [line for line, _ in _found(normalized)] == [_line_of(normalized, "# misaligned")]
+
+
+def test_two_totals_over_the_same_dim_are_no_table_s_marginals() -> None:
+    """``x.logsumexp(1, keepdim=True) - x.amax(1)``: the same dim kept and removed, an outer
+    op by mistake (the marginals of a table are over two dims)."""
+
+    def log_softmax_by_hand() -> None:
+        x = torch.rand(4, 6)
+        x.logsumexp(1, keepdim=True) - x.amax(1)  # misaligned
+
+    ((line, message),) = _found(log_softmax_by_hand)
+    assert line == _line_of(log_softmax_by_hand, "# misaligned")
+    assert "broadcast to (4, 4), more elements than any input" in message
+
+
+def _line_of(program: Callable[[], object], marker: str) -> int:
+    lines, start = inspect.getsourcelines(program)
+    return next(start + i for i, text in enumerate(lines) if text.rstrip().endswith(marker))

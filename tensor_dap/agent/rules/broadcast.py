@@ -126,7 +126,13 @@ def _marginals(tensors: list[Any], state: Any) -> bool:
     if len(tensors) != 2 or state is None:
         return False
     one, other = (reduction_dims.reduced_from(t, state.provenance) for t in tensors)
-    return reduction_dims.same_source(one, other)
+    if not reduction_dims.same_source(one, other):
+        return False
+    # (over the same dim, `x.logsumexp(1, keepdim=True) - x.amax(1)`, it is the mistake)
+    # (the one of the table's rank kept its dim: `table.sum(1, keepdim=True)`)
+    rank = max(t.ndim for t in tensors)
+    dims = [reduction_dims.reduced_dim(t, state.provenance, t.ndim == rank) for t in tensors]
+    return None not in dims and dims[0] != dims[1]
 
 
 def _misaligned(
