@@ -93,6 +93,8 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
         return None
     if not frames.is_user_code(caller.f_code) and not _flag_set_on_a_module(op, caller):
         return None
+    if not op.inplace and not _first_flagged_calls(caller, state):
+        return None
     target = args[0]
     if not torch.is_grad_enabled() and _is_leaf(target) and target.requires_grad:
         return None
@@ -257,6 +259,32 @@ def screen(op: OpInfo) -> Optional[int]:
     return None if op.inplace else INPLACE_FLAG_AT.get(op.name)
 
 
+#: rule_state key: call site (or module) of a function run in place by its flag -> calls
+#: checked; and how many are
+_FLAGGED = "inplace-saved.flagged-calls"
+FLAGGED_CHECKS = 4
+
+
+def _first_flagged_calls(caller: Any, state: Any) -> bool:
+    """Whether this call of a function run in place by its flag is among the first
+    :data:`FLAGGED_CHECKS` of its site (of its module, for ``nn.ReLU(inplace=True)``, whose
+    calls all come from torch's one line): a CNN's ReLUs run in place at every layer of every
+    step, and what they write is the same each time (a Conv's or a BatchNorm's output, which
+    nothing saved); a walk of the graphs costs ~100 µs each."""
+    module = (
+        frames.read_locals(caller).get("self")
+        if _MODULES_PACKAGE in (caller.f_code.co_filename)
+        else None
+    )
+    key = (id(caller.f_code), caller.f_lasti, id(module))
+    counts: dict[Any, int] = state.rule_state.setdefault(_FLAGGED, {})
+    seen = counts.get(key, 0)
+    if seen >= FLAGGED_CHECKS:
+        return False
+    counts[key] = seen + 1
+    return True
+
+
 def _writes_in_place(op: OpInfo, args: Args, kwargs: Kwargs) -> bool:
     """Whether the op writes its first argument: an in-place op, or a function whose
     ``inplace`` flag is set."""
@@ -265,10 +293,8 @@ def _writes_in_place(op: OpInfo, args: Args, kwargs: Kwargs) -> bool:
     position = INPLACE_FLAG_AT.get(op.name)
     if position is None:
         return False
-    if kwargs and "inplace" in kwargs:
-        flag = bool(kwargs["inplace"])
-    else:
-        flag = len(args) > position and args[position] is True
+    given = (kwargs or {}).get("inplace", args[position] if len(args) > position else False)
+    flag = given is True or (isinstance(given, int) and bool(given))  # (as the C screen reads)
     return flag and (op.name not in _DROPOUTS or _drops(args, kwargs))
 
 
