@@ -305,25 +305,6 @@ def later_methods(path: str, line: int, name: str) -> set[str]:
     }
 
 
-def later_calls_taking(path: str, line: int, name: str) -> set[str]:
-    """The names of the functions called with ``name`` as an argument after ``line`` in the
-    innermost function holding it: ``{"pack_padded_sequence"}`` of ``lengths = lengths.cpu()``
-    followed by ``pack_padded_sequence(x, lengths)``."""
-    return {
-        _callee(call)
-        for call in _later_calls(path, line)
-        if any(ast.unparse(a) == name for a in [*call.args, *(k.value for k in call.keywords)])
-    }
-
-
-def calls_in_statement(path: str, line: int) -> set[str]:
-    """The names the statement at ``line`` calls."""
-    statement = parsed_statement(statement_text(path, line))
-    if statement is None:
-        return set()
-    return {_callee(n) for n in ast.walk(statement) if isinstance(n, ast.Call)}
-
-
 def _later_calls(path: str, line: int) -> list[ast.Call]:
     """The calls after ``line`` in the innermost function holding it (the module when none)."""
     tree = _tree(path)

@@ -63,10 +63,33 @@ def padded_batches_through_a_packed_lstm() -> list[torch.Tensor]:
     return batch_sizes
 
 
+def _encode(lstm: nn.Module, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """A helper that packs, under another name: the copy's line does not say it is for it."""
+    from torch.nn.utils.rnn import pack_padded_sequence as pack
+
+    out, _ = lstm(pack(x, lengths, batch_first=True, enforce_sorted=False))
+    return pad_packed_sequence(out, batch_first=True)[0]
+
+
+def lengths_copied_for_a_helper_that_packs() -> None:
+    device = accelerator_device()
+    lstm = nn.LSTM(4, 8, batch_first=True).to(device)
+    optimizer = torch.optim.SGD(lstm.parameters(), lr=0.1)
+    for _ in range(4):
+        mask = torch.ones(3, 5, device=device)
+        mask[1, 3:] = 0
+        lengths = mask.sum(1).long().cpu()
+        out = _encode(lstm, torch.randn(3, 5, 4, device=device), lengths)
+        optimizer.zero_grad()
+        out.pow(2).mean().backward()
+        optimizer.step()
+
+
 def test_lengths_copied_for_packing_are_neither_a_mismatch_nor_a_needless_copy() -> None:
     found, batch_sizes = _found(padded_batches_through_a_packed_lstm)
     assert found == []
     assert all(sizes.device.type == "cpu" for sizes in batch_sizes)  # as CUDA gives them
+    assert _found(lengths_copied_for_a_helper_that_packs) == ([], None)
 
 
 def hidden_state_left_on_the_cpu() -> None:

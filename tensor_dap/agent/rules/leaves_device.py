@@ -22,7 +22,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import frames, naming
+from tensor_dap.agent import frames
 from tensor_dap.agent.op_kinds import HOST_COPIES, SCALAR_READS, OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created
@@ -40,7 +40,18 @@ _LAST_COPY = "leaves-device.last-copy"  # (file, line) -> backward() calls when 
 
 
 def applies(op: OpInfo) -> bool:
-    return op.name in _WATCHED or op.backward
+    return op.name in _WATCHED or op.backward or op.name in _HOST_ARGUMENTS
+
+
+#: ops that take some tensors on the CPU whatever the device of the others, by position:
+#: ``pack_padded_sequence(x, lengths.cpu())`` (PyTorch requires it: the op it runs is
+#: ``_pack_padded_sequence``), CTC's targets and lengths (``F.ctc_loss``, ``nn.CTCLoss``)
+_HOST_ARGUMENTS = {"_pack_padded_sequence": (1,), "ctc_loss": (1, 2, 3)}
+#: rule_state key: the (file, line) of copies such an op was handed
+_HOST_COPY_SITES = "leaves-device.host-copy-sites"
+#: ops followed back from a host argument to the copy that made it (``lengths.cpu()`` sorted
+#: by ``pack_padded_sequence``, ``.long()`` after the copy)
+_HOPS_TO_COPY = 4
 
 
 def _on_accelerator(tensor: Any) -> bool:
@@ -67,6 +78,10 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if op.backward:
         state.rule_state[_BACKWARDS] = state.rule_state.get(_BACKWARDS, 0) + 1
         return None
+    host = _HOST_ARGUMENTS.get(op.name)
+    if host is not None:
+        _note_host_copies(host, args, state)
+        return None
     if not args or not frames.is_user_code(caller.f_code):
         return None
     name = op.name
@@ -85,25 +100,29 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
         return None
     if (name in SCALAR_READS or source.numel() == 1) and not _scalars(state):
         return None
-    if not _every_step(caller, state) or _for_host_argument(caller):
+    if not _every_step(caller, state):
         return None
+    sites = state.rule_state.get(_HOST_COPY_SITES)
+    if sites and (caller.f_code.co_filename, caller.f_lineno) in sites:
+        return None  # (the copy PyTorch asks for: handed to pack_padded_sequence, ctc_loss)
     return Report(tensors=[source], message=_message(name))
 
 
-#: functions that take some tensors on the CPU whatever the device of the others:
-#: ``pack_padded_sequence(x, lengths.cpu())`` (PyTorch requires it), CTC's targets and lengths
-_HOST_ARGUMENT_CALLS = frozenset(("pack_padded_sequence", "_pack_padded_sequence", "ctc_loss"))
-
-
-def _for_host_argument(caller: Any) -> bool:
-    """Whether the copy is for a function that wants it on the CPU: made in a call of one, or
-    assigned to a name a later call of one takes (``lengths = lengths.cpu()``, then
-    ``pack_padded_sequence(x, lengths)``): the copy is the one PyTorch asks for."""
-    path, line = caller.f_code.co_filename, caller.f_lineno
-    if naming.calls_in_statement(path, line) & _HOST_ARGUMENT_CALLS:
-        return True
-    target = naming.assignment_target(path, line)
-    return bool(target and naming.later_calls_taking(path, line, target) & _HOST_ARGUMENT_CALLS)
+def _note_host_copies(positions: tuple[int, ...], args: Args, state: Any) -> None:
+    """An op that takes ``args[positions]`` on the CPU: the line of the copy each was made by
+    (followed back through the ops after it, ``.long()``, a sort) is no needless copy, however
+    the op was reached (an alias, a helper, a module's ``forward``, ``nn.CTCLoss``)."""
+    provenance = state.provenance
+    for position in positions:
+        arg = args[position] if len(args) > position else None
+        prov = provenance.lookup(arg) if isinstance(arg, _Tensor) else None
+        for _ in range(_HOPS_TO_COPY):
+            if prov is None:
+                break
+            if prov.op in HOST_COPIES:  # (a `.to(torch.int64)` on the way is looked through)
+                state.rule_state.setdefault(_HOST_COPY_SITES, set()).add((prov.path, prov.line))
+                break
+            prov = prov.parents[0] if prov.parents else None
 
 
 def _scalars(state: Any) -> bool:
