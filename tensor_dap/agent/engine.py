@@ -84,6 +84,8 @@ class Watch:
     ) -> None:
         if rules is None or isinstance(rules, str):
             rules = parse_rules(rules)
+        else:  # (a list may hold "default", "all", ranks...: read as the comma list is)
+            rules = parse_rules(",".join(rules)) if rules else []
         #: rule ids on in this process (entries limited to other ranks are left out)
         self.enabled: set[str] = set(rules_for_rank(rules, current_rank()))
         self.options = options or {}

@@ -142,3 +142,13 @@ def test_parse_rules() -> None:
     with pytest.raises(UnknownRuleError, match="unknown rule 'nope'"):
         parse_rules("nope")
     assert [r.id for r in all_rules()] == list(RULE_IDS)
+
+
+def test_a_list_of_rules_reads_as_the_comma_list_does() -> None:
+    """``rules=["default", "nan-inf"]`` as ``"default,nan-inf"``; a misspelt id is a clear
+    error naming the known ones (it was a bare KeyError)."""
+    with tensor_dap.watch(rules=["default", "nan-inf"]) as watch:
+        pass
+    assert watch.enabled == set(parse_rules("default,nan-inf"))
+    with pytest.raises(UnknownRuleError, match="unknown rule 'graph_kept'; known rules: "):
+        tensor_dap.watch(rules=["graph_kept"])
