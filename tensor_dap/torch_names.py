@@ -43,3 +43,25 @@ DTYPE_CONVERSIONS = frozenset(["float", "double", "half", "long", "int"])
 CPU_UNLESS_TOLD = TENSOR_FACTORIES - frozenset(
     ["zeros_like", "ones_like", "from_numpy", "LongTensor"]
 )
+
+
+#: ops that take some tensors on the CPU whatever the device of the others, by position: the
+#: lengths and batch sizes of packed sequences (``pack_padded_sequence(x, lengths.cpu())``,
+#: which PyTorch requires), an RNN run on a packed sequence (``lstm(data, batch_sizes, ...)``),
+#: and CTC's targets and lengths (cuDNN wants them on the CPU; PyTorch moves them otherwise)
+HOST_ARGUMENTS = {
+    "_pack_padded_sequence": (1,),
+    "_pad_packed_sequence": (1,),
+    "lstm": (1,),
+    "gru": (1,),
+    "rnn_tanh": (1,),
+    "rnn_relu": (1,),
+    "ctc_loss": (1, 2, 3),
+}
+#: of those, the ones a user's code copies to the host for: a packing's lengths, CTC's targets
+#: and lengths (a packed RNN's batch sizes come from the packing, not from the user)
+HOST_ARGUMENTS_COPIED_FOR = {
+    name: HOST_ARGUMENTS[name] for name in ("_pack_padded_sequence", "ctc_loss")
+}
+#: the keywords those arguments go by
+HOST_KEYWORDS = frozenset(("lengths", "batch_sizes", "targets", "input_lengths", "target_lengths"))

@@ -127,3 +127,64 @@ def test_a_copy_each_step_for_anything_else_is_still_reported() -> None:
 
     found, _ = _found(copies)
     assert found == [("leaves-device", _line(copies, "kept.append(out.detach().cpu())"))]
+
+
+class _PackingEncoder(nn.Module):
+    """Packs in its forward, from lengths handed over as Python numbers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.GRU(4, 8, batch_first=True)
+
+    def forward(self, x: torch.Tensor, lengths: Any) -> torch.Tensor:
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        return self.rnn(packed)[1]
+
+
+def _train_with_lengths_through_python(to_host: Callable[[torch.Tensor], Any]) -> None:
+    device = accelerator_device()
+    torch.manual_seed(0)
+    encoder = _PackingEncoder().to(device)
+    optimizer = torch.optim.SGD(encoder.parameters(), lr=0.1)
+    for _ in range(4):
+        tokens = torch.randint(1, 9, (3, 6), device=device)
+        tokens[1, 4:] = 0
+        tokens[2, 2:] = 0
+        lengths = to_host((tokens != 0).sum(1))
+        h = encoder(torch.randn(3, 6, 4, device=device), lengths)
+        optimizer.zero_grad()
+        h.pow(2).mean().backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize(
+    "to_host",
+    [lambda t: t.tolist(), lambda t: t.cpu().numpy()],
+    ids=["tolist", "cpu-numpy"],
+)
+def test_lengths_handed_over_as_python_numbers_are_no_needless_copy(
+    to_host: Callable[[torch.Tensor], Any],
+) -> None:
+    found, _ = _found(lambda: _train_with_lengths_through_python(to_host))
+    assert found == []
+
+
+def test_a_needless_copy_of_as_many_other_numbers_is_still_reported() -> None:
+    def copies_predictions() -> None:
+        device = accelerator_device()
+        torch.manual_seed(0)
+        gru, head = nn.GRU(4, 8, batch_first=True).to(device), nn.Linear(8, 3).to(device)
+        optimizer = torch.optim.SGD([*gru.parameters(), *head.parameters()], lr=0.1)
+        predictions = []
+        for _ in range(4):
+            lengths = torch.tensor([6, 4, 2])  # from the data loader, on the CPU
+            x = torch.randn(3, 6, 4, device=device)
+            h = gru(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))[1]
+            logits = head(h[-1])
+            optimizer.zero_grad()
+            F.cross_entropy(logits, torch.tensor([0, 1, 2], device=device)).backward()
+            optimizer.step()
+            predictions.append((logits.argmax(1) + 10).tolist())
+
+    found, _ = _found(copies_predictions)
+    assert found == [("leaves-device", _line(copies_predictions, "predictions.append("))]

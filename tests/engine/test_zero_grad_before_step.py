@@ -44,6 +44,50 @@ def gradients_zeroed_in_place_after_backward(device: str) -> None:
         optimizer.step()
 
 
+def model_zero_grad_after_backward(device: str) -> None:
+    """The tutorials' ``net.zero_grad()``, the module's own, in the wrong place."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        F.mse_loss(model(x), y).backward()
+        model.zero_grad()  # erased
+        optimizer.step()
+
+
+def model_zero_grad_in_place_after_backward(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        F.mse_loss(model(x), y).backward()
+        model.zero_grad(set_to_none=False)  # erased
+        optimizer.step()
+
+
+def model_zero_grad_first_dcgan_style(device: str) -> None:
+    """DCGAN's loop: each network's own zero_grad() before its losses' backward()."""
+    generator, opt_g, batches = _setup(device)
+    discriminator = nn.Linear(1, 1).to(batches[0][0].device)
+    opt_d = torch.optim.Adam(discriminator.parameters())
+    for x, y in batches:
+        discriminator.zero_grad()
+        fake = generator(x)
+        (discriminator(fake.detach()).mean() - discriminator(y).mean()).backward()
+        opt_d.step()
+        generator.zero_grad()
+        (-discriminator(fake).mean()).backward()
+        discriminator.zero_grad()  # the discriminator's gradients from G's loss: not G's step
+        opt_g.step()
+
+
+def frozen_part_cleared_before_the_step(device: str) -> None:
+    """The first layer's gradients cleared so that the step updates the rest alone (a frozen
+    backbone during warm-up): the step still applies gradients."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        model[0].zero_grad()
+        optimizer.step()
+
+
 def zero_grad_first(device: str) -> None:
     model, optimizer, batches = _setup(device)
     for x, y in batches:
@@ -165,9 +209,27 @@ def test_gradients_zeroed_in_place_are_said_to_be_zeros() -> None:
     assert "(the gradients it applies are zeros)" in message
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_models_own_zero_grad_between_backward_and_step_is_found(device: str) -> None:
+    ((line, message),) = _found(model_zero_grad_after_backward, device)
+    assert line == _marked(model_zero_grad_after_backward)
+    assert message.startswith("`model.zero_grad()` runs after backward() at ")
+    assert "before optimizer.step() at " in message
+    assert "(4 of 4 parameters have no gradient)" in message
+    assert "Call model.zero_grad() before loss.backward() (or after optimizer.step())." in message
+
+
+def test_a_models_own_zero_grad_in_place_is_said_to_apply_zeros() -> None:
+    ((line, message),) = _found(model_zero_grad_in_place_after_backward, "cpu")
+    assert line == _marked(model_zero_grad_in_place_after_backward)
+    assert "(the gradients it applies are zeros)" in message
+
+
 @pytest.mark.parametrize(
     "program",
     [
+        model_zero_grad_first_dcgan_style,
+        frozen_part_cleared_before_the_step,
         zero_grad_first,
         zero_grad_after_step,
         accumulation_over_two_batches,

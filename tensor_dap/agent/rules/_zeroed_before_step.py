@@ -9,7 +9,10 @@ came since, and the gradients are still what the zero_grad left (a meta-learner 
 federated server sets ``p.grad`` by hand after its ``zero_grad()``: not erased). An
 optimizer's first step is only remembered (the bug repeats: its second is reported). The
 usual orders (zero_grad, backward, step; backward, step, zero_grad; gradient accumulation; a
-closure that zeroes and backpropagates inside ``step(closure)``) never match.
+closure that zeroes and backpropagates inside ``step(closure)``) never match. A model's own
+``zero_grad()`` (``net.zero_grad()``) erases them the same way: it is remembered per module with
+what it left in each parameter's ``.grad``, and a step over some of those parameters is checked
+against it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import os
 import sys
 import weakref
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.rules import Report
@@ -29,6 +32,7 @@ _BACKWARDS = "grad-lost.backwards"
 _BACKWARD_AT = "grad-lost.backward-at"
 _ZEROED = "grad-lost.zeroed-at"
 _STEPPED = "grad-lost.stepped-at"
+_MODULE_ZEROED = "grad-lost.module-zeroed-at"
 
 
 def on_backward(state: Any, caller: Any) -> None:
@@ -49,41 +53,83 @@ def zeroed(state: Any, optimizer: Any) -> None:
     _table(state, _ZEROED)[optimizer] = (state.rule_state.get(_BACKWARDS, 0), at, left)
 
 
+def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
+    """A module's ``zero_grad()`` returned (:mod:`tensor_dap.agent.module_zero_grad`): as
+    :func:`zeroed`, per parameter of the module (an optimizer stepping them is known later)."""
+    user = frames.user_frame(caller)
+    at = (user.f_code.co_filename, user.f_lineno) if user is not None else None
+    params = list(module.parameters())
+    left = dict(zip(map(id, params), _grads_of(params)))
+    _table(state, _MODULE_ZEROED)[module] = (state.rule_state.get(_BACKWARDS, 0), at, left)
+
+
 def _grads_now(optimizer: Any) -> list[Optional[tuple[int, int]]]:
     """Per parameter: ``None`` for no ``.grad``, else its ``id`` and version."""
-    return [
-        None if p.grad is None else (id(p.grad), p.grad._version)
-        for group in optimizer.param_groups
-        for p in group["params"]
-    ]
+    return _grads_of(p for group in optimizer.param_groups for p in group["params"])
+
+
+def _grads_of(params: Iterable[Any]) -> list[Optional[tuple[int, int]]]:
+    return [None if p.grad is None else (id(p.grad), p.grad._version) for p in params]
 
 
 def check(optimizer: Any, caller: FrameType, state: Any) -> Optional[Report]:
     """Before ``optimizer.step()``: the report when its gradients were zeroed after this
-    step's backward (remembering this step either way)."""
+    step's backward, by the optimizer's ``zero_grad()`` or its model's (remembering this step
+    either way)."""
     backwards = state.rule_state.get(_BACKWARDS, 0)
     stepped = _table(state, _STEPPED)
     previous = stepped.get(optimizer)
     stepped[optimizer] = backwards
-    zeroed_at = _table(state, _ZEROED).get(optimizer)
     # (an optimizer's first step is only remembered: a new one's `zero_grad(); step()` to
     # start a scheduler after an earlier stage's backward() calls is no erasing)
-    if zeroed_at is None or previous is None:
-        return None
-    count, at, left = zeroed_at
-    if not (previous < count == backwards):
-        return None
-    if _grads_now(optimizer) != left:  # gradients set by hand since (Reptile, FedAvg, A3C)
+    if previous is None or not previous < backwards:
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
+    erased = _erased_by_optimizer(optimizer, backwards, state)
+    erased = erased if erased is not None else _erased_by_module(params, backwards, state)
+    if erased is None:
+        return None
+    at, zeroer = erased
     user = frames.user_frame(caller)
     name = naming.object_name(user, optimizer) or "optimizer"
+    if zeroer is not None:
+        zeroer = naming.object_name(user, zeroer) or "model"
     backward_at = state.rule_state.get(_BACKWARD_AT)
     without = sum(1 for p in params if p.grad is None)
     step_at = (user.f_code.co_filename, user.f_lineno) if user is not None else None
-    message = _message(name, backward_at, step_at, without, len(params))
+    message = _message(name, zeroer or name, backward_at, step_at, without, len(params))
     # (at the zero_grad() line, the one to move; paused at the step, where it shows)
     return Report(tensors=params[:4], message=message, operands=False, frame=user, at=at)
+
+
+def _erased_by_optimizer(optimizer: Any, backwards: int, state: Any) -> Optional[tuple[Any, None]]:
+    """(the line of the optimizer's ``zero_grad()``, None) when it ran after the last backward
+    and the gradients are still what it left."""
+    zeroed_at = _table(state, _ZEROED).get(optimizer)
+    if zeroed_at is None:
+        return None
+    count, at, left = zeroed_at
+    # (gradients set by hand since the zero_grad: Reptile, FedAvg, A3C)
+    if count != backwards or _grads_now(optimizer) != left:
+        return None
+    return at, None
+
+
+def _erased_by_module(params: list[Any], backwards: int, state: Any) -> Optional[tuple[Any, Any]]:
+    """(the line of a module's ``zero_grad()``, the module) when modules' ``zero_grad()`` ran
+    after the last backward, their gradients are still what they left, and the step has no
+    other gradient to apply (a frozen backbone's gradients cleared so that the step updates
+    the head alone is meant: not reported)."""
+    left: dict[int, Optional[tuple[int, int]]] = {}
+    first = None
+    for module, (count, at, grads) in list(_table(state, _MODULE_ZEROED).items()):
+        if count == backwards:
+            left.update(grads)
+            first = first or (at, module)
+    mine = [p for p in params if id(p) in left]
+    if first is None or not mine or any(p.grad is not None for p in params if id(p) not in left):
+        return None
+    return first if _grads_of(mine) == [left[id(p)] for p in mine] else None
 
 
 def _table(state: Any, key: str) -> Any:
@@ -99,6 +145,7 @@ def _where(at: Optional[tuple[str, int]]) -> str:
 
 def _message(
     name: str,
+    zeroer: str,
     backward_at: Optional[tuple[str, int]],
     step_at: Optional[tuple[str, int]],
     without: int,
@@ -115,7 +162,7 @@ def _message(
         return (
             f"`{expression}` runs after backward(){_where(backward_at)} and before "
             f"{name}.step(){_where(step_at)}: it erases the gradients backward() computed, so "
-            f"step() applies none ({applied}) and nothing learns. Call {name}.zero_grad() "
+            f"step() applies none ({applied}) and nothing learns. Call {zeroer}.zero_grad() "
             f"before loss.backward() (or after {name}.step())."
         )
 

@@ -20,7 +20,12 @@ from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created, is_cpu_scalar, join_names, tensor_args
 from tensor_dap.agent.rules.hooks import Args, Kwargs
 from tensor_dap.device_fix import device_in_fix
-from tensor_dap.torch_names import DTYPE_CONVERSIONS, TENSOR_FACTORIES
+from tensor_dap.torch_names import (
+    DTYPE_CONVERSIONS,
+    HOST_ARGUMENTS,
+    HOST_KEYWORDS,
+    TENSOR_FACTORIES,
+)
 
 RULE = catalog.rule("device-mismatch")
 
@@ -37,26 +42,10 @@ def applies(op: OpInfo) -> bool:
     return op.name in _INDEXING or not (op.device_move or op.backward)
 
 
-#: ops that take some arguments on the CPU whatever the device of the others, by position:
-#: the lengths and batch sizes of packed sequences (``pack_padded_sequence(x, lengths.cpu())``,
-#: which PyTorch requires), an RNN run on a packed sequence (``lstm(data, batch_sizes, ...)``),
-#: and CTC's targets and lengths (cuDNN wants them on the CPU; PyTorch moves them otherwise)
-_HOST_ARGUMENTS = {
-    "_pack_padded_sequence": (1,),
-    "_pad_packed_sequence": (1,),
-    "lstm": (1,),
-    "gru": (1,),
-    "rnn_tanh": (1,),
-    "rnn_relu": (1,),
-    "ctc_loss": (1, 2, 3),
-}
-_HOST_KEYWORDS = frozenset(("lengths", "batch_sizes", "targets", "input_lengths", "target_lengths"))
-
-
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     if op.device_move:  # (the indexing ops: the only device moves it applies to)
         return _indexing(op.name, args)
-    host = _HOST_ARGUMENTS.get(op.name)
+    host = HOST_ARGUMENTS.get(op.name)
     if host is not None:
         args, kwargs = _without_host_arguments(host, args, kwargs)
     # fast path: ``is_cpu`` is a plain flag (``.device`` builds an object); accelerator
@@ -90,7 +79,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
 def _without_host_arguments(
     host: tuple[int, ...], args: Args, kwargs: Kwargs
 ) -> tuple[Args, Kwargs]:
-    """``args`` and ``kwargs`` without the CPU arguments an op takes (:data:`_HOST_ARGUMENTS`),
+    """``args`` and ``kwargs`` without the CPU arguments an op takes (:data:`HOST_ARGUMENTS`),
     which are integers: a GRU's second argument is its float ``hx`` unless the sequence is
     packed, and an ``hx`` left on the CPU is the mismatch this rule is for."""
     kept = tuple(
@@ -100,7 +89,7 @@ def _without_host_arguments(
         for position, arg in enumerate(args)
     )
     if kwargs:
-        kwargs = {k: v for k, v in kwargs.items() if k not in _HOST_KEYWORDS}
+        kwargs = {k: v for k, v in kwargs.items() if k not in HOST_KEYWORDS}
     return kept, kwargs
 
 

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import frames, naming, optimizers
+from tensor_dap.agent import frames, module_zero_grad, naming, optimizers
 from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import upstream_leaves
 from tensor_dap.agent.lineage import NO_GRADIENT, argument_items
@@ -232,8 +232,17 @@ def install(state: RuleState) -> list[Any]:
         except Exception:
             state._rule_failed(RULE.id)
 
+    def module_zeroed(module: Any, caller: FrameType) -> None:
+        try:
+            _zeroed_before_step.module_zeroed(state, module, caller)
+        except Exception:
+            state._rule_failed(RULE.id)
+
     before_step = _step.before_step(RULE.id, state, check)
-    return [optimizers.subscribe(Subscriber(before_step=before_step, zeroed=zeroed))]
+    return [
+        optimizers.subscribe(Subscriber(before_step=before_step, zeroed=zeroed)),
+        module_zero_grad.subscribe(module_zeroed),
+    ]
 
 
 def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:

@@ -27,6 +27,7 @@ from tensor_dap.agent.op_kinds import HOST_COPIES, SCALAR_READS, OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created
 from tensor_dap.agent.rules.hooks import Args, Kwargs
+from tensor_dap.torch_names import HOST_ARGUMENTS_COPIED_FOR
 
 RULE = catalog.rule("leaves-device")
 
@@ -39,16 +40,19 @@ _BACKWARDS = "leaves-device.backwards"
 _LAST_COPY = "leaves-device.last-copy"  # (file, line) -> backward() calls when it last copied
 
 
-def applies(op: OpInfo) -> bool:
-    return op.name in _WATCHED or op.backward or op.name in _HOST_ARGUMENTS
+def applies_before(op: OpInfo) -> bool:
+    return op.name in _WATCHED or op.backward or op.name in HOST_ARGUMENTS_COPIED_FOR
 
 
-#: ops that take some tensors on the CPU whatever the device of the others, by position:
-#: ``pack_padded_sequence(x, lengths.cpu())`` (PyTorch requires it: the op it runs is
-#: ``_pack_padded_sequence``), CTC's targets and lengths (``F.ctc_loss``, ``nn.CTCLoss``)
-_HOST_ARGUMENTS = {"_pack_padded_sequence": (1,), "ctc_loss": (1, 2, 3)}
 #: rule_state key: the (file, line) of copies such an op was handed
 _HOST_COPY_SITES = "leaves-device.host-copy-sites"
+#: rule_state key: number of elements -> the (file, line) of the last copy of that many from
+#: an accelerator into Python numbers, and the numbers sorted (_COPIES_KEPT sizes at most,
+#: the latest; copies of up to _NUMBERS_KEPT numbers)
+_LAST_COPIES = "leaves-device.last-copies"
+_COPIES_KEPT = 8
+_NUMBERS_KEPT = 4096
+_INTO_NUMBERS = frozenset(["tolist", "numpy", "cpu"])
 #: ops followed back from a host argument to the copy that made it (``lengths.cpu()`` sorted
 #: by ``pack_padded_sequence``, ``.long()`` after the copy)
 _HOPS_TO_COPY = 4
@@ -78,7 +82,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if op.backward:
         state.rule_state[_BACKWARDS] = state.rule_state.get(_BACKWARDS, 0) + 1
         return None
-    host = _HOST_ARGUMENTS.get(op.name)
+    host = HOST_ARGUMENTS_COPIED_FOR.get(op.name)
     if host is not None:
         _note_host_copies(host, args, state)
         return None
@@ -111,18 +115,70 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
 def _note_host_copies(positions: tuple[int, ...], args: Args, state: Any) -> None:
     """An op that takes ``args[positions]`` on the CPU: the line of the copy each was made by
     (followed back through the ops after it, ``.long()``, a sort) is no needless copy, however
-    the op was reached (an alias, a helper, a module's ``forward``, ``nn.CTCLoss``)."""
+    the op was reached (an alias, a helper, a module's ``forward``, ``nn.CTCLoss``). Lengths
+    that went through Python (``lengths.tolist()``, ``.cpu().numpy()``: the tensor the op gets
+    is made anew from them, with no link back) are taken for the last copy of as many numbers
+    from the device."""
     provenance = state.provenance
     for position in positions:
         arg = args[position] if len(args) > position else None
         prov = provenance.lookup(arg) if isinstance(arg, _Tensor) else None
+        site = None
         for _ in range(_HOPS_TO_COPY):
             if prov is None:
                 break
             if prov.op in HOST_COPIES:  # (a `.to(torch.int64)` on the way is looked through)
-                state.rule_state.setdefault(_HOST_COPY_SITES, set()).add((prov.path, prov.line))
+                site = (prov.path, prov.line)
                 break
             prov = prov.parents[0] if prov.parents else None
+        if site is None:
+            site = _copied_numbers(arg, state)
+        if site is not None:
+            state.rule_state.setdefault(_HOST_COPY_SITES, set()).add(site)
+
+
+def _copied_numbers(arg: Any, state: Any) -> Optional[tuple[str, int]]:
+    """The line of the last ``.tolist()``/``.numpy()``/``.cpu()`` copy of the numbers ``arg``
+    holds (in any order: ``pack_padded_sequence`` sorts them), if one of the sizes kept."""
+    copies = state.rule_state.get(_LAST_COPIES)
+    if not copies or not isinstance(arg, (_Tensor, list, tuple)):
+        return None
+    numel = arg.numel() if isinstance(arg, _Tensor) else len(arg)
+    copy = copies.get(numel)
+    if copy is None or (isinstance(arg, _Tensor) and arg.device.type != "cpu"):
+        return None
+    numbers = arg.tolist() if isinstance(arg, _Tensor) else list(arg)
+    try:
+        return copy[0] if sorted(numbers) == copy[1] else None
+    except TypeError:  # (numbers of kinds that do not order)
+        return None
+
+
+def applies(op: OpInfo) -> bool:
+    """``after``: copies to the host, remembered for :func:`_copied_numbers`."""
+    return op.name in _INTO_NUMBERS
+
+
+def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> None:
+    """A small 1-d ``.tolist()``/``.numpy()``/``.cpu()`` of an accelerator tensor by the
+    user (``.cpu().numpy()`` goes through Python too): its line and numbers (sorted) kept per
+    size, the latest :data:`_COPIES_KEPT` sizes."""
+    if not args or not _on_accelerator(args[0]) or not frames.is_user_code(caller.f_code):
+        return
+    source = args[0]
+    if source.dim() != 1 or not 1 < source.numel() <= _NUMBERS_KEPT:
+        return
+    try:
+        numbers = sorted(out if isinstance(out, list) else out.tolist())
+    except TypeError:
+        return
+    copies = state.rule_state.get(_LAST_COPIES)
+    if copies is None:
+        copies = state.rule_state[_LAST_COPIES] = {}
+    copies.pop(len(numbers), None)
+    copies[len(numbers)] = ((caller.f_code.co_filename, caller.f_lineno), numbers)
+    if len(copies) > _COPIES_KEPT:
+        del copies[next(iter(copies))]
 
 
 def _scalars(state: Any) -> bool:
