@@ -8,19 +8,21 @@ without grad history is a number to PyTorch and never counts.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Optional
 
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import naming
+from tensor_dap.agent import naming, plain_attributes
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created, is_cpu_scalar, join_names, tensor_args
 from tensor_dap.agent.rules.hooks import Args, Kwargs
 from tensor_dap.device_fix import device_in_fix
 from tensor_dap.torch_names import (
+    CPU_UNLESS_TOLD,
     DTYPE_CONVERSIONS,
     HOST_ARGUMENTS,
     HOST_KEYWORDS,
@@ -59,7 +61,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             elif index is None:
                 index = arg.get_device()
             elif arg.get_device() != index:
-                return _report(tensor_args(args, kwargs))
+                return _report(tensor_args(args, kwargs), caller, state)
         elif arg.__class__ is list or arg.__class__ is tuple:
             # ``torch.cat(pieces)``: scan again, the tensors one level down in line with the
             # others (ops taking lists are few: the common path stays one flat loop)
@@ -72,7 +74,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
                 elif index is None:
                     index = arg.get_device()
     if on_cpu and index is not None:
-        return _report(tensor_args(args, kwargs))
+        return _report(tensor_args(args, kwargs), caller, state)
     return None
 
 
@@ -117,13 +119,18 @@ def _indexing(name: str, args: Args) -> Optional[Report]:
     return None
 
 
-def _report(tensors: list[Any]) -> Optional[Report]:
+def _report(tensors: list[Any], caller: Any = None, state: Any = None) -> Optional[Report]:
     """The slow path: more than one device was seen; drop CPU scalars and decide."""
     operands = [t for t in tensors if not is_cpu_scalar(t) and t.device.type != "meta"]
     devices = {t.device for t in operands}
     if len(devices) < 2:
         return None
-    return Report(tensors=operands, message=_message)
+    plain = plain_attributes.held(operands, caller, state) if caller is not None else {}
+    if not plain:
+        return Report(tensors=operands, message=_message)
+    # (the index of each operand in the message's list: described in the operands' order)
+    attributes = {i: plain[id(t)] for i, t in enumerate(operands) if id(t) in plain}
+    return Report(tensors=operands, message=functools.partial(_message, attributes=attributes))
 
 
 def _made_by_factory(prov: Any) -> bool:
@@ -134,21 +141,64 @@ def _made_by_factory(prov: Any) -> bool:
     return prov.op in _FACTORIES or bool(match and match.group(1) in _FACTORIES)
 
 
-def _message(described: list[Any], expression: str) -> str:
+#: creation records looked at, walking back from a CPU operand to the factories it comes from
+_RECORDS_BACK = 16
+
+
+def _factory_roots(prov: Any) -> list[Any]:
+    """The factory calls a CPU operand was computed from (``torch.ones`` of ``mask == 0`` after
+    ``mask = torch.tril(torch.ones(T, T))``), made on other lines, when every tensor it comes
+    from is one of them: made there with ``device=``, all of it is (one input from elsewhere,
+    a batch's data, and the advice would move the mismatch to the next line)."""
+    if prov is None:
+        return []
+    roots: dict[Any, Any] = {}
+    queue, seen = [prov], 0
+    while queue:
+        record = queue.pop(0)
+        seen += 1
+        if seen > _RECORDS_BACK:
+            return []
+        if record.op in CPU_UNLESS_TOLD and record is not prov:
+            roots[record.made] = record
+        elif record.parents:
+            queue.extend(record.parents)
+        else:
+            return []  # (made by anything else: the data, a number read back...)
+    found = list(roots.values())
+    return found if found and all(r.line != prov.line or r.path != prov.path for r in found) else []
+
+
+def _message(
+    described: list[Any],
+    expression: str,
+    attributes: Optional[dict[int, plain_attributes.PlainAttribute]] = None,
+) -> str:
     parts = [f"{d.name} is on {d.device}{created(d)}" for d in described]
     text = f"`{expression}`: " + ", ".join(parts) + "."
-    cpu = [d for d in described if d.device == "cpu"]
+    attributes = attributes or {}
+    held = [attributes[i] for i, d in enumerate(described) if i in attributes]
+    cpu = [d for i, d in enumerate(described) if d.device == "cpu" and i not in attributes]
     accel = [d for d in described if d.device != "cpu"]
+    for attribute in {a.name: a for a in held}.values():
+        text += " " + plain_attributes.explained(attribute)
     if cpu and accel:
         where = next((d.prov.path for d in cpu if d.prov is not None), None)
         variable = naming.device_variable(where)
         device = device_in_fix(accel[0].device, variable=variable, holder=accel[0].name)
         fresh = [d.name for d in cpu if _made_by_factory(d.prov)]
-        moved = [d.name for d in cpu if d.name not in fresh]
+        moved = []
+        for d in cpu:
+            roots = _factory_roots(d.prov) if d.name not in fresh else None
+            if roots:
+                made = " and ".join(f"torch.{r.op}(...) at {r.where()}" for r in roots)
+                text += f" {d.name} is computed from {made}: pass it device={device}."
+            elif d.name not in fresh:
+                moved.append(d.name)
         if fresh:
             text += f" Create {join_names(fresh)} with device={device}."
         if moved:
             text += f" Move {join_names(moved)} to that device with .to({device})."
-    else:
+    elif not held:
         text += " Move the tensors to one device with .to(...)."
     return text

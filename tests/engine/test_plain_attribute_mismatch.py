@@ -1,0 +1,154 @@
+"""A module's tensor kept as a plain attribute (``self.mask = torch.tril(...)`` in
+``__init__``) stays on the CPU when the model is moved: device-mismatch's message says so at the
+line that meets it, names the attribute and where it was made, and leads to
+``register_buffer`` — not to a ``.to(device)`` of the comparison made on the failing line."""
+
+from __future__ import annotations
+
+import contextlib
+import runpy
+import textwrap
+from pathlib import Path
+
+import tensor_dap
+from tensor_dap.testing import accelerator_device
+
+
+def _finding(tmp_path: Path, source: str) -> tuple[int, str]:
+    script = tmp_path / "model.py"
+    script.write_text(textwrap.dedent(source))
+    accelerator_device()
+    with tensor_dap.watch(rules=["device-mismatch"]) as watch, contextlib.suppress(RuntimeError):
+        runpy.run_path(str(script))
+    (finding,) = watch.findings
+    return finding.line, finding.message
+
+
+def _line(tmp_path: Path, text: str) -> int:
+    lines = (tmp_path / "model.py").read_text().splitlines()
+    return next(i + 1 for i, line in enumerate(lines) if text in line)
+
+
+def test_a_causal_mask_kept_as_a_plain_attribute_leads_to_register_buffer(tmp_path: Path) -> None:
+    line, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        class CausalSelfAttention(nn.Module):
+            def __init__(self, n_embd, block_size):
+                super().__init__()
+                self.qk = nn.Linear(n_embd, 2 * n_embd)
+                self.mask = torch.tril(torch.ones(block_size, block_size)).view(
+                    1, block_size, block_size
+                )
+
+            def forward(self, x):
+                B, T, C = x.size()
+                q, k = self.qk(x).split(C, dim=2)
+                att = q @ k.transpose(-2, -1)
+                att = att.masked_fill(self.mask[:, :T, :T] == 0, float("-inf"))
+                return att.softmax(-1)
+
+        device = accelerator_device()
+        model = CausalSelfAttention(8, 6).to(device)
+        model(torch.randn(2, 5, 8, device=device))
+        """,
+    )
+    assert line == _line(tmp_path, "att = att.masked_fill(")
+    made = _line(tmp_path, "self.mask = torch.tril(")
+    assert (
+        f"self.mask is a plain tensor attribute of CausalSelfAttention (made at model.py:{made}"
+        in message
+    )
+    assert "model.to(device) moves parameters and buffers, not plain attributes" in message
+    assert 'self.register_buffer("mask", ..., persistent=False)' in message
+    assert "Move self.mask[:, :T, :T] == 0 to that device" not in message
+
+
+def test_a_table_read_through_a_slice_in_a_module_without_parameters(tmp_path: Path) -> None:
+    """A positional encoding written with ``self.pe = pe`` (no parameter, no buffer)."""
+    line, message = _finding(
+        tmp_path,
+        """
+        import math
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        class PositionalEncoding(nn.Module):
+            def __init__(self, d_model, max_len=50):
+                super().__init__()
+                position = torch.arange(max_len).unsqueeze(1)
+                div = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+                pe = torch.zeros(max_len, d_model)
+                pe[:, 0::2] = torch.sin(position * div)
+                pe[:, 1::2] = torch.cos(position * div)
+                self.pe = pe
+
+            def forward(self, x):
+                return x + self.pe[: x.size(1)]
+
+        device = accelerator_device()
+        encode = PositionalEncoding(8).to(device)
+        encode(torch.randn(2, 7, 8, device=device))
+        """,
+    )
+    assert line == _line(tmp_path, "return x + self.pe")
+    assert "self.pe is a plain tensor attribute of PositionalEncoding" in message
+    assert 'self.register_buffer("pe", ..., persistent=False)' in message
+
+
+def test_a_mask_made_in_forward_leads_to_the_factory_it_comes_from(tmp_path: Path) -> None:
+    """Not an attribute: the fix is the ``device=`` of the ``torch.ones`` the comparison was
+    computed from, two lines up — not a ``.to()`` of the comparison."""
+    _, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        class Masked(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+                self.scale = torch.ones(4)
+
+            def forward(self, x):
+                mask = torch.tril(torch.ones(x.size(1), x.size(1)))
+                return self.proj(x).masked_fill(mask == 0, 0.0)
+
+        device = accelerator_device()
+        Masked().to(device)(torch.randn(2, 4, 4, device=device))
+        """,
+    )
+    assert "plain tensor attribute" not in message
+    ones = _line(tmp_path, "mask = torch.tril(torch.ones(")
+    assert f"mask == 0 is computed from torch.ones(...) at model.py:{ones}: pass it device=" in (
+        message
+    )
+    assert "Move mask == 0" not in message
+
+
+def test_a_tensor_computed_from_data_is_moved(tmp_path: Path) -> None:
+    """Computed from a batch's data as well as a factory: making the factory's tensor on the
+    device would only move the mismatch; the comparison is to be moved."""
+    _, message = _finding(
+        tmp_path,
+        """
+        import numpy as np
+        import torch
+        from tensor_dap.testing import accelerator_device
+
+        device = accelerator_device()
+        lengths = torch.from_numpy(np.array([3, 1]))
+        positions = torch.arange(4)
+        mask = positions[None, :] < lengths[:, None]
+        scores = torch.randn(2, 4, device=device).masked_fill(~mask, 0.0)
+        """,
+    )
+    assert "is computed from" not in message
+    assert "Move ~mask to that device with .to(device)." in message
