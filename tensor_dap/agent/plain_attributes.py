@@ -101,5 +101,5 @@ def explained(attribute: PlainAttribute) -> str:
         f"{attribute.name} is a plain tensor attribute of {attribute.owner}{made}: "
         f"model.to(device) moves parameters and buffers, not plain attributes. Register it in "
         f'__init__ with self.register_buffer("{attribute.attribute}", ..., persistent=False) '
-        f"and it moves with the model."
+        f"and it moves with the model (or wrap it in nn.Parameter(...) if it is to be learned)."
     )

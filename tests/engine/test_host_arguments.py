@@ -159,10 +159,16 @@ def _train_with_lengths_through_python(to_host: Callable[[torch.Tensor], Any]) -
 
 @pytest.mark.parametrize(
     "to_host",
-    [lambda t: t.tolist(), lambda t: t.cpu().numpy()],
-    ids=["tolist", "cpu-numpy"],
+    [
+        lambda t: t.tolist(),
+        lambda t: t.cpu().numpy(),
+        lambda t: t.to("cpu"),
+        lambda t: t.to("cpu", torch.int64),
+        lambda t: t.to(device=torch.device("cpu")),
+    ],
+    ids=["tolist", "cpu-numpy", "to-cpu", "to-cpu-int64", "to-device-keyword"],
 )
-def test_lengths_handed_over_as_python_numbers_are_no_needless_copy(
+def test_lengths_handed_over_on_the_host_are_no_needless_copy(
     to_host: Callable[[torch.Tensor], Any],
 ) -> None:
     found, _ = _found(lambda: _train_with_lengths_through_python(to_host))

@@ -256,3 +256,29 @@ def test_ignore_comments_silence_their_line() -> None:
     [found] = lint(other)
     # a comment naming another code gets this one added to it
     assert ignore_edit(found, other.splitlines()) == Edit(2, 47, 2, 47, ", data-write")
+
+
+def test_plain_tensor_attribute_is_registered_as_a_buffer_by_its_fix() -> None:
+    source = """\
+import torch
+from torch import nn
+device = torch.device("cuda")
+class Attention(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.mask = torch.tril(torch.ones(n, n))
+    def forward(self, att):
+        return att.masked_fill(self.mask == 0, 0.0)
+"""
+    [found] = lint(source)
+    assert (found.code, found.line, found.col) == ("plain-tensor-attribute", 7, 8)
+    assert "`model.to(device)` moves parameters and buffers, not it" in found.message
+    assert found.fix_title == 'Register it: `self.register_buffer("mask", ..., persistent=False)`'
+    line = source.splitlines()[6]
+    for edit in sorted(found.edits, key=lambda e: e.col, reverse=True):
+        line = line[: edit.col] + edit.text + line[edit.end_col :]
+    assert line == (
+        '        self.register_buffer("mask", torch.tril(torch.ones(n, n)), persistent=False)'
+    )
+    # on the CPU alone (no accelerator in the file) nothing goes wrong: no finding
+    assert lint(source.replace('device = torch.device("cuda")\n', "")) == []

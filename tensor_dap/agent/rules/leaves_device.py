@@ -127,9 +127,12 @@ def _note_host_copies(positions: tuple[int, ...], args: Args, state: Any) -> Non
         for _ in range(_HOPS_TO_COPY):
             if prov is None:
                 break
-            if prov.op in HOST_COPIES:  # (a `.to(torch.int64)` on the way is looked through)
+            if prov.op in HOST_COPIES:
                 site = (prov.path, prov.line)
                 break
+            if prov.op == "to":  # `.to("cpu")`, or a `.to(torch.int64)` on the way (its line
+                # copies nothing then): the site is noted and the walk goes on
+                state.rule_state.setdefault(_HOST_COPY_SITES, set()).add((prov.path, prov.line))
             prov = prov.parents[0] if prov.parents else None
         if site is None:
             site = _copied_numbers(arg, state)

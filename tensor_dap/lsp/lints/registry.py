@@ -20,6 +20,7 @@ from . import (
     loss_accumulated,
     missing_zero_grad,
     nll_loss_input,
+    plain_tensor_attribute,
     requires_grad_non_leaf,
     softmax_cross_entropy,
     zero_grad_before_step,
@@ -42,6 +43,7 @@ LINTS: tuple[LintSpec, ...] = (
     loss_accumulated.SPEC,
     requires_grad_non_leaf.SPEC,
     load_weights_only.SPEC,
+    plain_tensor_attribute.SPEC,
 )
 
 BY_CODE: dict[str, LintSpec] = {spec.code: spec for spec in LINTS}
