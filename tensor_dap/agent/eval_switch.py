@@ -4,7 +4,7 @@ An evaluation after a long training runs the same call sites as the training (``
 ``torch.nn``'s code), which the engine samples one op in 64 by then: a validation loop keeping
 its outputs with their graphs (``model.eval()`` without ``torch.no_grad()``) would hardly be
 looked at. So the switch to eval mode is an event: ``torch.nn.Module.train`` is wrapped from
-the first subscriber on (``eval()`` calls it; :mod:`tensor_dap.agent.module_methods`), and a
+the first subscriber on (``eval()`` calls it; :mod:`tensor_dap.agent.method_events`), and a
 module switching from training to eval mode, at the outermost call (``train()`` recurses into
 the children), tells the subscribers.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from tensor_dap.agent.module_methods import MethodEvents, Subscription
+from tensor_dap.agent.method_events import MethodEvents, Subscription
 
 #: per thread: inside a ``train()`` call (its recursion into the children tells no one)
 _inside = threading.local()

@@ -4,7 +4,7 @@
 ``zero_grad()`` (the tutorials' ``net.zero_grad()``) clears the same ``.grad`` tensors without
 any optimizer knowing, so ``loss.backward(); model.zero_grad(); optimizer.step()`` would step
 on nothing unseen. ``torch.nn.Module.zero_grad`` is wrapped from the first subscriber on
-(:mod:`tensor_dap.agent.module_methods`) and tells the subscribers, after it returned, which
+(:mod:`tensor_dap.agent.method_events`) and tells the subscribers, after it returned, which
 module cleared its gradients and from which frame. It runs watched, as before: the ``zero_()``
 of a ``zero_grad(set_to_none=False)`` is an op missing-zero-grad sees.
 """
@@ -16,7 +16,7 @@ import threading
 from types import FrameType
 from typing import Any, Callable
 
-from tensor_dap.agent.module_methods import MethodEvents, Subscription
+from tensor_dap.agent.method_events import MethodEvents, Subscription
 
 #: per thread: inside a ``zero_grad()`` call (a module's own that calls ``super()``'s tells once)
 _inside = threading.local()

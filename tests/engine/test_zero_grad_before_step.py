@@ -242,3 +242,44 @@ def test_a_models_own_zero_grad_in_place_is_said_to_apply_zeros() -> None:
 )
 def test_orders_that_keep_the_gradients_stay_quiet(program: Callable[[str], None]) -> None:
     assert _found(program, "cpu") == []
+
+
+def amp_zero_grad_before_the_scalers_step(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    scaler = torch.amp.GradScaler(batches[0][0].device.type)
+    for x, y in batches:
+        scaler.scale(F.mse_loss(model(x), y)).backward()
+        model.zero_grad()  # erased
+        scaler.step(optimizer)
+        scaler.update()
+
+
+def amp_in_the_usual_order(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    scaler = torch.amp.GradScaler(batches[0][0].device.type)
+    for x, y in batches:
+        optimizer.zero_grad()
+        scaler.scale(F.mse_loss(model(x), y)).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+
+
+def test_a_grad_scaler_failing_for_erased_gradients_names_the_zero_grad_line() -> None:
+    """The scaler raises at the first step, before optimizer.step(): the finding comes first,
+    and the program's exception is its own."""
+    with (
+        tensor_dap.watch(rules=["grad-lost"]) as watch,
+        pytest.raises(AssertionError, match="No inf checks were recorded for this optimizer"),
+    ):
+        amp_zero_grad_before_the_scalers_step("cpu")
+    assert not watch.failed
+    ((line, message),) = [(f.line, f.message) for f in watch.findings]
+    assert line == _marked(amp_zero_grad_before_the_scalers_step)
+    assert message.startswith("`model.zero_grad()` runs after backward() at ")
+    assert "a GradScaler's step() raises 'No inf checks were recorded" in message
+
+
+def test_a_grad_scaler_in_the_usual_order_stays_quiet() -> None:
+    assert _found(amp_in_the_usual_order, "cpu") == []

@@ -72,16 +72,19 @@ def _grads_of(params: Iterable[Any]) -> list[Optional[tuple[int, int]]]:
     return [None if p.grad is None else (id(p.grad), p.grad._version) for p in params]
 
 
-def check(optimizer: Any, caller: FrameType, state: Any) -> Optional[Report]:
+def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) -> Optional[Report]:
     """Before ``optimizer.step()``: the report when its gradients were zeroed after this
     step's backward, by the optimizer's ``zero_grad()`` or its model's (remembering this step
-    either way)."""
+    either way). ``failing``: the step is about to raise for want of gradients (a
+    ``GradScaler``'s), so its first is reported too."""
     backwards = state.rule_state.get(_BACKWARDS, 0)
     stepped = _table(state, _STEPPED)
     previous = stepped.get(optimizer)
     stepped[optimizer] = backwards
     # (an optimizer's first step is only remembered: a new one's `zero_grad(); step()` to
     # start a scheduler after an earlier stage's backward() calls is no erasing)
+    if previous is None and failing:
+        previous = -1
     if previous is None or not previous < backwards:
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -97,7 +100,7 @@ def check(optimizer: Any, caller: FrameType, state: Any) -> Optional[Report]:
     backward_at = state.rule_state.get(_BACKWARD_AT)
     without = sum(1 for p in params if p.grad is None)
     step_at = (user.f_code.co_filename, user.f_lineno) if user is not None else None
-    message = _message(name, zeroer or name, backward_at, step_at, without, len(params))
+    message = _message(name, zeroer or name, backward_at, step_at, without, len(params), failing)
     # (at the zero_grad() line, the one to move; paused at the step, where it shows)
     return Report(tensors=params[:4], message=message, operands=False, frame=user, at=at)
 
@@ -150,6 +153,7 @@ def _message(
     step_at: Optional[tuple[str, int]],
     without: int,
     total: int,
+    failing: bool = False,
 ) -> Any:
     """Worded at the ``zero_grad()`` line (``expression``)."""
 
@@ -162,7 +166,14 @@ def _message(
         return (
             f"`{expression}` runs after backward(){_where(backward_at)} and before "
             f"{name}.step(){_where(step_at)}: it erases the gradients backward() computed, so "
-            f"step() applies none ({applied}) and nothing learns. Call {zeroer}.zero_grad() "
+            f"step() applies none ({applied}) and nothing learns"
+            + (
+                " (a GradScaler's step() raises 'No inf checks were recorded for this "
+                "optimizer' for it)"
+                if failing
+                else ""
+            )
+            + f". Call {zeroer}.zero_grad() "
             f"before loss.backward() (or after {name}.step())."
         )
 

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Optional
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import frames, module_zero_grad, naming, optimizers
+from tensor_dap.agent import frames, grad_scaler, module_zero_grad, naming, optimizers
 from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import upstream_leaves
 from tensor_dap.agent.lineage import NO_GRADIENT, argument_items
@@ -239,9 +239,18 @@ def install(state: RuleState) -> list[Any]:
             state._rule_failed(RULE.id)
 
     before_step = _step.before_step(RULE.id, state, check)
+
+    def erased(optimizer: Any, caller: FrameType) -> Optional[Report]:
+        return _zeroed_before_step.check(optimizer, caller, state, failing=True)
+
+    # (a GradScaler's step raises before optimizer.step() when it finds no gradient: the check
+    # runs as it finds none)
+    nothing_to_unscale = _step.before_step(RULE.id, state, erased)
+
     return [
         optimizers.subscribe(Subscriber(before_step=before_step, zeroed=zeroed)),
         module_zero_grad.subscribe(module_zeroed),
+        grad_scaler.subscribe(nothing_to_unscale),
     ]
 
 

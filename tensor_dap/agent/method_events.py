@@ -1,5 +1,6 @@
-"""Events of ``torch.nn.Module`` methods the rules hear about (``model.eval()``,
-``model.zero_grad()``): one method wrapped in place the first time a rule subscribes.
+"""Events of torch methods the rules hear about (``model.eval()``, ``model.zero_grad()``,
+``GradScaler.unscale_``): one method of a torch class wrapped in place the first time a rule
+subscribes.
 
 The wrapper stays once installed (with no subscriber it costs one check per call): from Python
 3.13 a class modified about a thousand times — and each of its subclasses, every module — stops
@@ -18,7 +19,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-log = logging.getLogger("tensor_dap.module_methods")
+log = logging.getLogger("tensor_dap.method_events")
 
 
 class Subscription:
@@ -33,13 +34,18 @@ class Subscription:
 
 
 class MethodEvents:
-    """The subscribers to ``torch.nn.Module.<name>``; ``wrap(original, events)`` makes the
-    method that calls ``original`` and :meth:`notify` (installed by the first subscriber)."""
+    """The subscribers to ``<owner>.<name>`` (``torch.nn.Module`` unless told);
+    ``wrap(original, events)`` makes the method that calls ``original`` and :meth:`notify`
+    (installed by the first subscriber)."""
 
     def __init__(
-        self, name: str, wrap: Callable[[Callable[..., Any], MethodEvents], Callable[..., Any]]
+        self,
+        name: str,
+        wrap: Callable[[Callable[..., Any], MethodEvents], Callable[..., Any]],
+        owner: type = torch.nn.Module,
     ) -> None:
         self.name = name
+        self.owner = owner
         self._wrap = wrap
         self._lock = threading.Lock()
         #: replaced, never changed in place: read with no lock
@@ -49,9 +55,9 @@ class MethodEvents:
     def subscribe(self, callback: Callable[..., None]) -> Subscription:
         with self._lock:
             if self.original is None:
-                self.original = torch.nn.Module.__dict__[self.name]
+                self.original = self.owner.__dict__[self.name]
                 method = dynamo_hidden(self._wrap(self.original, self), self.original)
-                setattr(torch.nn.Module, self.name, method)
+                setattr(self.owner, self.name, method)
             self.subscribers = (*self.subscribers, callback)
         return Subscription(self, callback)
 
@@ -64,7 +70,9 @@ class MethodEvents:
             try:
                 callback(*args)
             except Exception:  # a rule's bug must not break the user's call
-                log.exception("tensor-dap: a subscriber to Module.%s failed", self.name)
+                log.exception(
+                    "tensor-dap: a subscriber to %s.%s failed", self.owner.__name__, self.name
+                )
 
 
 def dynamo_hidden(method: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
