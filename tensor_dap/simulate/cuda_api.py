@@ -197,6 +197,20 @@ def _own(name: str, answer: Callable[..., Any]) -> Callable[..., Any]:
     return own
 
 
+def _without_cudnn(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """``torch.backends.cudnn.is_acceptable``: on a simulated tensor (``device.type`` is
+    ``"cuda"``) of a build without cuDNN, False without the warning that PyTorch was compiled
+    without it (an RNN asks at every call: a GPU run warns nothing; its cuDNN kernels and the
+    native ones compute the same)."""
+
+    def is_acceptable(tensor: Any) -> bool:
+        if not torch.backends.cudnn.is_available():
+            return False
+        return original(tensor)
+
+    return is_acceptable
+
+
 def install() -> None:
     """Answer ``torch.cuda`` from the simulation for the rest of the process."""
     cuda = torch.cuda
@@ -215,3 +229,5 @@ def install() -> None:
     torch.save = _save(torch.save)
     from_dlpack = _from_dlpack(torch.utils.dlpack.from_dlpack)
     torch.from_dlpack = torch.utils.dlpack.from_dlpack = from_dlpack  # type: ignore[attr-defined]
+    cudnn = torch.backends.cudnn
+    cudnn.is_acceptable = _without_cudnn(cudnn.is_acceptable)

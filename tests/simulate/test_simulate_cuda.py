@@ -54,6 +54,7 @@ def test_clean_cuda_scripts_run_to_the_end_with_no_finding(check, name: str) -> 
     assert run.report["findings"] == []
     assert run.report["simulated"] == "cuda"
     assert "no findings (simulated cuda on the CPU)" in run.stderr
+    assert "cuDNN" not in run.stderr  # (the RNNs of host_arguments: a GPU warns nothing)
 
 
 def test_autocast_lowers_precision_as_on_a_gpu(check) -> None:
