@@ -204,7 +204,7 @@ def _without_cudnn(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
     native ones compute the same)."""
 
     def is_acceptable(tensor: Any) -> bool:
-        if not torch.backends.cudnn.is_available():
+        if not torch.backends.cudnn.is_available():  # type: ignore[no-untyped-call]
             return False
         return original(tensor)
 
