@@ -282,3 +282,28 @@ class Attention(nn.Module):
     )
     # on the CPU alone (no accelerator in the file) nothing goes wrong: no finding
     assert lint(source.replace('device = torch.device("cuda")\n', "")) == []
+
+
+def test_plain_tensor_attribute_offers_no_fix_where_register_buffer_would_raise() -> None:
+    """``register_buffer`` raises for a name the module already has (a class attribute, an
+    earlier ``self.table = None``) and before ``super().__init__()``: the finding stays, the
+    quick fix does not."""
+    source = """\
+import torch
+from torch import nn
+device = torch.device("cuda")
+class Detect(nn.Module):
+    stride = None
+    def __init__(self, n):
+        self.early = torch.ones(n)
+        super().__init__()
+        self.table = None
+        self.table = torch.arange(n).float()
+        self.stride = torch.tensor([8.0, 16.0])
+        self.fine = torch.zeros(n)
+    def forward(self, x):
+        return x * self.early + self.table + self.stride.sum() + self.fine
+"""
+    found = {f.line: f for f in lint(source)}
+    assert sorted(found) == [7, 10, 11, 12]
+    assert [line for line, f in sorted(found.items()) if f.edits] == [12]
