@@ -194,3 +194,44 @@ def test_a_needless_copy_of_as_many_other_numbers_is_still_reported() -> None:
 
     found, _ = _found(copies_predictions)
     assert found == [("leaves-device", _line(copies_predictions, "predictions.append("))]
+
+
+def test_lengths_are_told_from_another_copy_of_as_many_numbers() -> None:
+    """The lengths and the labels, both copied with ``.tolist()`` each step, both of the batch's
+    size: the labels' copy is needless, the lengths' is not."""
+
+    def copies_labels_too() -> None:
+        device = accelerator_device()
+        torch.manual_seed(0)
+        encoder = _PackingEncoder().to(device)
+        optimizer = torch.optim.SGD(encoder.parameters(), lr=0.1)
+        seen = []
+        for _ in range(4):
+            tokens = torch.randint(1, 9, (3, 6), device=device)
+            tokens[1, 4:] = 0
+            tokens[2, 2:] = 0
+            labels = torch.tensor([4, 1, 2], device=device)
+            lengths = (tokens != 0).sum(1).tolist()
+            seen.append(labels.tolist())
+            h = encoder(torch.randn(3, 6, 4, device=device), lengths)
+            optimizer.zero_grad()
+            h.pow(2).mean().backward()
+            optimizer.step()
+
+    found, _ = _found(copies_labels_too)
+    assert found == [("leaves-device", _line(copies_labels_too, "seen.append(labels.tolist())"))]
+
+
+def test_a_sparse_copy_each_step_is_reported_and_the_rule_stays_on() -> None:
+    def copies_sparse() -> None:
+        device = accelerator_device()
+        w = torch.randn(5, device=device, requires_grad=True)
+        for _ in range(3):
+            (w * 2).sum().backward()
+            s = w.detach().to_sparse()
+            s.cpu()
+
+    with tensor_dap.watch(rules=["leaves-device"]) as watch:
+        copies_sparse()
+    assert not watch.failed
+    assert [f.line for f in watch.findings] == [_line(copies_sparse, "s.cpu()")]

@@ -46,9 +46,8 @@ def applies_before(op: OpInfo) -> bool:
 
 #: rule_state key: the (file, line) of copies such an op was handed
 _HOST_COPY_SITES = "leaves-device.host-copy-sites"
-#: rule_state key: number of elements -> the (file, line) of the last copy of that many from
-#: an accelerator into Python numbers, and the numbers sorted (_COPIES_KEPT sizes at most,
-#: the latest; copies of up to _NUMBERS_KEPT numbers)
+#: rule_state key: the (file, line) of each recent copy from an accelerator to the host ->
+#: its numbers sorted (the latest _COPIES_KEPT lines; copies of up to _NUMBERS_KEPT numbers)
 _LAST_COPIES = "leaves-device.last-copies"
 _COPIES_KEPT = 8
 _NUMBERS_KEPT = 4096
@@ -141,20 +140,26 @@ def _note_host_copies(positions: tuple[int, ...], args: Args, state: Any) -> Non
 
 
 def _copied_numbers(arg: Any, state: Any) -> Optional[tuple[str, int]]:
-    """The line of the last ``.tolist()``/``.numpy()``/``.cpu()`` copy of the numbers ``arg``
-    holds (in any order: ``pack_padded_sequence`` sorts them), if one of the sizes kept."""
+    """The line of a recent ``.tolist()``/``.numpy()``/``.cpu()`` copy of the numbers ``arg``
+    holds (in any order: ``pack_padded_sequence`` sorts them), among those kept."""
     copies = state.rule_state.get(_LAST_COPIES)
     if not copies or not isinstance(arg, (_Tensor, list, tuple)):
         return None
     numel = arg.numel() if isinstance(arg, _Tensor) else len(arg)
-    copy = copies.get(numel)
-    if copy is None or (isinstance(arg, _Tensor) and arg.device.type != "cpu"):
+    if isinstance(arg, _Tensor) and (arg.device.type != "cpu" or arg.layout != torch.strided):
         return None
-    numbers = arg.tolist() if isinstance(arg, _Tensor) else list(arg)
-    try:
-        return copy[0] if sorted(numbers) == copy[1] else None
-    except TypeError:  # (numbers of kinds that do not order)
-        return None
+    numbers = None
+    for site, copied in reversed(copies.items()):
+        if len(copied) != numel:
+            continue
+        try:
+            if numbers is None:
+                numbers = sorted(arg.tolist() if isinstance(arg, _Tensor) else arg)
+            if numbers == copied:
+                return site  # type: ignore[no-any-return]
+        except Exception:  # (numbers of kinds that do not order)
+            return None
+    return None
 
 
 def applies(op: OpInfo) -> bool:
@@ -164,22 +169,25 @@ def applies(op: OpInfo) -> bool:
 
 def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> None:
     """A small 1-d ``.tolist()``/``.numpy()``/``.cpu()`` of an accelerator tensor by the
-    user (``.cpu().numpy()`` goes through Python too): its line and numbers (sorted) kept per
-    size, the latest :data:`_COPIES_KEPT` sizes."""
+    user (``.cpu().numpy()`` goes through Python too): its numbers (sorted) kept under its
+    line, the latest :data:`_COPIES_KEPT` lines."""
     if not args or not _on_accelerator(args[0]) or not frames.is_user_code(caller.f_code):
         return
     source = args[0]
-    if source.dim() != 1 or not 1 < source.numel() <= _NUMBERS_KEPT:
+    if source.layout != torch.strided or source.dim() != 1:  # (sparse, nested: no lengths)
+        return
+    if not 1 < source.numel() <= _NUMBERS_KEPT:
         return
     try:
         numbers = sorted(out if isinstance(out, list) else out.tolist())
-    except TypeError:
+    except Exception:
         return
     copies = state.rule_state.get(_LAST_COPIES)
     if copies is None:
         copies = state.rule_state[_LAST_COPIES] = {}
-    copies.pop(len(numbers), None)
-    copies[len(numbers)] = ((caller.f_code.co_filename, caller.f_lineno), numbers)
+    site = (caller.f_code.co_filename, caller.f_lineno)
+    copies.pop(site, None)
+    copies[site] = numbers
     if len(copies) > _COPIES_KEPT:
         del copies[next(iter(copies))]
 
