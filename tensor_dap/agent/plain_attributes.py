@@ -13,7 +13,9 @@ result its creation record leads back to), and :func:`explained` says so.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from types import CodeType, FrameType
 from typing import Any, Optional
 
 import torch
@@ -24,6 +26,8 @@ from tensor_dap.agent.provenance import Prov
 _Tensor = torch.Tensor
 #: creation records walked back from an operand to find the attribute's
 _ANCESTORS = 24
+#: frames looked at for a module whose attribute the operand is, from the user's frame up
+_FRAMES = 4
 
 
 @dataclass(frozen=True)
@@ -34,36 +38,68 @@ class PlainAttribute:
     attribute: str
     owner: str
     made_at: Optional[str]
+    #: the module has no parameter or buffer (a loss module): it moves once it has one
+    bare: bool = False
 
 
 def held(operands: list[Any], caller: Any, state: Any) -> dict[int, PlainAttribute]:
-    """``id(operand)`` -> the plain attribute of the user frame's ``self`` (a module) it
-    comes from, for the CPU operands that come from one."""
-    user = frames.user_frame(caller)
-    owner = frames.read_locals(user).get("self") if user is not None else None
-    if not isinstance(owner, torch.nn.Module):
-        return {}
-    attributes = [
-        (name, value)
-        for name, value in vars(owner).items()
-        if isinstance(value, _Tensor) and value.is_cpu
-    ]
-    if not attributes:
-        return {}
+    """``id(operand)`` -> the plain attribute of a calling module it comes from, for the CPU
+    operands that come from one: the ``self`` of the user's frame or of the few frames above
+    it (``attend(att, self.mask, T)`` in a helper function), a module whose parameters or
+    buffers were moved off the CPU (an unmoved model's fix is to move it) or that has none,
+    and an attribute made before this call (``self.last_input = x`` in the forward keeps the
+    batch: the batch is the culprit)."""
     provenance = getattr(state, "provenance", None)
-    found = {}
-    for operand in operands:
-        if not isinstance(operand, _Tensor) or not operand.is_cpu:
-            continue
-        for name, value in attributes:
-            if _comes_from(operand, value, provenance):
-                prov = provenance.lookup(value) if provenance is not None else None
-                made_at = prov.where() if prov is not None else None
-                found[id(operand)] = PlainAttribute(
-                    f"self.{name}", name, type(owner).__name__, made_at
-                )
-                break
+    cpu_operands = [t for t in operands if isinstance(t, _Tensor) and t.is_cpu]
+    found: dict[int, PlainAttribute] = {}
+    frame = frames.user_frame(caller)
+    for _ in range(_FRAMES):
+        if frame is None or len(found) == len(cpu_operands):
+            break
+        if frames.is_user_code(frame.f_code):
+            owner = frames.read_locals(frame).get("self")
+            if isinstance(owner, torch.nn.Module) and _moved_or_bare(owner):
+                for operand in cpu_operands:
+                    if id(operand) not in found:
+                        attribute = _attribute_of(owner, operand, frame, provenance)
+                        if attribute is not None:
+                            found[id(operand)] = attribute
+        frame = frame.f_back
     return found
+
+
+def _attribute_of(
+    owner: torch.nn.Module, operand: Any, frame: FrameType, provenance: Any
+) -> Optional[PlainAttribute]:
+    local_values = {id(v) for v in frames.read_locals(frame).values()}
+    code = frame.f_code
+    for name, value in vars(owner).items():
+        if not isinstance(value, _Tensor) or not value.is_cpu or id(value) in local_values:
+            continue
+        prov = provenance.lookup(value) if provenance is not None else None
+        if prov is not None and _made_in(prov, code):  # (bound by this very call)
+            continue
+        if _comes_from(operand, value, provenance):
+            made_at = prov.where() if prov is not None else None
+            bare = not any(True for _ in owner.parameters()) and not any(
+                True for _ in owner.buffers()
+            )
+            return PlainAttribute(f"self.{name}", name, type(owner).__name__, made_at, bare)
+    return None
+
+
+def _made_in(prov: Prov, code: CodeType) -> bool:
+    """Whether ``prov`` was made by a line of the function ``code``."""
+    if os.path.abspath(prov.path) != os.path.abspath(code.co_filename):
+        return False
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    return bool(lines) and min(lines) <= prov.line <= max(lines)
+
+
+def _moved_or_bare(module: torch.nn.Module) -> bool:
+    """Whether some parameter or buffer of ``module`` is off the CPU, or it has none."""
+    tensors = [*module.parameters(), *module.buffers()][:64]
+    return not tensors or any(not t.is_cpu for t in tensors)
 
 
 def _comes_from(operand: Any, attribute: Any, provenance: Any) -> bool:
@@ -101,5 +137,10 @@ def explained(attribute: PlainAttribute) -> str:
         f"{attribute.name} is a plain tensor attribute of {attribute.owner}{made}: "
         f"model.to(device) moves parameters and buffers, not plain attributes. Register it in "
         f'__init__ with self.register_buffer("{attribute.attribute}", ..., persistent=False) '
-        f"and it moves with the model (or wrap it in nn.Parameter(...) if it is to be learned)."
+        f"and it moves with the model (or wrap it in nn.Parameter(...) if it is to be learned)"
+        + (
+            f"; then move the {attribute.owner} too, as the model is: .to(device)."
+            if attribute.bare
+            else "."
+        )
     )

@@ -152,3 +152,134 @@ def test_a_tensor_computed_from_data_is_moved(tmp_path: Path) -> None:
     )
     assert "is computed from" not in message
     assert "Move ~mask to that device with .to(device)." in message
+
+
+def test_the_attribute_is_found_from_a_helper_function_and_through_indexing(
+    tmp_path: Path,
+) -> None:
+    """``attend(att, self.mask, T)``: the comparison is made in a module-level function; and a
+    loss module's class weights indexed by the device's targets (``self.alpha[target]``)."""
+    line, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        def attend(att, mask, T):
+            return att.masked_fill(mask[:T, :T] == 0, float("-inf")).softmax(-1)
+
+        class Attention(nn.Module):
+            def __init__(self, n, block):
+                super().__init__()
+                self.qk = nn.Linear(n, 2 * n)
+                self.mask = torch.tril(torch.ones(block, block))
+
+            def forward(self, x):
+                q, k = self.qk(x).chunk(2, dim=-1)
+                return attend(q @ k.transpose(-2, -1), self.mask, x.size(1))
+
+        device = accelerator_device()
+        Attention(8, 6).to(device)(torch.randn(2, 5, 8, device=device))
+        """,
+    )
+    assert line == _line(tmp_path, "return att.masked_fill(")
+    assert "self.mask is a plain tensor attribute of Attention" in message
+    _, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        class FocalLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.alpha = torch.tensor([0.25, 0.75])
+
+            def forward(self, logits, target):
+                return (self.alpha[target] * logits.logsumexp(-1)).mean()
+
+        device = accelerator_device()
+        FocalLoss()(torch.randn(4, 2, device=device), torch.tensor([0, 1, 1, 0], device=device))
+        """,
+    )
+    assert "self.alpha is a plain tensor attribute of FocalLoss" in message
+    assert "then move the FocalLoss too, as the model is: .to(device)." in message
+
+
+def test_a_batch_the_forward_keeps_is_not_taken_for_an_attribute(tmp_path: Path) -> None:
+    """``self.last_input = x`` for a hook: the batch left on the CPU is the culprit."""
+    _, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                self.last_input = x
+                return self.fc(x)
+
+        device = accelerator_device()
+        Net().to(device)(torch.randn(3, 4))
+        """,
+    )
+    assert "plain tensor attribute" not in message
+    assert "Create x with device=" in message
+
+
+def test_a_model_never_moved_is_not_told_to_register_buffers(tmp_path: Path) -> None:
+    _, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        class Encoding(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.pe = torch.zeros(64, 8)
+
+            def forward(self, x):
+                return self.proj(x + self.pe[: x.size(1)])
+
+        Encoding()(torch.randn(2, 7, 8, device=accelerator_device()))
+        """,
+    )
+    assert "plain tensor attribute" not in message
+
+
+def test_no_factory_advice_when_an_input_has_no_record(tmp_path: Path) -> None:
+    """The lengths were made before the watch: making ``torch.arange`` on the device would
+    only move the mismatch to the comparison."""
+    script = tmp_path / "model.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import tensor_dap
+            from tensor_dap.testing import accelerator_device
+
+            device = accelerator_device()
+            lengths = torch.tensor([[3], [1]])
+            with tensor_dap.watch(rules=["device-mismatch"]) as watch:
+                try:
+                    mask = torch.arange(4) < lengths
+                    torch.randn(2, 4, device=device).masked_fill(~mask, 0.0)
+                except RuntimeError:
+                    pass
+            FOUND = [f.message for f in watch.findings]
+            """
+        )
+    )
+    (message,) = runpy.run_path(str(script))["FOUND"]
+    assert "is computed from" not in message
+    assert "Move ~mask to that device with .to(device)." in message

@@ -46,7 +46,7 @@ def applies(op: OpInfo) -> bool:
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     if op.device_move:  # (the indexing ops: the only device moves it applies to)
-        return _indexing(op.name, args)
+        return _indexing(op.name, args, caller, state)
     host = HOST_ARGUMENTS.get(op.name)
     if host is not None:
         args, kwargs = _without_host_arguments(host, args, kwargs)
@@ -95,7 +95,7 @@ def _without_host_arguments(
     return kept, kwargs
 
 
-def _indexing(name: str, args: Args) -> Optional[Report]:
+def _indexing(name: str, args: Args, caller: Any = None, state: Any = None) -> Optional[Report]:
     """What PyTorch refuses of indexing across devices: a CPU tensor indexed by a device
     tensor (``table[labels]``: indices must be on the CPU or the indexed tensor's device), and a
     write through tensor indices (``t[idx] = v``, ``index_put_``) of values on another device
@@ -112,10 +112,10 @@ def _indexing(name: str, args: Args) -> Optional[Report]:
         if not target.is_cpu:
             return None
         elsewhere = [t for t in index_tensors if not t.is_cpu]
-        return _report([target, *elsewhere]) if elsewhere else None
+        return _report([target, *elsewhere], caller, state) if elsewhere else None
     value = args[2] if len(args) > 2 else None
     if isinstance(value, _Tensor) and not is_cpu_scalar(value):
-        return _report([target, value])
+        return _report([target, value], caller, state)
     return None
 
 
@@ -158,6 +158,8 @@ def _factory_roots(prov: Any) -> list[Any]:
         record = queue.pop(0)
         seen += 1
         if seen > _RECORDS_BACK:
+            return []
+        if record.untracked or record.cut:  # (an input no record says where it was made)
             return []
         if record.op in CPU_UNLESS_TOLD and record is not prov:
             roots[record.made] = record
