@@ -45,8 +45,14 @@ _CODES: dict[int, CodeType] = {}
 USER, LIBRARY, INTERNAL = 2, 1, 0
 
 
+#: the ``co_filename`` prefix of code tensor-dap compiles from text (see method_events)
+GENERATED = "<tensor-dap "
+
+
 def classify_path(path: str) -> int:
     """USER, LIBRARY or INTERNAL for a source path (as in ``co_filename``)."""
+    if path.startswith(GENERATED):
+        return INTERNAL
     if not path or path.startswith("<"):
         # <stdin>, <string>, <frozen ...>: frozen modules are stdlib, the rest the user's
         return LIBRARY if path.startswith("<frozen") else USER

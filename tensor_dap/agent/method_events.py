@@ -19,6 +19,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from tensor_dap.agent import frames
+
 log = logging.getLogger("tensor_dap.method_events")
 
 
@@ -56,7 +58,10 @@ class MethodEvents:
         with self._lock:
             if self.original is None:
                 self.original = self.owner.__dict__[self.name]
-                method = dynamo_hidden(self._wrap(self.original, self), self.original)
+                # (the original under a name of its own: see dynamo_hidden)
+                alias = f"_tensor_dap_original_{self.name}"
+                setattr(self.owner, alias, self.original)
+                method = dynamo_hidden(self._wrap(self.original, self), self.original, self, alias)
                 setattr(self.owner, self.name, method)
             self.subscribers = (*self.subscribers, callback)
         return Subscription(self, callback)
@@ -75,13 +80,31 @@ class MethodEvents:
                 )
 
 
-def dynamo_hidden(method: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+#: the wrapper's first lines, compiled from text so that its code is in no file of this package:
+#: TorchDynamo skips this package's files (:mod:`tensor_dap.agent.compile_guard`), and would
+#: refuse ``fullgraph=True`` for a function calling ``model.zero_grad()`` after a watch ended
+_PASS_THROUGH = """
+def wrapper(self, *args, **kwargs):
+    if not events.subscribers or is_compiling():
+        return getattr(self, alias)(*args, **kwargs)
+    return listened(self, *args, **kwargs)
+"""
+#: (torch.compiler.is_compiling from torch 2.3; TorchDynamo answers it while it traces)
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+
+def dynamo_hidden(
+    method: Callable[..., Any], original: Callable[..., Any], events: MethodEvents, alias: str
+) -> Callable[..., Any]:
     """``method``, which wraps ``original``, hidden from TorchDynamo as torch's own
-    ``zero_grad`` is, and marked as wrapping ``original``."""
+    ``zero_grad`` is, and marked as wrapping ``original``. While no watch listens to
+    ``events``, or while TorchDynamo traces it (a compiled region is not watched), it calls
+    ``original`` as the method ``alias`` of the object, from code TorchDynamo traces as it
+    traces the method itself (``original`` called by itself is a function TorchDynamo refuses
+    to trace)."""
     hidden: list[Callable[..., Any]] = []
 
-    @functools.wraps(original)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def listened(self: Any, *args: Any, **kwargs: Any) -> Any:
         # hidden from dynamo once it is loaded (nothing compiles before): importing it for
         # the first model.eval() would cost the program a second
         if "torch._dynamo" not in sys.modules:
@@ -92,5 +115,13 @@ def dynamo_hidden(method: Callable[..., Any], original: Callable[..., Any]) -> C
             hidden.append(torch._dynamo.disable(method))  # type: ignore[no-untyped-call]
         return hidden[0](self, *args, **kwargs)
 
+    scope: dict[str, Any] = {
+        "events": events,
+        "alias": alias,
+        "listened": listened,
+        "is_compiling": _is_compiling,
+    }
+    exec(compile(_PASS_THROUGH, f"{frames.GENERATED}method events>", "exec"), scope)
+    wrapper: Callable[..., Any] = functools.wraps(original)(scope["wrapper"])
     wrapper.__tensor_dap_wraps__ = original  # type: ignore[attr-defined]
     return wrapper

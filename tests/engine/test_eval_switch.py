@@ -90,3 +90,33 @@ def test_the_first_eval_does_not_import_dynamo() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (0, "False\n"), done.stderr
+
+
+def test_a_fullgraph_compile_after_a_watch_traces_zero_grad_and_eval() -> None:
+    """The wrappers stay once a watch installed them; with no watch listening they must be
+    traced as torch's own methods are (``fullgraph=True`` refused a function calling
+    ``model.zero_grad()`` or ``model.eval()``: the wrapper's code is in a file TorchDynamo
+    skips)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, tensor_dap\n"
+        "m = torch.nn.Linear(4, 1)\n"
+        "x = torch.randn(3, 4)\n"
+        "m(x).sum().backward()\n"
+        "with tensor_dap.watch():\n"
+        "    m.train()\n"
+        "    m.eval()\n"
+        "    m.zero_grad()\n"
+        "@torch.compile(backend='eager', fullgraph=True)\n"
+        "def f(x):\n"
+        "    m.zero_grad()\n"
+        "    m.eval()\n"
+        "    return m(x) * 2\n"
+        "m(x).sum().backward()\n"
+        "m.train()\n"
+        "print(tuple(f(x).shape), m.weight.grad, m.training)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "(3, 1) None False\n"), done.stderr[-2000:]

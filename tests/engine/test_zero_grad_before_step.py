@@ -283,3 +283,40 @@ def test_a_grad_scaler_failing_for_erased_gradients_names_the_zero_grad_line() -
 
 def test_a_grad_scaler_in_the_usual_order_stays_quiet() -> None:
     assert _found(amp_in_the_usual_order, "cpu") == []
+
+
+def two_models_each_zeroed_once(device: str) -> None:
+    """``a`` is zeroed after its own step, ``b`` before its step: only ``b``'s erases."""
+    torch.manual_seed(0)
+    where = accelerator_device() if device == "accel" else torch.device("cpu")
+    a, b = nn.Linear(4, 4).to(where), nn.Linear(4, 1).to(where)
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.1)
+    opt_b = torch.optim.SGD(b.parameters(), lr=0.1)
+    for _ in range(3):
+        x, y = torch.randn(8, 4, device=where), torch.randn(8, 1, device=where)
+        F.mse_loss(b(a(x)), y).backward()
+        opt_a.step()
+        a.zero_grad()
+        b.zero_grad()  # erased
+        opt_b.step()
+
+
+def parts_zeroed_by_index(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        F.mse_loss(model(x), y).backward()
+        model[0].zero_grad()
+        model[2].zero_grad()  # erased
+        optimizer.step()
+
+
+def test_the_zero_grad_that_erased_the_steps_gradients_is_named() -> None:
+    ((line, message),) = _found(two_models_each_zeroed_once, "cpu")
+    assert line == _marked(two_models_each_zeroed_once)
+    assert "Call b.zero_grad() before loss.backward() (or after opt_b.step())." in message
+
+
+def test_a_module_the_code_names_no_way_is_not_called_model() -> None:
+    ((_, message),) = _found(parts_zeroed_by_index, "cpu")
+    assert "Call model.zero_grad()" not in message
+    assert "Move it before loss.backward() (or after optimizer.step())." in message

@@ -95,12 +95,13 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     at, zeroer = erased
     user = frames.user_frame(caller)
     name = naming.object_name(user, optimizer) or "optimizer"
-    if zeroer is not None:
-        zeroer = naming.object_name(user, zeroer) or "model"
+    if zeroer is not None:  # (a module the user's code names no way: `m[0].zero_grad()`)
+        zeroer = naming.object_name(user, zeroer) or ""
     backward_at = state.rule_state.get(_BACKWARD_AT)
     without = sum(1 for p in params if p.grad is None)
     step_at = (user.f_code.co_filename, user.f_lineno) if user is not None else None
-    message = _message(name, zeroer or name, backward_at, step_at, without, len(params), failing)
+    zeroer = name if zeroer is None else zeroer
+    message = _message(name, zeroer, backward_at, step_at, without, len(params), failing)
     # (at the zero_grad() line, the one to move; paused at the step, where it shows)
     return Report(tensors=params[:4], message=message, operands=False, frame=user, at=at)
 
@@ -124,13 +125,14 @@ def _erased_by_module(params: list[Any], backwards: int, state: Any) -> Optional
     other gradient to apply (a frozen backbone's gradients cleared so that the step updates
     the head alone is meant: not reported)."""
     left: dict[int, Optional[tuple[int, int]]] = {}
+    stepped = {id(p) for p in params}
     first = None
     for module, (count, at, grads) in list(_table(state, _MODULE_ZEROED).items()):
-        if count == backwards:
+        if count == backwards and not stepped.isdisjoint(grads):
             left.update(grads)
-            first = first or (at, module)
+            first = first or (at, module)  # (the first that zeroed some of these parameters)
     mine = [p for p in params if id(p) in left]
-    if first is None or not mine or any(p.grad is not None for p in params if id(p) not in left):
+    if first is None or any(p.grad is not None for p in params if id(p) not in left):
         return None
     return first if _grads_of(mine) == [left[id(p)] for p in mine] else None
 
@@ -163,9 +165,11 @@ def _message(
             if without
             else "the gradients it applies are zeros"
         )
+        step = f"the GradScaler's step({name})" if failing else f"{name}.step()"
+        move = f"Call {zeroer}.zero_grad()" if zeroer else "Move it"
         return (
             f"`{expression}` runs after backward(){_where(backward_at)} and before "
-            f"{name}.step(){_where(step_at)}: it erases the gradients backward() computed, so "
+            f"{step}{_where(step_at)}: it erases the gradients backward() computed, so "
             f"step() applies none ({applied}) and nothing learns"
             + (
                 " (a GradScaler's step() raises 'No inf checks were recorded for this "
@@ -173,8 +177,7 @@ def _message(
                 if failing
                 else ""
             )
-            + f". Call {zeroer}.zero_grad() "
-            f"before loss.backward() (or after {name}.step())."
+            + f". {move} before loss.backward() (or after {name}.step())."
         )
 
     return build
