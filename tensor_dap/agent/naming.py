@@ -145,6 +145,7 @@ def _operand_texts(frame: FrameType, op_name: str, direct: bool) -> list[str]:
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == op_name
+        and not _names_a_module(frame, node.func.value)
     ):
         return []
     texts: list[Optional[str]] = []
@@ -162,6 +163,19 @@ def _operand_texts(frame: FrameType, op_name: str, direct: bool) -> list[str]:
     elif isinstance(node, ast.Subscript):
         texts = [_segment(path, node.value), _segment(path, node.slice)]
     return [t or "" for t in texts]
+
+
+def _names_a_module(frame: FrameType, node: ast.AST) -> bool:
+    """Whether ``node`` (``self`` of ``self.gru(emb, h)``) is a ``torch.nn.Module`` of the
+    frame: its call is no tensor method named like the op (``gru``), and its arguments are
+    not the op's (the op also takes the module's weights)."""
+    if not isinstance(node, ast.Name):
+        return False
+    try:
+        value = frames.read_locals(frame).get(node.id, frame.f_globals.get(node.id))
+    except Exception:
+        return False
+    return isinstance(value, torch.nn.Module)
 
 
 def _is_module_path(node: ast.AST) -> bool:

@@ -235,3 +235,27 @@ def test_a_sparse_copy_each_step_is_reported_and_the_rule_stays_on() -> None:
         copies_sparse()
     assert not watch.failed
     assert [f.line for f in watch.findings] == [_line(copies_sparse, "s.cpu()")]
+
+
+def test_a_submodule_called_like_its_op_names_the_weights_not_the_arguments_again() -> None:
+    """``self.gru(emb, h)``: the op is ``gru`` too, and takes the module's weights after the
+    two arguments; they are named as the module's (the third operand was called ``h``)."""
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(20, 8)
+            self.gru = nn.GRU(8, 8, batch_first=True)
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            emb = self.embed(tokens)
+            h = torch.zeros(1, tokens.size(0), 8)
+            return self.gru(emb, h)[0]
+
+    device = accelerator_device()
+    with tensor_dap.watch(rules=["device-mismatch"]) as watch, pytest.raises(RuntimeError):
+        Encoder().to(device)(torch.randint(0, 20, (3, 5), device=device))
+    (finding,) = watch.findings
+    assert "h is on cpu" in finding.message
+    assert finding.message.count("h is on") == 1
+    assert "GRU.weight_ih_l0 is on accel:0" in finding.message
