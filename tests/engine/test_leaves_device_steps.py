@@ -147,3 +147,31 @@ def test_a_copy_every_few_accumulated_micro_batches_is_every_step(
     assert [f.line for f in _leaves(watch)] == [
         _line(test_a_copy_every_few_accumulated_micro_batches_is_every_step, "snapshot = ")
     ]
+
+
+def test_an_evaluation_after_a_short_epoch_and_a_rollout_are_not_reported() -> None:
+    """Three training steps an epoch, then a validation loop copying each batch's outputs for
+    NumPy metrics; an A2C-style rollout handing each action to the environment, one update
+    per rollout. The copies run twice with no backward() between: loops of batches."""
+    model, optimizer, x, y = _setup()
+    with tensor_dap.watch(rules=["leaves-device"]) as watch:
+        for _ in range(3):
+            for i in range(0, 24, 8):
+                optimizer.zero_grad()
+                F.cross_entropy(model(x[i : i + 8]), y[i : i + 8]).backward()
+                optimizer.step()
+            probs = []
+            with torch.no_grad():
+                for i in range(24, 32, 4):
+                    probs.append(model(x[i : i + 4]).softmax(-1).cpu().numpy())
+        for _ in range(3):
+            log_probs = []
+            for _ in range(4):
+                dist = torch.distributions.Categorical(logits=model(x[:1]))
+                action = dist.sample()
+                action.cpu().numpy()  # the environment takes it on the host
+                log_probs.append(dist.log_prob(action))
+            optimizer.zero_grad()
+            (-torch.stack(log_probs).sum()).backward()
+            optimizer.step()
+    assert _leaves(watch) == []

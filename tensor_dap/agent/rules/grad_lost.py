@@ -44,7 +44,7 @@ from tensor_dap.agent.provenance import (
     roots,
     untracked_input,
 )
-from tensor_dap.agent.rules import Report, _step, _zeroed_before_step
+from tensor_dap.agent.rules import Report, _step, _trained_under_no_grad, _zeroed_before_step
 from tensor_dap.agent.rules.hooks import Args, Kwargs, RuleState
 from tensor_dap.agent.tensor_map import TensorMap
 
@@ -72,6 +72,7 @@ def backward_targets(op: OpInfo, args: Args, kwargs: Kwargs) -> list[Any]:
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     _zeroed_before_step.on_backward(state, caller)
+    _trained_under_no_grad.on_backward(state)
     for tensor in backward_targets(op, args, kwargs):
         if not tensor.requires_grad:
             prov = state.provenance.lookup(tensor)
@@ -130,6 +131,7 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
         _note_hand_out(op, args, caller, state)
         return
     if not torch.is_grad_enabled():
+        _trained_under_no_grad.observe(args, caller, state)
         return
     used: Optional[TensorMap[_Use]] = None
     builds = _builds_graph(out)
@@ -224,7 +226,11 @@ def install(state: RuleState) -> list[Any]:
 
     def check(optimizer: Any, caller: FrameType) -> Optional[Report]:
         erased = _zeroed_before_step.check(optimizer, caller, state)
-        return erased if erased is not None else _params_without_grad(optimizer, state)
+        if erased is not None:
+            return erased
+        used = state.rule_state.get(_USED)
+        untrained = _trained_under_no_grad.check(optimizer, caller, state, used)
+        return untrained if untrained is not None else _params_without_grad(optimizer, state)
 
     def zeroed(optimizer: Any) -> None:
         try:

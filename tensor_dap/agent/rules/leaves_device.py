@@ -12,7 +12,10 @@ A copy costs a device sync; the bug is paying it at every step. Copying once aft
 once per epoch, or per batch of an evaluation or rollout with no backward() in between is what
 the fix looks like, so a line is reported when it copies again after at most
 :data:`EVERY_STEP_BACKWARDS` backward() calls (a training step, a GAN's two or three, a few
-accumulated micro-batches) and at least one: the copy runs inside the training loop.
+accumulated micro-batches) and at least one: the copy runs inside the training loop. A line
+that once copied twice with no backward() between is such a loop of batches (an evaluation
+after a short epoch of three training steps, a rollout feeding actions to an environment): it
+is never reported.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ _WATCHED = HOST_COPIES | SCALAR_READS | {"to", "copy_"}
 EVERY_STEP_BACKWARDS = 3
 _BACKWARDS = "leaves-device.backwards"
 _LAST_COPY = "leaves-device.last-copy"  # (file, line) -> backward() calls when it last copied
+#: the lines that copied twice with no backward() between (loops that do not train)
+_BATCH_LOOPS = "leaves-device.batch-loops"
 
 
 def applies_before(op: OpInfo) -> bool:
@@ -208,6 +213,11 @@ def _every_step(caller: Any, state: Any) -> bool:
     site = (caller.f_code.co_filename, caller.f_lineno)
     before = last.get(site)
     last[site] = backwards
+    if before == backwards:  # (twice with no backward() between: an evaluation's or a
+        # rollout's loop, whose copy per batch is the fix; its next epoch is no training step)
+        state.rule_state.setdefault(_BATCH_LOOPS, set()).add(site)
+    if site in state.rule_state.get(_BATCH_LOOPS, ()):
+        return False
     return before is not None and 0 < backwards - before <= EVERY_STEP_BACKWARDS
 
 

@@ -1,0 +1,115 @@
+"""``grad-lost`` finds a step whose parameters took part in the forward only under
+``torch.no_grad()``: a GAN's generator run under ``no_grad`` and its output reused for the
+generator's own step (nothing trains, silently). A frozen backbone beside a trained head, a
+teacher, a target network, a rollout and an evaluation under ``no_grad`` stay quiet."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensor_dap
+
+
+def _found(program: Callable[[], None]) -> list[tuple[int, str]]:
+    with tensor_dap.watch(rules=["grad-lost"]) as watch:
+        program()
+    assert not watch.failed
+    return [(f.line, f.message) for f in watch.findings]
+
+
+def _line(program: Callable[[], None], text: str) -> int:
+    lines, start = inspect.getsourcelines(program)
+    return next(start + i for i, line in enumerate(lines) if text in line)
+
+
+def gan_generator_under_no_grad() -> None:
+    torch.manual_seed(0)
+    net_g = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    net_d = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+    opt_g = torch.optim.Adam(net_g.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(net_d.parameters(), lr=1e-3)
+    for _ in range(3):
+        real = torch.randn(16, 2)
+        with torch.no_grad():
+            fake = net_g(torch.randn(16, 4))
+        opt_d.zero_grad()
+        d_loss = F.softplus(-net_d(real)).mean() + F.softplus(net_d(fake)).mean()
+        d_loss.backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        g_loss = F.softplus(-net_d(fake)).mean()
+        g_loss.backward()
+        opt_g.step()
+
+
+def linear_probe() -> None:
+    """The backbone under no_grad, its parameters in the optimizer beside the head's."""
+    torch.manual_seed(0)
+    backbone, head = nn.Linear(4, 8), nn.Linear(8, 3)
+    optimizer = torch.optim.SGD([*backbone.parameters(), *head.parameters()], lr=0.1)
+    for _ in range(3):
+        with torch.no_grad():
+            features = backbone(torch.randn(8, 4))
+        optimizer.zero_grad()
+        F.cross_entropy(head(features), torch.randint(0, 3, (8,))).backward()
+        optimizer.step()
+
+
+def distillation_and_target_network() -> None:
+    torch.manual_seed(0)
+    teacher, student, target = nn.Linear(4, 3), nn.Linear(4, 3), nn.Linear(4, 3)
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    for _ in range(3):
+        x = torch.randn(8, 4)
+        with torch.no_grad():
+            soft = teacher(x).softmax(-1)
+            bootstrap = target(x).max(-1).values
+        loss = F.kl_div(student(x).log_softmax(-1), soft, reduction="batchmean")
+        loss = loss + (student(x).max(-1).values - bootstrap).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def rollout_then_update_and_evaluation() -> None:
+    torch.manual_seed(0)
+    policy = nn.Linear(4, 2)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    for _ in range(3):
+        with torch.no_grad():
+            for _ in range(4):
+                policy(torch.randn(1, 4)).argmax(-1)
+        optimizer.zero_grad()
+        policy(torch.randn(8, 4)).logsumexp(-1).mean().backward()
+        optimizer.step()
+        with torch.no_grad():
+            policy(torch.randn(8, 4))
+
+
+def test_a_generator_stepped_after_a_forward_under_no_grad_is_found() -> None:
+    ((line, message),) = set(_found(gan_generator_under_no_grad))
+    assert line == _line(gan_generator_under_no_grad, "opt_g.step()")
+    block = _line(gan_generator_under_no_grad, "with torch.no_grad():")
+    assert message.startswith(
+        "`opt_g.step()`: opt_g.step() applies no gradient: none of its 4 parameters has one. "
+        "They took part in this step's forward only under torch.no_grad() at "
+        f"test_trained_under_no_grad.py:{block} `with torch.no_grad():`"
+    )
+    assert "backward() ran, but through no op of theirs" in message
+
+
+@pytest.mark.parametrize(
+    "program",
+    [linear_probe, distillation_and_target_network, rollout_then_update_and_evaluation],
+    ids=lambda p: p.__name__,
+)
+def test_parameters_meant_to_be_used_under_no_grad_stay_quiet(
+    program: Callable[[], None],
+) -> None:
+    assert _found(program) == []
