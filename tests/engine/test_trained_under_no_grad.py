@@ -94,12 +94,13 @@ def rollout_then_update_and_evaluation() -> None:
 
 def test_a_generator_stepped_after_a_forward_under_no_grad_is_found() -> None:
     ((line, message),) = set(_found(gan_generator_under_no_grad))
-    assert line == _line(gan_generator_under_no_grad, "opt_g.step()")
     block = _line(gan_generator_under_no_grad, "with torch.no_grad():")
+    step = _line(gan_generator_under_no_grad, "opt_g.step()")
+    assert line == block  # (the line to change; paused at the step)
     assert message.startswith(
-        "`opt_g.step()`: opt_g.step() applies no gradient: none of its 4 parameters has one. "
-        "They took part in this step's forward only under torch.no_grad() at "
-        f"test_trained_under_no_grad.py:{block} `with torch.no_grad():`"
+        f"`with torch.no_grad():`: opt_g.step() at test_trained_under_no_grad.py:{step} "
+        "`opt_g.step()` applies no gradient: none of its 4 parameters has one. They took part "
+        "in this step's forward only under this block (net_g.0.weight, "
     )
     assert "backward() ran, but through no op of theirs" in message
 

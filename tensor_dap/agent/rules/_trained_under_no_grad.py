@@ -105,25 +105,33 @@ def check(optimizer: Any, caller: FrameType, state: Any, used_with_grad: Any) ->
     user = frames.user_frame(caller)
     name = naming.object_name(user, optimizer) or "optimizer"
     _, line, site = found[0][1]
+    # (at the no_grad block, the line to change; paused at the step, where it shows)
     return Report(
         tensors=[p for p, _ in found[:4]],
-        message=_message(name, len(params), len(found), line, site),
+        message=_message(name, len(params), len(found), line, site, _place(step_at(user))),
         operands=False,
         frame=user,
+        at=site,
     )
 
 
-def _message(name: str, total: int, used: int, line: _Site, site: _Site) -> Any:
+def step_at(user: Optional[FrameType]) -> _Site:
+    return (user.f_code.co_filename, user.f_lineno) if user is not None else None
+
+
+def _message(name: str, total: int, used: int, line: _Site, site: _Site, step: str) -> Any:
+    """Worded at the no_grad block (``expression``) when it is known, else at the step."""
+
     def build(described: list[Any], expression: str) -> str:
         listed = ", ".join(d.name for d in described)
         if used > len(described):
             listed += f" and {used - len(described)} more"
         where = f" at {_place(line)}" if line else ""
-        block = f" at {_place(site)}" if site else ""
+        block = "this block" if site else ""
         return (
-            f"`{expression}`: {name}.step() applies no gradient: none of its {total} "
-            f"parameters has one. They took part in this step's forward only under "
-            f"torch.no_grad(){block} ({listed} used{where}): backward() ran, but through no "
+            f"`{expression}`: {name}.step() at {step} applies no gradient: none of its "
+            f"{total} parameters has one. They took part in this step's forward only under "
+            f"{block or 'torch.no_grad()'} ({listed} used{where}): backward() ran, but through no "
             f"op of theirs. Compute the forward this step trains with gradients on (to keep "
             f"another step from training them, detach the output there instead: "
             f"fake.detach())."
@@ -132,6 +140,8 @@ def _message(name: str, total: int, used: int, line: _Site, site: _Site) -> Any:
     return build
 
 
-def _place(at: tuple[str, int]) -> str:
+def _place(at: _Site) -> str:
+    if at is None:
+        return "its line"
     text = naming.source_line(*at)
     return f"{at[0].rsplit('/', 1)[-1]}:{at[1]}" + (f" `{text}`" if text else "")

@@ -89,7 +89,11 @@ def main() -> None:
             errD_real = criterion(output, label)  # bug[label-on-cpu]: device-mismatch
             errD_real.backward()
             noise = torch.randn(b_size, NZ, 1, 1, device=device)
-            fake = netG(noise)
+            if BUG == "generator-under-no-grad":
+                with torch.no_grad():  # bug[generator-under-no-grad]: grad-lost
+                    fake = netG(noise)
+            else:
+                fake = netG(noise)
             label.fill_(fake_label)
             output = netD(fake.detach())
             errD_fake = criterion(output, label)
