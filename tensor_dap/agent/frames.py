@@ -84,6 +84,11 @@ def is_user_code(code: CodeType) -> bool:
     return code_kind(code) == USER
 
 
+def site(frame: Optional[FrameType]) -> Optional[tuple[str, int]]:
+    """``(co_filename, line)`` of ``frame``'s line, None for no frame."""
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+
+
 def user_frame(frame: Optional[FrameType]) -> Optional[FrameType]:
     """The first user frame at or above ``frame``; else the first frame outside torch/tensor_dap."""
     fallback = None

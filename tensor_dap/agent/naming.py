@@ -12,6 +12,7 @@ import ast
 import dis
 import io
 import linecache
+import os
 import sys
 import tokenize
 from types import FrameType
@@ -331,6 +332,12 @@ def _later_calls(path: str, line: int) -> list[ast.Call]:
             if node.lineno <= line <= end and node.lineno >= getattr(scope, "lineno", 0):
                 scope = node
     return [n for n in ast.walk(scope) if isinstance(n, ast.Call) and n.lineno > line]
+
+
+def place(path: str, line: int) -> str:
+    """``train.py:12 `loss.backward()``` : where a message sends the reader, with the code."""
+    text = source_line(path, line)
+    return f"{os.path.basename(path)}:{line}" + (f" `{text}`" if text else "")
 
 
 def source_line(path: str, line: int) -> str:

@@ -13,6 +13,7 @@ result its creation record leads back to), and :func:`explained` says so.
 
 from __future__ import annotations
 
+import dis
 import os
 from dataclasses import dataclass
 from types import CodeType, FrameType
@@ -58,10 +59,17 @@ def held(operands: list[Any], caller: Any, state: Any) -> dict[int, PlainAttribu
             break
         if frames.is_user_code(frame.f_code):
             owner = frames.read_locals(frame).get("self")
-            if isinstance(owner, torch.nn.Module) and _moved_or_bare(owner):
+            module = owner if isinstance(owner, torch.nn.Module) else None
+            held_tensors = (
+                [*module.parameters(), *module.buffers()][:64] if module is not None else []
+            )
+            # (moved off the CPU, or with nothing to move: a loss module)
+            if module is not None and (not held_tensors or any(not t.is_cpu for t in held_tensors)):
                 for operand in cpu_operands:
                     if id(operand) not in found:
-                        attribute = _attribute_of(owner, operand, frame, provenance)
+                        attribute = _attribute_of(
+                            module, operand, frame, provenance, bare=not held_tensors
+                        )
                         if attribute is not None:
                             found[id(operand)] = attribute
         frame = frame.f_back
@@ -69,7 +77,7 @@ def held(operands: list[Any], caller: Any, state: Any) -> dict[int, PlainAttribu
 
 
 def _attribute_of(
-    owner: torch.nn.Module, operand: Any, frame: FrameType, provenance: Any
+    owner: torch.nn.Module, operand: Any, frame: FrameType, provenance: Any, bare: bool
 ) -> Optional[PlainAttribute]:
     local_values = {id(v) for v in frames.read_locals(frame).values()}
     code = frame.f_code
@@ -81,9 +89,6 @@ def _attribute_of(
             continue
         if _comes_from(operand, value, provenance):
             made_at = prov.where() if prov is not None else None
-            bare = not any(True for _ in owner.parameters()) and not any(
-                True for _ in owner.buffers()
-            )
             return PlainAttribute(f"self.{name}", name, type(owner).__name__, made_at, bare)
     return None
 
@@ -92,14 +97,8 @@ def _made_in(prov: Prov, code: CodeType) -> bool:
     """Whether ``prov`` was made by a line of the function ``code``."""
     if os.path.abspath(prov.path) != os.path.abspath(code.co_filename):
         return False
-    lines = [line for _, _, line in code.co_lines() if line is not None]
+    lines = [line for _, line in dis.findlinestarts(code) if line is not None]
     return bool(lines) and min(lines) <= prov.line <= max(lines)
-
-
-def _moved_or_bare(module: torch.nn.Module) -> bool:
-    """Whether some parameter or buffer of ``module`` is off the CPU, or it has none."""
-    tensors = [*module.parameters(), *module.buffers()][:64]
-    return not tensors or any(not t.is_cpu for t in tensors)
 
 
 def _comes_from(operand: Any, attribute: Any, provenance: Any) -> bool:

@@ -59,6 +59,7 @@ def observe(args: Any, caller: Any, state: Any) -> None:
     uses: Optional[TensorMap[tuple[int, _Site, _Site]]] = None
     use = None
     for item in argument_items(args):
+        # (Parameter's isinstance is a Python call: only tensors that could be one get there)
         if not isinstance(item, _Tensor) or not item.requires_grad:
             continue
         if not isinstance(item, _Parameter):
@@ -67,8 +68,7 @@ def observe(args: Any, caller: Any, state: Any) -> None:
             if caller is not None and _housekeeping(caller.f_code.co_filename):
                 return
             user = frames.user_frame(caller)
-            line = (user.f_code.co_filename, user.f_lineno) if user is not None else None
-            use = (next(CLOCK), line, no_grad_site(user))
+            use = (next(CLOCK), frames.site(user), no_grad_site(user))
             uses = state.rule_state.get(_USES)
             if uses is None:
                 uses = state.rule_state[_USES] = TensorMap()
@@ -108,15 +108,11 @@ def check(optimizer: Any, caller: FrameType, state: Any, used_with_grad: Any) ->
     # (at the no_grad block, the line to change; paused at the step, where it shows)
     return Report(
         tensors=[p for p, _ in found[:4]],
-        message=_message(name, len(params), len(found), line, site, _place(step_at(user))),
+        message=_message(name, len(params), len(found), line, site, _place(frames.site(user))),
         operands=False,
         frame=user,
         at=site,
     )
-
-
-def step_at(user: Optional[FrameType]) -> _Site:
-    return (user.f_code.co_filename, user.f_lineno) if user is not None else None
 
 
 def _message(name: str, total: int, used: int, line: _Site, site: _Site, step: str) -> Any:
@@ -141,7 +137,4 @@ def _message(name: str, total: int, used: int, line: _Site, site: _Site, step: s
 
 
 def _place(at: _Site) -> str:
-    if at is None:
-        return "its line"
-    text = naming.source_line(*at)
-    return f"{at[0].rsplit('/', 1)[-1]}:{at[1]}" + (f" `{text}`" if text else "")
+    return naming.place(*at) if at is not None else "its line"

@@ -48,7 +48,7 @@ def zeroed(state: Any, optimizer: Any) -> None:
     """An optimizer's ``zero_grad()`` returned (``Subscriber.zeroed``): when, where, and what
     it left in each ``.grad`` (``None``, or a zeroed tensor and its version)."""
     user = frames.user_frame(sys._getframe(1))
-    at = (user.f_code.co_filename, user.f_lineno) if user is not None else None
+    at = frames.site(user)
     left = _grads_now(optimizer)
     _table(state, _ZEROED)[optimizer] = (state.rule_state.get(_BACKWARDS, 0), at, left)
 
@@ -57,7 +57,7 @@ def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
     """A module's ``zero_grad()`` returned (:mod:`tensor_dap.agent.module_zero_grad`): as
     :func:`zeroed`, per parameter of the module (an optimizer stepping them is known later)."""
     user = frames.user_frame(caller)
-    at = (user.f_code.co_filename, user.f_lineno) if user is not None else None
+    at = frames.site(user)
     params = list(module.parameters())
     left = dict(zip(map(id, params), _grads_of(params)))
     _table(state, _MODULE_ZEROED)[module] = (state.rule_state.get(_BACKWARDS, 0), at, left)
@@ -99,7 +99,7 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
         zeroer = naming.object_name(user, zeroer) or ""
     backward_at = state.rule_state.get(_BACKWARD_AT)
     without = sum(1 for p in params if p.grad is None)
-    step_at = (user.f_code.co_filename, user.f_lineno) if user is not None else None
+    step_at = frames.site(user)
     zeroer = name if zeroer is None else zeroer
     message = _message(name, zeroer, backward_at, step_at, without, len(params), failing)
     # (at the zero_grad() line, the one to move; paused at the step, where it shows)

@@ -328,9 +328,7 @@ def _no_grad_message(count: int, wheres: list[Optional[Prov]], cuts: list[Prov])
 
 
 def _where(prov: Prov) -> str:
-    text = naming.source_line(prov.path, prov.line)
-    code = f" `{text}`" if text else ""
-    return f"{prov.where()}{code}"
+    return naming.place(prov.path, prov.line)
 
 
 def _explain(prov: Optional[Prov]) -> Any:

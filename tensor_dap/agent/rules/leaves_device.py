@@ -121,27 +121,25 @@ def _note_host_copies(positions: tuple[int, ...], args: Args, state: Any) -> Non
     (followed back through the ops after it, ``.long()``, a sort) is no needless copy, however
     the op was reached (an alias, a helper, a module's ``forward``, ``nn.CTCLoss``). Lengths
     that went through Python (``lengths.tolist()``, ``.cpu().numpy()``: the tensor the op gets
-    is made anew from them, with no link back) are taken for the last copy of as many numbers
+    is made anew from them, with no link back) are taken for a recent copy of the same numbers
     from the device."""
     provenance = state.provenance
     for position in positions:
         arg = args[position] if len(args) > position else None
         prov = provenance.lookup(arg) if isinstance(arg, _Tensor) else None
-        site = None
+        sites: list[Optional[tuple[str, int]]] = []
+        copy = None
         for _ in range(_HOPS_TO_COPY):
             if prov is None:
                 break
             if prov.op in HOST_COPIES:
-                site = (prov.path, prov.line)
+                copy = (prov.path, prov.line)
                 break
-            if prov.op == "to":  # `.to("cpu")`, or a `.to(torch.int64)` on the way (its line
-                # copies nothing then): the site is noted and the walk goes on
-                state.rule_state.setdefault(_HOST_COPY_SITES, set()).add((prov.path, prov.line))
+            if prov.op == "to":  # `.to("cpu")`, or a `.to(torch.int64)` on the way (whose line
+                sites.append((prov.path, prov.line))  # copies nothing): noted, walked on
             prov = prov.parents[0] if prov.parents else None
-        if site is None:
-            site = _copied_numbers(arg, state)
-        if site is not None:
-            state.rule_state.setdefault(_HOST_COPY_SITES, set()).add(site)
+        sites.append(copy or _copied_numbers(arg, state))
+        state.rule_state.setdefault(_HOST_COPY_SITES, set()).update(s for s in sites if s)
 
 
 def _copied_numbers(arg: Any, state: Any) -> Optional[tuple[str, int]]:
@@ -173,13 +171,14 @@ def applies(op: OpInfo) -> bool:
 
 
 def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> None:
-    """A small 1-d ``.tolist()``/``.numpy()``/``.cpu()`` of an accelerator tensor by the
+    """A small 1-d integer ``.tolist()``/``.numpy()``/``.cpu()`` of an accelerator tensor by the
     user (``.cpu().numpy()`` goes through Python too): its numbers (sorted) kept under its
     line, the latest :data:`_COPIES_KEPT` lines."""
     if not args or not _on_accelerator(args[0]) or not frames.is_user_code(caller.f_code):
         return
     source = args[0]
-    if source.layout != torch.strided or source.dim() != 1:  # (sparse, nested: no lengths)
+    # (lengths are integers in one dimension: not a float copy, a sparse or a nested tensor)
+    if source.layout != torch.strided or source.dim() != 1 or source.is_floating_point():
         return
     if not 1 < source.numel() <= _NUMBERS_KEPT:
         return

@@ -157,10 +157,10 @@ def _self_attribute(node: ast.AST) -> Optional[str]:
     return None
 
 
-def _registered_names(cls: ast.ClassDef) -> set[str]:
-    """Names given to ``self.register_buffer("name", ...)`` anywhere in the class."""
-    names = set()
-    for node in ast.walk(cls):
+def _registrations(scope: ast.AST) -> Iterator[tuple[str, ast.Call]]:
+    """``(name, call)`` of each ``self.register_buffer("name", ...)`` (or
+    ``register_parameter``) in ``scope``."""
+    for node in ast.walk(scope):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -169,8 +169,12 @@ def _registered_names(cls: ast.ClassDef) -> set[str]:
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
-            names.add(node.args[0].value)
-    return names
+            yield node.args[0].value, node
+
+
+def _registered_names(cls: ast.ClassDef) -> set[str]:
+    """Names registered as buffers or parameters anywhere in the class."""
+    return {name for name, _ in _registrations(cls)}
 
 
 def _cpu_tensor(value: ast.AST, init: ast.AST, before: int, depth: int) -> Optional[ast.Call]:
@@ -235,18 +239,14 @@ def _registered_value(init: ast.AST, name: ast.AST, before: int) -> Optional[ast
     made on the CPU, a buffer is there until the model moves, and what ``__init__`` computes
     from it (``torch.cumprod(1 - self.betas, 0)``) stays there."""
     attribute = _self_attribute(name)
-    for node in ast.walk(init):
+    for registered, call in _registrations(init):
         if (
-            attribute is not None
-            and isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "register_buffer"
-            and len(node.args) > 1
-            and isinstance(node.args[0], ast.Constant)
-            and node.args[0].value == attribute
-            and node.lineno < before
+            registered == attribute
+            and call.func.attr == "register_buffer"  # type: ignore[attr-defined]
+            and len(call.args) > 1
+            and call.lineno < before
         ):
-            return node.args[1]
+            return call.args[1]
     return None
 
 
