@@ -127,10 +127,37 @@ def test_a_mask_made_in_forward_leads_to_the_factory_it_comes_from(tmp_path: Pat
     )
     assert "plain tensor attribute" not in message
     ones = _line(tmp_path, "mask = torch.tril(torch.ones(")
-    assert f"mask == 0 is computed from torch.ones(...) at model.py:{ones}: pass it device=" in (
-        message
-    )
+    # (in a module's forward: the device of its input, not the script's `device` global)
+    assert f"at model.py:{ones}: pass it device=x.device." in message
     assert "Move mask == 0" not in message
+
+
+def test_a_mask_made_at_module_level_keeps_the_scripts_device_variable(tmp_path: Path) -> None:
+    """Made outside the method: the method's ``x`` is not in scope there."""
+    _, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        device = accelerator_device()
+        MASK = torch.tril(torch.ones(8, 8))
+
+        class Masked(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+
+            def forward(self, x):
+                mask = MASK[: x.size(1), : x.size(1)]
+                return self.proj(x).masked_fill(mask == 0, 0.0)
+
+        Masked().to(device)(torch.randn(2, 4, 4, device=device))
+        """,
+    )
+    ones = _line(tmp_path, "MASK = torch.tril(")
+    assert f"at model.py:{ones}: pass it device=device." in message
 
 
 def test_a_tensor_computed_from_data_is_moved(tmp_path: Path) -> None:

@@ -8,14 +8,15 @@ without grad history is a number to PyTorch and never counts.
 
 from __future__ import annotations
 
+import dis
 import functools
 import re
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import naming, plain_attributes
+from tensor_dap.agent import frames, naming, plain_attributes
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created, is_cpu_scalar, join_names, tensor_args
@@ -126,11 +127,49 @@ def _report(tensors: list[Any], caller: Any = None, state: Any = None) -> Option
     if len(devices) < 2:
         return None
     plain = plain_attributes.held(operands, caller, state) if caller is not None else {}
-    if not plain:
-        return Report(tensors=operands, message=_message)
+    argument = _accelerator_argument(caller) if caller is not None else None
     # (the index of each operand in the message's list: described in the operands' order)
     attributes = {i: plain[id(t)] for i, t in enumerate(operands) if id(t) in plain}
-    return Report(tensors=operands, message=functools.partial(_message, attributes=attributes))
+    if not attributes and argument is None:
+        return Report(tensors=operands, message=_message)
+    message = functools.partial(_message, attributes=attributes, argument=argument)
+    return Report(tensors=operands, message=message)
+
+
+class _Argument(NamedTuple):
+    """A method's argument holding a tensor off the CPU, and where the method's lines are."""
+
+    name: str
+    path: str
+    first: int
+    last: int
+
+    def holds(self, prov: Any) -> bool:
+        """Whether the tensor ``prov`` records was made in the method (where the argument is
+        in scope)."""
+        return prov is not None and prov.path == self.path and self.first <= prov.line <= self.last
+
+
+def _accelerator_argument(caller: Any) -> Optional[_Argument]:
+    """In a method (``forward(self, x)``), the first argument holding a tensor off the CPU: a
+    module's code makes its tensors on ``x.device``, not on a device variable of the script
+    that happens to be a global (the model then works wherever it is moved, and in other
+    scripts). None outside a method, or when no argument is such a tensor."""
+    user = frames.user_frame(caller)
+    if user is None:
+        return None
+    code = user.f_code
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    if len(names) < 2 or names[0] != "self" or "device" in names:
+        return None
+    values = user.f_locals
+    for name in names[1:]:
+        value = values.get(name)
+        if isinstance(value, _Tensor) and not value.is_cpu:
+            lines = [line for _, line in dis.findlinestarts(code) if line is not None]
+            last = max(lines, default=code.co_firstlineno)
+            return _Argument(name, code.co_filename, code.co_firstlineno, last)
+    return None
 
 
 def _made_by_factory(prov: Any) -> bool:
@@ -175,6 +214,7 @@ def _message(
     described: list[Any],
     expression: str,
     attributes: Optional[dict[int, plain_attributes.PlainAttribute]] = None,
+    argument: Optional[_Argument] = None,
 ) -> str:
     parts = [f"{d.name} is on {d.device}{created(d)}" for d in described]
     text = f"`{expression}`: " + ", ".join(parts) + "."
@@ -186,15 +226,21 @@ def _message(
         text += " " + plain_attributes.explained(attribute)
     if cpu and accel:
         where = next((d.prov.path for d in cpu if d.prov is not None), None)
-        variable = naming.device_variable(where)
-        device = device_in_fix(accel[0].device, variable=variable, holder=accel[0].name)
         fresh = [d.name for d in cpu if _made_by_factory(d.prov)]
+        roots_of = {d.name: _factory_roots(d.prov) if d.name not in fresh else [] for d in cpu}
+        made = [d.prov for d in cpu] + [r for roots in roots_of.values() for r in roots]
+        if argument is not None and all(argument.holds(prov) for prov in made):
+            # (all made in a method: the device its input is on)
+            device = device_in_fix(accel[0].device, holder=argument.name)
+        else:
+            variable = naming.device_variable(where)
+            device = device_in_fix(accel[0].device, variable=variable, holder=accel[0].name)
         moved = []
         for d in cpu:
-            roots = _factory_roots(d.prov) if d.name not in fresh else None
+            roots = roots_of[d.name]
             if roots:
-                made = " and ".join(f"torch.{r.op}(...) at {r.where()}" for r in roots)
-                text += f" {d.name} is computed from {made}: pass it device={device}."
+                factories = " and ".join(f"torch.{r.op}(...) at {r.where()}" for r in roots)
+                text += f" {d.name} is computed from {factories}: pass it device={device}."
             elif d.name not in fresh:
                 moved.append(d.name)
         if fresh:
