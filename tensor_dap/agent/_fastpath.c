@@ -690,6 +690,108 @@ static PyTypeObject TorchFunctionType = {
     .tp_new = torch_function_new,
 };
 
+/* -- PassThrough: the simulation mode's __torch_function__ -------------------------------- */
+
+/* A mode's __torch_function__ that calls the op itself, from C, unless the call needs the
+ * mode's Python method (`slow`): a function in `special`, a keyword in `keywords`, or while
+ * `busy()` is true. Why C: a warning PyTorch's C++ raises (TORCH_WARN: "Converting a tensor
+ * with requires_grad=True to a scalar...") names the innermost Python frame, which a Python
+ * __torch_function__ would be for every op (and the "once per location" filter would then show
+ * each such warning once for the whole program). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *slow, *special, *keywords, *busy;
+} PassThrough;
+
+static PyObject *pass_through_vectorcall(PyObject *callable, PyObject *const *args,
+                                         size_t nargsf, PyObject *kwnames) {
+    PassThrough *self = (PassThrough *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    /* torch passes (mode, func, types, args[, kwargs]) positionally: anything else, the slow
+     * way */
+    if (nargs < 4 || nargs > 5 || kwnames != NULL || !PyTuple_Check(args[3])) goto slow;
+    PyObject *func = args[1], *kwargs = nargs == 5 ? args[4] : Py_None;
+    int special = PySet_Contains(self->special, func);
+    if (special < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+        PyErr_Clear(); /* an unhashable callable: not one of them */
+        special = 0;
+    }
+    if (special) goto slow;
+    if (kwargs != Py_None) {
+        if (!PyDict_Check(kwargs)) goto slow;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->keywords); i++) {
+            int found = PyDict_Contains(kwargs, PyTuple_GET_ITEM(self->keywords, i));
+            if (found < 0) return NULL;
+            if (found) goto slow;
+        }
+    }
+    PyObject *busy = PyObject_CallNoArgs(self->busy);
+    if (busy == NULL) return NULL;
+    int is_busy = PyObject_IsTrue(busy);
+    Py_DECREF(busy);
+    if (is_busy < 0) return NULL;
+    if (is_busy) goto slow;
+    return call_op(func, args[3], kwargs);
+slow:
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *pass_through_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *slow, *special, *keywords, *busy;
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs)) ||
+        !PyArg_ParseTuple(args, "OO!O!O:PassThrough", &slow, &PyFrozenSet_Type, &special,
+                          &PyTuple_Type, &keywords, &busy))
+        return NULL;
+    PassThrough *self = (PassThrough *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = pass_through_vectorcall;
+    self->slow = Py_NewRef(slow);
+    self->special = Py_NewRef(special);
+    self->keywords = Py_NewRef(keywords);
+    self->busy = Py_NewRef(busy);
+    return (PyObject *)self;
+}
+
+static int pass_through_traverse(PassThrough *self, visitproc visit, void *arg) {
+    Py_VISIT(self->slow);
+    Py_VISIT(self->special);
+    Py_VISIT(self->keywords);
+    Py_VISIT(self->busy);
+    return 0;
+}
+
+static int pass_through_clear(PassThrough *self) {
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->special);
+    Py_CLEAR(self->keywords);
+    Py_CLEAR(self->busy);
+    return 0;
+}
+
+static void pass_through_dealloc(PassThrough *self) {
+    PyObject_GC_UnTrack(self);
+    pass_through_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject PassThroughType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tensor_dap.agent._fastpath.PassThrough",
+    .tp_basicsize = sizeof(PassThrough),
+    .tp_vectorcall_offset = offsetof(PassThrough, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR |
+                Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "PassThrough(slow, special, keywords, busy): a mode's __torch_function__ calling "
+              "the op from C unless the call needs `slow` (a method: bound to the mode).",
+    .tp_descr_get = shadow_get,
+    .tp_new = pass_through_new,
+    .tp_traverse = (traverseproc)pass_through_traverse,
+    .tp_clear = (inquiry)pass_through_clear,
+    .tp_dealloc = (destructor)pass_through_dealloc,
+};
+
 /* -- books_after: the memory books' per-op step (tensor_dap.agent.memory) ------------------ */
 
 /* Given by configure_books: frames._KIND (id(code) -> kind), memory._PATHS (co_filename ->
@@ -1259,11 +1361,14 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         !s_since_sweep || !s_limit || !s_add || !s_insert || !s_pending || !s_over ||
         !s_interval || !s_backward_line || !s_grad_leaves || !s_backward)
         return NULL;
-    if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0) return NULL;
+    if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0 ||
+        PyType_Ready(&PassThroughType) < 0)
+        return NULL;
     PyObject *module = PyModule_Create(&fastpath_module);
     if (module == NULL) return NULL;
     if (PyModule_AddObjectRef(module, "Shadow", (PyObject *)&ShadowType) < 0 ||
-        PyModule_AddObjectRef(module, "TorchFunction", (PyObject *)&TorchFunctionType) < 0) {
+        PyModule_AddObjectRef(module, "TorchFunction", (PyObject *)&TorchFunctionType) < 0 ||
+        PyModule_AddObjectRef(module, "PassThrough", (PyObject *)&PassThroughType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

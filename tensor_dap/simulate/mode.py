@@ -9,11 +9,13 @@ looks at ``device=`` keywords and the few functions that take a device positiona
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
+from tensor_dap.agent import native
 from tensor_dap.agent.threads import NewThreads
 from tensor_dap.simulate.autocast import autocast_arguments
 from tensor_dap.simulate.tensor import COUNT
@@ -96,9 +98,29 @@ def _ctc_lengths_read(args: tuple[Any, ...], kwargs: Any) -> tuple[tuple[Any, ..
     return args, (dict(kwargs, **named) if named else kwargs)
 
 
+def _pass_through_in_c() -> None:
+    """Where the C path is built, the mode's ``__torch_function__`` is C for the ops it hands on
+    untouched (``_fastpath.PassThrough``); the Python method above takes the rest (``.to``,
+    ``.cuda``, CTC, a ``device=`` or ``pin_memory=`` keyword, anything under autocast). Without
+    it a warning PyTorch's C++ raises names this file's line, not the program's, and the
+    "once per location" filter shows each such warning once for the whole program."""
+    fastpath = native.fastpath
+    if fastpath is None or isinstance(
+        SimulationMode.__dict__["__torch_function__"], fastpath.PassThrough
+    ):
+        return
+    busy = functools.partial(torch.is_autocast_enabled, "cuda")
+    special = frozenset((_TO, _CUDA, *_CTC_LOSSES))
+    slow = SimulationMode.__torch_function__
+    SimulationMode.__torch_function__ = fastpath.PassThrough(  # type: ignore[method-assign]
+        slow, special, ("device", "pin_memory"), busy
+    )
+
+
 def install() -> None:
     """Push the mode in the calling thread, and in each thread the program starts, for the
     rest of the process."""
+    _pass_through_in_c()
     SimulationMode().__enter__()  # type: ignore[no-untyped-call]
     NewThreads(_enter_thread)
 

@@ -154,3 +154,21 @@ def test_the_python_per_op_path_simulates_too(check) -> None:
     script = SCRIPTS / "seed_forward.py"
     run = check(script, extra=SIMULATE, env={"TENSOR_DAP_PURE_PYTHON": "1"})
     assert _found(run) == [("device-mismatch", _marked(script))], run.stderr
+
+
+def test_warnings_from_torch_name_the_programs_lines(check) -> None:
+    """PyTorch's C++ warnings (``float(loss)`` of a tensor requiring grad, ``torch.tensor(t)``)
+    name the innermost Python frame: the simulation's own mode would be that frame for every op
+    (in C, it is none), and the "once per location" filter would show each warning once for the
+    whole program. The program's warnings are those of a plain run, line for line."""
+    from tensor_dap.agent import native
+
+    if native.fastpath is None:
+        pytest.skip("the C fast path is not built here (the Python path names its own frame)")
+    script = SCRIPTS / "torch_warnings.py"
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    expected = [line for line in plain.stderr.splitlines() if "Warning:" in line]
+    assert len(expected) == 3, plain.stderr
+    run = check(script, extra=SIMULATE)
+    assert run.returncode == 0, run.stderr
+    assert [line for line in run.stderr.splitlines() if "Warning:" in line] == expected
