@@ -6,6 +6,8 @@ imports torch), the agent's rules compare them with the op names it sees.
 
 from __future__ import annotations
 
+import re
+
 #: torch functions (and legacy tensor types) that make a new tensor, on the CPU unless told
 #: otherwise: a tensor one of them made can be made on the right device at once
 #: (``device=``); the device rules' fix says so
@@ -65,3 +67,12 @@ HOST_ARGUMENTS_COPIED_FOR = {
 }
 #: the keywords those arguments go by
 HOST_KEYWORDS = frozenset(("lengths", "batch_sizes", "targets", "input_lengths", "target_lengths"))
+
+
+#: names of tensors meant to be learned: ViT's ``cls_token`` / ``pos_embedding``, DETR's
+#: ``query_embed``, prompt tuning's ``prompts``, a Perceiver's ``latents`` (not ``weight`` or
+#: ``bias``: minGPT's causal mask is ``self.bias``). A plain tensor attribute so named is fixed
+#: by ``nn.Parameter(...)``, not by ``register_buffer``.
+LEARNED_TENSOR_NAME = re.compile(
+    r"(^|_)(tokens?|embed|embeds|embedding|embeddings|prompts?|query|queries|latents?)(_|$)"
+)

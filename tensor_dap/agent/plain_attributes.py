@@ -23,6 +23,7 @@ import torch
 
 from tensor_dap.agent import frames
 from tensor_dap.agent.provenance import Prov
+from tensor_dap.torch_names import LEARNED_TENSOR_NAME
 
 _Tensor = torch.Tensor
 #: creation records walked back from an operand to find the attribute's
@@ -41,6 +42,9 @@ class PlainAttribute:
     made_at: Optional[str]
     #: the module has no parameter or buffer (a loss module): it moves once it has one
     bare: bool = False
+    #: meant to be learned (made with ``requires_grad=True``, or named as learned tensors are:
+    #: ``cls_token``): ``nn.Parameter(...)`` is the fix
+    learned: bool = False
 
 
 def held(operands: list[Any], caller: Any, state: Any) -> dict[int, PlainAttribute]:
@@ -89,7 +93,9 @@ def _attribute_of(
             continue
         if _comes_from(operand, value, provenance):
             made_at = prov.where() if prov is not None else None
-            return PlainAttribute(f"self.{name}", name, type(owner).__name__, made_at, bare)
+            learned = value.requires_grad or bool(LEARNED_TENSOR_NAME.search(name))
+            owner_name = type(owner).__name__
+            return PlainAttribute(f"self.{name}", name, owner_name, made_at, bare, learned)
     return None
 
 
@@ -132,6 +138,13 @@ def _same_storage(a: Any, b: Any) -> bool:
 def explained(attribute: PlainAttribute) -> str:
     """The sentence that leads to the fix."""
     made = f" (made at {attribute.made_at})" if attribute.made_at else ""
+    if attribute.learned:
+        return (
+            f"{attribute.name} is a plain tensor attribute of {attribute.owner}{made}: "
+            f"model.to(device) moves parameters and buffers, not plain attributes, and "
+            f"model.parameters() leaves it out, so the optimizer never trains it. Make it a "
+            f"parameter in __init__: self.{attribute.attribute} = nn.Parameter(...)."
+        )
     return (
         f"{attribute.name} is a plain tensor attribute of {attribute.owner}{made}: "
         f"model.to(device) moves parameters and buffers, not plain attributes. Register it in "

@@ -310,3 +310,36 @@ def test_no_factory_advice_when_an_input_has_no_record(tmp_path: Path) -> None:
     (message,) = runpy.run_path(str(script))["FOUND"]
     assert "is computed from" not in message
     assert "Move ~mask to that device with .to(device)." in message
+
+
+def test_a_learned_token_kept_as_a_plain_attribute_leads_to_nn_parameter(tmp_path: Path) -> None:
+    """ViT's ``cls_token`` without ``nn.Parameter``: as a buffer it would move and never
+    learn; the message says what the optimizer misses and to make it a parameter."""
+    line, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        class ViT(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.proj = nn.Linear(12, dim)
+                self.cls_token = torch.zeros(1, 1, dim)
+
+            def forward(self, x):
+                x = self.proj(x)
+                cls = self.cls_token.expand(x.shape[0], -1, -1)
+                return torch.cat([cls, x], dim=1)
+
+        device = accelerator_device()
+        ViT(8).to(device)(torch.randn(2, 4, 12, device=device))
+        """,
+    )
+    assert line == _line(tmp_path, "return torch.cat(")
+    made = _line(tmp_path, "self.cls_token = torch.zeros")
+    assert f"self.cls_token is a plain tensor attribute of ViT (made at model.py:{made})" in message
+    assert "model.parameters() leaves it out, so the optimizer never trains it" in message
+    assert "self.cls_token = nn.Parameter(...)" in message
+    assert "register_buffer" not in message

@@ -284,6 +284,46 @@ class Attention(nn.Module):
     assert lint(source.replace('device = torch.device("cuda")\n', "")) == []
 
 
+def test_plain_tensor_attribute_meant_to_be_learned_is_made_a_parameter_by_its_fix() -> None:
+    """ViT's ``cls_token`` without ``nn.Parameter``: as a buffer it would move but never learn;
+    so would a tensor made with ``requires_grad=True`` or filled by ``nn.init``. minGPT's causal
+    mask (named ``bias``) stays a buffer."""
+    source = """\
+import torch
+from torch import nn
+device = torch.device("cuda")
+class ViT(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.cls_token = torch.zeros(1, 1, dim)
+        self.scale = torch.ones(dim, requires_grad=True)
+        self.gamma = torch.empty(dim)
+        nn.init.normal_(self.gamma)
+        self.bias = torch.tril(torch.ones(dim, dim))
+    def forward(self, x):
+        return (x + self.cls_token) * self.scale * self.gamma @ self.bias
+"""
+    found = {f.line: f for f in lint(source)}
+    assert sorted(found) == [7, 8, 9, 11]
+    cls_token = found[7]
+    assert "`model.parameters()` leaves it out, so the optimizer never trains it" in (
+        cls_token.message
+    )
+    assert cls_token.fix_title == "Make it a parameter: `self.cls_token = nn.Parameter(...)`"
+    line = source.splitlines()[6]
+    for edit in sorted(cls_token.edits, key=lambda e: e.col, reverse=True):
+        line = line[: edit.col] + edit.text + line[edit.end_col :]
+    assert line == "        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))"
+    assert found[8].fix_title == "Make it a parameter: `self.scale = nn.Parameter(...)`"
+    assert found[9].fix_title == "Make it a parameter: `self.gamma = nn.Parameter(...)`"
+    assert found[11].fix_title is not None and "register_buffer" in found[11].fix_title
+    # a file that imports only torch names the class in full
+    plain = source.replace("from torch import nn\n", "").replace("(nn.Module)", "(torch.nn.Module)")
+    plain = plain.replace("nn.init.", "torch.nn.init.")
+    fixed = {f.line: f for f in lint(plain)}[6]
+    assert fixed.fix_title == "Make it a parameter: `self.cls_token = torch.nn.Parameter(...)`"
+
+
 def test_plain_tensor_attribute_offers_no_fix_where_register_buffer_would_raise() -> None:
     """``register_buffer`` raises for a name the module already has (a class attribute, an
     earlier ``self.table = None``) and before ``super().__init__()``: the finding stays, the

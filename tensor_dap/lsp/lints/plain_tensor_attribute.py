@@ -12,13 +12,18 @@ class moves itself (``self.mask.to(x.device)``, ``torch.as_tensor(self.mean, dev
 ``self.mask = self.mask.to(...)`` in another method), registers, or only reads on the host
 (``self.sizes.tolist()``, ``.shape``). The quick fix is offered only where it is safe: not for
 an attribute assigned earlier (``self.table = None``), declared on the class, or set before
-``super().__init__()``, where ``register_buffer`` raises.
+``super().__init__()``, where ``register_buffer`` raises. A tensor that is meant to be learned
+(made with ``requires_grad=True``, given to ``nn.init``, or a ``torch.zeros``/``randn`` called as
+learned tensors are: ViT's ``cls_token``, ``pos_embedding``, a prompt's ``prompts``) is fixed by
+``nn.Parameter(...)`` instead: as a buffer it would move but never learn.
 """
 
 from __future__ import annotations
 
 import ast
 from typing import Iterator, Mapping, Optional, Union
+
+from tensor_dap.torch_names import LEARNED_TENSOR_NAME
 
 from .ast_helpers import factory_without_device, has_keyword, is_torch_call, span, uses_accelerator
 from .context import LintContext
@@ -36,6 +41,8 @@ _HOST_READS = frozenset(
 _HOST_FACTORIES = frozenset(["from_numpy"])
 #: factories that make a 0-dim tensor of one number: ``torch.tensor(0.07)``
 _NUMBER_FACTORIES = frozenset(["tensor", "as_tensor", "scalar_tensor"])
+#: factories a learned tensor starts from
+_INITIAL_VALUES = frozenset(["zeros", "ones", "randn", "rand", "empty", "full", "normal"])
 #: how far a value is followed back (through names assigned in ``__init__`` and calls)
 _DEPTH = 8
 
@@ -45,10 +52,25 @@ _Assignment = Union[ast.Assign, ast.AnnAssign]
 def check(context: LintContext) -> Iterator[Lint]:
     accelerated = uses_accelerator(context.nodes)
     classes = [node for node in context.nodes if isinstance(node, ast.ClassDef)]
+    parameter = _parameter_class(context.nodes)
     for cls, lightning in _module_classes(classes).items():
         # (a Lightning Trainer moves the model itself: no device in the file says so)
         if accelerated or lightning:
-            yield from _class_lints(cls)
+            yield from _class_lints(cls, parameter)
+
+
+def _parameter_class(nodes: list[ast.AST]) -> str:
+    """How the file can name ``nn.Parameter``: ``nn.Parameter`` where it imports ``nn``."""
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module == "torch":
+            imported = [a.name for a in node.names if a.asname in (None, "nn")]
+        elif isinstance(node, ast.Import):
+            imported = ["nn" for a in node.names if a.name == "torch.nn" and a.asname == "nn"]
+        else:
+            continue
+        if "nn" in imported:
+            return "nn.Parameter"
+    return "torch.nn.Parameter"
 
 
 def _base_names(cls: ast.ClassDef) -> list[str]:
@@ -74,7 +96,7 @@ def _module_classes(classes: list[ast.ClassDef]) -> dict[ast.ClassDef, bool]:
     return found
 
 
-def _class_lints(cls: ast.ClassDef) -> Iterator[Lint]:
+def _class_lints(cls: ast.ClassDef, parameter: str) -> Iterator[Lint]:
     methods = {
         n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
@@ -99,7 +121,31 @@ def _class_lints(cls: ast.ClassDef) -> Iterator[Lint]:
                 continue
             single = value is getattr(statement, "value", None)
             fixable = single and _fixable(cls, init, statement, name)
-            yield _lint(statement, target, name, fixable)
+            learned = single and _learned(cls, statement, name)
+            yield _lint(statement, target, name, fixable, parameter if learned else None)
+
+
+def _learned(cls: ast.ClassDef, statement: ast.stmt, name: str) -> bool:
+    """Whether the attribute is meant to be learned: its tensor is made with
+    ``requires_grad=True`` (or ``.requires_grad_()``), an ``nn.init`` function fills it, or it
+    is named and made as learned tensors are (``self.cls_token = torch.zeros(1, 1, dim)``)."""
+    value = getattr(statement, "value", None)
+    if isinstance(value, ast.Call):
+        if any(
+            k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value
+            for k in value.keywords
+        ):
+            return True
+        if isinstance(value.func, ast.Attribute) and value.func.attr == "requires_grad_":
+            return True
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Call) and node.args and _self_attribute(node.args[0]) == name:
+            owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if isinstance(owner, ast.Attribute) and owner.attr == "init":
+                return True  # nn.init.trunc_normal_(self.pos_embed, std=0.02)
+            if isinstance(owner, ast.Name) and owner.id == "init":
+                return True
+    return bool(LEARNED_TENSOR_NAME.search(name)) and is_torch_call(value, _INITIAL_VALUES)
 
 
 def _pairs(statement: ast.AST) -> list[tuple[ast.expr, ast.expr]]:
@@ -436,33 +482,49 @@ def _fixable(cls: ast.ClassDef, init: ast.AST, statement: ast.stmt, name: str) -
     return bool(calls) and min(calls) < statement.lineno
 
 
-def _lint(statement: ast.stmt, target: ast.expr, name: str, fixable: bool) -> Lint:
+def _lint(
+    statement: ast.stmt, target: ast.expr, name: str, fixable: bool, parameter: Optional[str]
+) -> Lint:
+    """``parameter``: how the file names ``nn.Parameter``, for a tensor meant to be learned."""
     value = getattr(statement, "value", None)
     assert value is not None
     line, col, end_line, end_col = span(statement)
     tline, tcol, _, tend_col = span(target)
     vline, vcol, vend_line, vend_col = span(value)
     # (the value's own text stays as written: the edits replace what is around it)
-    edits = (
-        Edit(line, col, vline, vcol, f'self.register_buffer("{name}", '),
-        Edit(vend_line, vend_col, end_line, end_col, ", persistent=False)"),
-    )
+    if parameter is not None:
+        message = (
+            f"`self.{name}` is a plain tensor attribute, made on the CPU: `model.to(device)` "
+            f"moves parameters and buffers, not it, so the forward meets it on the CPU (a "
+            f"device mismatch), and `model.parameters()` leaves it out, so the optimizer never "
+            f"trains it. Make it a parameter: `self.{name} = {parameter}(...)`."
+        )
+        title = f"Make it a parameter: `self.{name} = {parameter}(...)`"
+        edits = (
+            Edit(vline, vcol, vline, vcol, f"{parameter}("),
+            Edit(vend_line, vend_col, vend_line, vend_col, ")"),
+        )
+    else:
+        message = (
+            f"`self.{name}` is a plain tensor attribute, made on the CPU: `model.to(device)` "
+            f"moves parameters and buffers, not it, so the forward meets it on the CPU (a "
+            f'device mismatch). Register it as a buffer: `self.register_buffer("{name}", ..., '
+            f"persistent=False)` moves it with the model and leaves checkpoints as they are "
+            f"(or wrap it in `nn.Parameter(...)` if it is to be learned)."
+        )
+        title = f'Register it: `self.register_buffer("{name}", ..., persistent=False)`'
+        edits = (
+            Edit(line, col, vline, vcol, f'self.register_buffer("{name}", '),
+            Edit(vend_line, vend_col, end_line, end_col, ", persistent=False)"),
+        )
     return Lint(
         CODE,
-        f"`self.{name}` is a plain tensor attribute, made on the CPU: `model.to(device)` moves "
-        f"parameters and buffers, not it, so the forward meets it on the CPU (a device "
-        f'mismatch). Register it as a buffer: `self.register_buffer("{name}", ..., '
-        f"persistent=False)` moves it with the model and leaves checkpoints as they are (or "
-        f"wrap it in `nn.Parameter(...)` if it is to be learned).",
+        message,
         tline,
         tcol,
         tline,
         tend_col,
-        fix_title=(
-            f'Register it: `self.register_buffer("{name}", ..., persistent=False)`'
-            if fixable
-            else None
-        ),
+        fix_title=title if fixable else None,
         edits=edits if fixable else (),
     )
 
