@@ -145,7 +145,8 @@ def _learned(cls: ast.ClassDef, statement: ast.stmt, name: str) -> bool:
                 return True  # nn.init.trunc_normal_(self.pos_embed, std=0.02)
             if isinstance(owner, ast.Name) and owner.id == "init":
                 return True
-    return bool(LEARNED_TENSOR_NAME.search(name)) and is_torch_call(value, _INITIAL_VALUES)
+    named = bool(LEARNED_TENSOR_NAME.search(name))
+    return named and value is not None and is_torch_call(value, _INITIAL_VALUES)
 
 
 def _pairs(statement: ast.AST) -> list[tuple[ast.expr, ast.expr]]:
@@ -492,12 +493,14 @@ def _lint(
     tline, tcol, _, tend_col = span(target)
     vline, vcol, vend_line, vend_col = span(value)
     # (the value's own text stays as written: the edits replace what is around it)
+    stays = (
+        f"`self.{name}` is a plain tensor attribute, made on the CPU: `model.to(device)` moves "
+        f"parameters and buffers, not it, so the forward meets it on the CPU (a device mismatch)"
+    )
     if parameter is not None:
         message = (
-            f"`self.{name}` is a plain tensor attribute, made on the CPU: `model.to(device)` "
-            f"moves parameters and buffers, not it, so the forward meets it on the CPU (a "
-            f"device mismatch), and `model.parameters()` leaves it out, so the optimizer never "
-            f"trains it. Make it a parameter: `self.{name} = {parameter}(...)`."
+            f"{stays}, and `model.parameters()` leaves it out, so the optimizer never trains "
+            f"it. Make it a parameter: `self.{name} = {parameter}(...)`."
         )
         title = f"Make it a parameter: `self.{name} = {parameter}(...)`"
         edits = (
@@ -506,9 +509,7 @@ def _lint(
         )
     else:
         message = (
-            f"`self.{name}` is a plain tensor attribute, made on the CPU: `model.to(device)` "
-            f"moves parameters and buffers, not it, so the forward meets it on the CPU (a "
-            f'device mismatch). Register it as a buffer: `self.register_buffer("{name}", ..., '
+            f'{stays}. Register it as a buffer: `self.register_buffer("{name}", ..., '
             f"persistent=False)` moves it with the model and leaves checkpoints as they are "
             f"(or wrap it in `nn.Parameter(...)` if it is to be learned)."
         )
