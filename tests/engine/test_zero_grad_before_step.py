@@ -44,6 +44,16 @@ def gradients_zeroed_in_place_after_backward(device: str) -> None:
         optimizer.step()
 
 
+def zeros_clipped_after_backward(device: str) -> None:
+    """The zeros ``set_to_none=False`` leaves, clipped in place (``_foreach_mul_``): zeros."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        F.mse_loss(model(x), y).backward()
+        optimizer.zero_grad(set_to_none=False)  # erased
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=device == "cpu")
+        optimizer.step()
+
+
 def model_zero_grad_after_backward(device: str) -> None:
     """The tutorials' ``net.zero_grad()``, the module's own, in the wrong place."""
     model, optimizer, batches = _setup(device)
@@ -162,6 +172,28 @@ def reptile_meta_gradients_set_by_hand(device: str) -> None:
         meta_optimizer.step()
 
 
+def zeros_clipped_in_the_usual_order(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        optimizer.zero_grad(set_to_none=False)
+        F.mse_loss(model(x), y).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+
+def zeros_then_gradients_added_by_hand(device: str) -> None:
+    """A federated server's update: the clients' gradients added into the zeros, then scaled."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        F.mse_loss(model(x), y).backward()
+        client = [p.grad.clone() for p in model.parameters()]
+        optimizer.zero_grad(set_to_none=False)
+        for p, g in zip(model.parameters(), client):
+            p.grad.add_(g)
+            p.grad.mul_(0.5)
+        optimizer.step()
+
+
 def second_stage_with_a_new_optimizer(device: str) -> None:
     """A new stage's optimizer zeroed and stepped once to start its scheduler, after the
     first stage's backward() calls."""
@@ -219,6 +251,15 @@ def test_a_models_own_zero_grad_between_backward_and_step_is_found(device: str) 
     assert "Call model.zero_grad() before loss.backward() (or after optimizer.step())." in message
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_zeros_clipped_before_the_step_are_still_erased(device: str) -> None:
+    """Clipping (or unscaling) the zeros scales them in place: still zeros, still erased — not
+    gradients set by hand."""
+    ((line, message),) = _found(zeros_clipped_after_backward, device)
+    assert line == _marked(zeros_clipped_after_backward)
+    assert "(the gradients it applies are zeros)" in message
+
+
 def test_a_models_own_zero_grad_in_place_is_said_to_apply_zeros() -> None:
     ((line, message),) = _found(model_zero_grad_in_place_after_backward, "cpu")
     assert line == _marked(model_zero_grad_in_place_after_backward)
@@ -237,6 +278,8 @@ def test_a_models_own_zero_grad_in_place_is_said_to_apply_zeros() -> None:
         gan_with_two_optimizers,
         reptile_meta_gradients_set_by_hand,
         second_stage_with_a_new_optimizer,
+        zeros_clipped_in_the_usual_order,
+        zeros_then_gradients_added_by_hand,
     ],
     ids=lambda p: p.__name__,
 )

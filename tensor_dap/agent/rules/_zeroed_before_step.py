@@ -12,7 +12,9 @@ usual orders (zero_grad, backward, step; backward, step, zero_grad; gradient acc
 closure that zeroes and backpropagates inside ``step(closure)``) never match. A model's own
 ``zero_grad()`` (``net.zero_grad()``) erases them the same way: it is remembered per module with
 what it left in each parameter's ``.grad``, and a step over some of those parameters is checked
-against it.
+against it. A ``zero_grad(set_to_none=False)`` leaves zeros, which gradient clipping or a
+``GradScaler``'s unscaling then scale in place (``_foreach_mul_``): still zeros, still erased (a
+write of anything else is a gradient set by hand).
 """
 
 from __future__ import annotations
@@ -33,6 +35,23 @@ _BACKWARD_AT = "grad-lost.backward-at"
 _ZEROED = "grad-lost.zeroed-at"
 _STEPPED = "grad-lost.stepped-at"
 _MODULE_ZEROED = "grad-lost.module-zeroed-at"
+#: id of a gradient a zero_grad(set_to_none=False) left as zeros -> its versions since made by
+#: scaling it in place (clipping, unscaling), which leaves zeros zeros
+_SCALED = "grad-lost.scaled-zeros"
+
+#: in-place ops that scale their tensors (a zero stays zero): the first argument, or each of
+#: a list's
+SCALINGS = frozenset(
+    {
+        "mul_",
+        "div_",
+        "__imul__",
+        "__itruediv__",
+        "_foreach_mul_",
+        "_foreach_div_",
+        "_amp_foreach_non_finite_check_and_unscale_",
+    }
+)
 
 
 def on_backward(state: Any, caller: Any) -> None:
@@ -51,6 +70,7 @@ def zeroed(state: Any, optimizer: Any) -> None:
     at = frames.site(user)
     left = _grads_now(optimizer)
     _table(state, _ZEROED)[optimizer] = (state.rule_state.get(_BACKWARDS, 0), at, left)
+    _follow_zeros(state, left)
 
 
 def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
@@ -61,15 +81,45 @@ def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
     params = list(module.parameters())
     left = dict(zip(map(id, params), _grads_of(params)))
     _table(state, _MODULE_ZEROED)[module] = (state.rule_state.get(_BACKWARDS, 0), at, left)
+    _follow_zeros(state, left.values())
 
 
-def _grads_now(optimizer: Any) -> list[Optional[tuple[int, int]]]:
-    """Per parameter: ``None`` for no ``.grad``, else its ``id`` and version."""
-    return _grads_of(p for group in optimizer.param_groups for p in group["params"])
+def _follow_zeros(state: Any, left: Iterable[Optional[tuple[int, int]]]) -> None:
+    """The gradients a ``zero_grad()`` left as zero tensors (``set_to_none=False``) are
+    followed through in-place scaling (:func:`scaled`)."""
+    zeros = [grad for grad, _ in filter(None, left)]
+    if zeros:
+        scaled = state.rule_state.setdefault(_SCALED, {})
+        scaled.update(dict.fromkeys(zeros, 0))
 
 
-def _grads_of(params: Iterable[Any]) -> list[Optional[tuple[int, int]]]:
-    return [None if p.grad is None else (id(p.grad), p.grad._version) for p in params]
+def scaled(args: Any, state: Any) -> None:
+    """An in-place scaling op (:data:`SCALINGS`) ran on ``args[0]`` (a tensor or a list): the
+    zeros among them are still zeros."""
+    followed = state.rule_state.get(_SCALED)
+    if not followed or not args:
+        return
+    targets = args[0] if isinstance(args[0], (list, tuple)) else (args[0],)
+    for tensor in targets:
+        times = followed.get(id(tensor))
+        if times is not None:
+            followed[id(tensor)] = times + 1
+
+
+def _grads_now(optimizer: Any, state: Any = None) -> list[Optional[tuple[int, int]]]:
+    """Per parameter: ``None`` for no ``.grad``, else its ``id`` and version (see
+    :func:`_grads_of`)."""
+    return _grads_of((p for group in optimizer.param_groups for p in group["params"]), state)
+
+
+def _grads_of(params: Iterable[Any], state: Any = None) -> list[Optional[tuple[int, int]]]:
+    """Per parameter: ``None`` for no ``.grad``, else its ``id`` and version — less the versions
+    in-place scaling of zeros made, given the watch's ``state``."""
+    grads = [None if p.grad is None else (id(p.grad), p.grad._version) for p in params]
+    followed = state.rule_state.get(_SCALED) if state is not None else None
+    if not followed:
+        return grads
+    return [g if g is None else (g[0], g[1] - followed.get(g[0], 0)) for g in grads]
 
 
 def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) -> Optional[Report]:
@@ -86,10 +136,12 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     if previous is None and failing:
         previous = -1
     if previous is None or not previous < backwards:
+        _forget_zeros(optimizer, state)
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
     erased = _erased_by_optimizer(optimizer, backwards, state)
     erased = erased if erased is not None else _erased_by_module(params, backwards, state)
+    _forget_zeros(optimizer, state)
     if erased is None:
         return None
     at, zeroer = erased
@@ -106,6 +158,16 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     return Report(tensors=params[:4], message=message, operands=False, frame=user, at=at)
 
 
+def _forget_zeros(optimizer: Any, state: Any) -> None:
+    """The step used its gradients: their scaling since the zero_grad is no longer followed."""
+    followed = state.rule_state.get(_SCALED)
+    if followed:
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                if param.grad is not None:
+                    followed.pop(id(param.grad), None)
+
+
 def _erased_by_optimizer(optimizer: Any, backwards: int, state: Any) -> Optional[tuple[Any, None]]:
     """(the line of the optimizer's ``zero_grad()``, None) when it ran after the last backward
     and the gradients are still what it left."""
@@ -114,7 +176,7 @@ def _erased_by_optimizer(optimizer: Any, backwards: int, state: Any) -> Optional
         return None
     count, at, left = zeroed_at
     # (gradients set by hand since the zero_grad: Reptile, FedAvg, A3C)
-    if count != backwards or _grads_now(optimizer) != left:
+    if count != backwards or _grads_now(optimizer, state) != left:
         return None
     return at, None
 
@@ -134,7 +196,7 @@ def _erased_by_module(params: list[Any], backwards: int, state: Any) -> Optional
     mine = [p for p in params if id(p) in left]
     if first is None or any(p.grad is not None for p in params if id(p) not in left):
         return None
-    return first if _grads_of(mine) == [left[id(p)] for p in mine] else None
+    return first if _grads_of(mine, state) == [left[id(p)] for p in mine] else None
 
 
 def _table(state: Any, key: str) -> Any:

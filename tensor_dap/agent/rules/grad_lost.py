@@ -54,8 +54,17 @@ _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 
 
-def applies(op: OpInfo) -> bool:
+def applies_before(op: OpInfo) -> bool:
     return op.backward
+
+
+def applies(op: OpInfo) -> bool:
+    """``after`` runs on in-place scalings (a zero_grad's zeros clipped or unscaled)."""
+    return op.name in _zeroed_before_step.SCALINGS
+
+
+def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> Any:
+    _zeroed_before_step.scaled(args, state)
 
 
 def backward_targets(op: OpInfo, args: Args, kwargs: Kwargs) -> list[Any]:
