@@ -56,6 +56,37 @@ static PyObject *call_op(PyObject *func, PyObject *args, PyObject *kwargs) {
     return out;
 }
 
+/* torch.ops' OpOverloadPacket and OpOverload (configure_ops): their __call__ is Python that
+ * only calls the op's C function `_op` (a packet: when it has no torchbind overload) */
+static PyTypeObject *OP_PACKET_TYPE, *OP_OVERLOAD_TYPE;
+static PyObject *s_op, *s_has_torchbind;
+
+/* call_op for the op the mode was given: `torch.ops.profiler._record_function_enter_new`
+ * (each optimizer step's profiling scope), `torch.ops.torchvision.nms`... The mode got the op
+ * from its own Python __call__, which called `_op`; calling the op again would run that Python
+ * again (and torch's checks before it): `_op` is called, which is all __call__ would do. */
+static PyObject *call_torch_op(PyObject *func, PyObject *args, PyObject *kwargs) {
+    PyTypeObject *type = Py_TYPE(func);
+    if (type != OP_OVERLOAD_TYPE && type != OP_PACKET_TYPE) return call_op(func, args, kwargs);
+    if (type == OP_PACKET_TYPE) {
+        PyObject *torchbind = PyObject_GetAttr(func, s_has_torchbind);
+        int has = torchbind == NULL ? -1 : PyObject_IsTrue(torchbind);
+        Py_XDECREF(torchbind);
+        if (has != 0) { /* (its __call__ checks the arguments first: called as it is) */
+            PyErr_Clear();
+            return call_op(func, args, kwargs);
+        }
+    }
+    PyObject *target = PyObject_GetAttr(func, s_op);
+    if (target == NULL) {
+        PyErr_Clear();
+        return call_op(func, args, kwargs);
+    }
+    PyObject *out = call_op(target, args, kwargs);
+    Py_DECREF(target);
+    return out;
+}
+
 /* the exception being raised, taken off the thread state (a new reference) */
 static PyObject *take_exception(void) {
 #if PY_VERSION_HEX >= 0x030C0000
@@ -375,7 +406,7 @@ static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *
         if (plan == NULL) goto done;
     }
     if (plan == PASS_MARKER) {
-        out = call_op(func, args, kwargs);
+        out = call_torch_op(func, args, kwargs);
         goto done;
     }
     if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 4) {
@@ -387,7 +418,7 @@ static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *
     int before_failed = run_before(watch, PyTuple_GET_ITEM(plan, 1), PyTuple_GET_ITEM(plan, 0),
                                    args, kwargs, caller) < 0;
     if (subclasses_on(guard) < 0 || before_failed) goto done;
-    out = call_op(func, args, kwargs);
+    out = call_torch_op(func, args, kwargs);
     if (out == NULL) { /* (out of memory: seen before the stack unwinds) */
         if (subclasses) { /* the op's error waits while the guard is entered */
             PyObject *error = take_exception();
@@ -1293,7 +1324,20 @@ static PyObject *fastpath_configure(PyObject *module, PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
+static PyObject *fastpath_configure_ops(PyObject *module, PyObject *const *args,
+                                        Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "configure_ops(OpOverloadPacket, OpOverload)");
+        return NULL;
+    }
+    Py_XSETREF(OP_PACKET_TYPE, (PyTypeObject *)Py_NewRef(args[0]));
+    Py_XSETREF(OP_OVERLOAD_TYPE, (PyTypeObject *)Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef fastpath_functions[] = {
+    {"configure_ops", (PyCFunction)(void (*)(void))fastpath_configure_ops, METH_FASTCALL,
+     "configure_ops(OpOverloadPacket, OpOverload): the torch.ops types whose `_op` is called."},
     {"configure", (PyCFunction)(void (*)(void))fastpath_configure, METH_FASTCALL,
      "configure(pass_marker, mode_enabled, pop_mode, push_mode, plain_types, tensor_type, "
      "ranks_differ, dispatch_code)."},
@@ -1318,6 +1362,9 @@ static struct PyModuleDef fastpath_module = {
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
     /* the attributes read by name: listed in native.py (tests/unit/test_fastpath_contract.py) */
+    s_op = PyUnicode_InternFromString("_op");
+    s_has_torchbind = PyUnicode_InternFromString("_has_torchbind_op_overload");
+    if (!s_op || !s_has_torchbind) return NULL;
     s_ndim = PyUnicode_InternFromString("ndim");
     s_inplace = PyUnicode_InternFromString("inplace");
     s_watch = PyUnicode_InternFromString("watch");

@@ -62,6 +62,8 @@ LEDGER_PROPERTIES = ("backward_line", "grad_leaves")
 LEDGER_METHODS = ("_add", "_insert")
 STORAGE_ATTRIBUTES = ("_cdata", "data_ptr", "_weak_ref", "nbytes")
 OP_INFO_ATTRIBUTES = ("name", "backward")
+#: of torch.ops' OpOverloadPacket / OpOverload: the C function their ``__call__`` calls
+OP_ATTRIBUTES = ("_op", "_has_torchbind_op_overload")
 BOOKS_ATTRIBUTES = (
     LEDGER_INSTANCE_ATTRIBUTES
     + LEDGER_PROPERTIES
@@ -87,3 +89,4 @@ def configure(pass_marker: Any, plain_types: frozenset[type], ranks_differ: str)
         ranks_differ,
         torch.overrides.handle_torch_function.__code__,
     )
+    fastpath.configure_ops(torch._ops.OpOverloadPacket, torch._ops.OpOverload)

@@ -27,6 +27,7 @@ def test_every_name_the_c_path_reads_is_listed() -> None:
         + native.WATCH_ATTRIBUTES
         + native.TENSOR_ATTRIBUTES
         + native.BOOKS_ATTRIBUTES
+        + native.OP_ATTRIBUTES
         + native.KEYWORDS
     )
     read = _names_read_by_c()
@@ -56,6 +57,9 @@ def test_the_listed_names_exist_where_the_c_path_reads_them() -> None:
             assert hasattr(torch.ones(1).untyped_storage(), name), name
         for name in native.OP_INFO_ATTRIBUTES:
             assert hasattr(OpInfo("add"), name), name
+        for name in native.OP_ATTRIBUTES:
+            assert hasattr(torch.ops.aten.add, name), name
+        assert hasattr(torch.ops.aten.add.Tensor, "_op")
 
 
 def test_a_plan_has_the_layout_the_c_path_reads() -> None:

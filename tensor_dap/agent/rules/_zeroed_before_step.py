@@ -35,6 +35,9 @@ _BACKWARD_AT = "grad-lost.backward-at"
 _ZEROED = "grad-lost.zeroed-at"
 _STEPPED = "grad-lost.stepped-at"
 _MODULE_ZEROED = "grad-lost.module-zeroed-at"
+#: backward() calls when any zero_grad() (an optimizer's or a module's) last ran: a step
+#: with none since its backward (every step of the usual orders) is passed at once
+_ANY_ZEROED = "grad-lost.any-zeroed-at"
 #: id of a gradient a zero_grad(set_to_none=False) left as zeros -> its versions since made by
 #: scaling it in place (clipping, unscaling), which leaves zeros zeros
 _SCALED = "grad-lost.scaled-zeros"
@@ -69,7 +72,8 @@ def zeroed(state: Any, optimizer: Any) -> None:
     user = frames.user_frame(sys._getframe(1))
     at = frames.site(user)
     left = _grads_now(optimizer)
-    _table(state, _ZEROED)[optimizer] = (state.rule_state.get(_BACKWARDS, 0), at, left)
+    backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
+    _table(state, _ZEROED)[optimizer] = (backwards, at, left)
     _follow_zeros(state, left)
 
 
@@ -80,7 +84,8 @@ def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
     at = frames.site(user)
     params = list(module.parameters())
     left = dict(zip(map(id, params), _grads_of(params)))
-    _table(state, _MODULE_ZEROED)[module] = (state.rule_state.get(_BACKWARDS, 0), at, left)
+    backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
+    _table(state, _MODULE_ZEROED)[module] = (backwards, at, left)
     _follow_zeros(state, left.values())
 
 
@@ -135,7 +140,8 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     # start a scheduler after an earlier stage's backward() calls is no erasing)
     if previous is None and failing:
         previous = -1
-    if previous is None or not previous < backwards:
+    zeroed_since = state.rule_state.get(_ANY_ZEROED) == backwards
+    if previous is None or not previous < backwards or not zeroed_since:
         _forget_zeros(optimizer, state)
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
