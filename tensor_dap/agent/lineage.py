@@ -52,6 +52,7 @@ def history(
     parents: list[Prov] = []
     cut: Optional[str] = None
     untracked = False
+    unrecorded: list[int] = []
     #: the inputs whose history this op cuts
     cut_from: list[Any] = []
     grad_enabled = torch.is_grad_enabled()
@@ -81,6 +82,7 @@ def history(
                     parents.append(parent)
                 else:
                     untracked = True
+                    unrecorded.append(id(item))
     cut_at = next((p.cut_at for p in parents if p.cut_at is not None), None)
     depth = 1 + max((p.depth for p in parents), default=0)
     if depth > MAX_DEPTH:  # (the inputs' own records, copied short: the op before is known)
@@ -89,7 +91,10 @@ def history(
     site = no_grad_site(user) if cut is not None and not grad_enabled else None
     path, line = user.f_code.co_filename, user.f_lineno
     upstream = _upstream(cut_from, parents) if cut_from else None
-    return Prov(path, line, op_name, cut, tuple(parents), depth, cut_at, site, untracked, upstream)
+    prov = Prov(path, line, op_name, cut, tuple(parents), depth, cut_at, site, untracked, upstream)
+    if unrecorded:
+        prov.unrecorded = tuple(unrecorded)
+    return prov
 
 
 #: ops that read only the shape, dtype or device of some tensor arguments: all of them for

@@ -50,6 +50,7 @@ class Prov:
         "untracked",
         "made",
         "upstream",
+        "unrecorded",
     )
 
     def __init__(
@@ -81,6 +82,9 @@ class Prov:
         #: an input tensor had no Prov (made by a run the engine did not sample, or before the
         #: watch): the history cannot be followed past this op
         self.untracked = untracked
+        #: ``id()`` of those inputs, while the op ran: a rule asking whether this tensor was made
+        #: of a tensor alive now (``cm.sum(1)`` of ``cm``) compares it with theirs
+        self.unrecorded: tuple[int, ...] = ()
         #: when it was made, in the order of :data:`CLOCK` (a rule compares it with its own
         #: events: ``grad-lost`` asks whether a tensor was made after a hand-out to NumPy)
         self.made = next(CLOCK)
@@ -108,6 +112,7 @@ class Prov:
             self.upstream,
         )
         copy.made = self.made
+        copy.unrecorded = self.unrecorded
         return copy
 
     def origin(self) -> Origin:

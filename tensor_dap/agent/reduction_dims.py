@@ -59,7 +59,7 @@ def removed_dim(tensor: Any, source: Any, provenance: Any) -> Optional[tuple[int
         found = _node_dim(node) if inputs and _same_node(inputs[0], _node_of(source)) else None
     elif provenance is not None:
         prov, made = reduction_prov(provenance.lookup(tensor)), provenance.lookup(source)
-        if prov is not None and made is not None and _same_prov(prov.parents[0], made):
+        if prov is not None and _of_source(prov, source, made):
             dim = _line_dim(prov.path, prov.line, prov.op)
             found = None if dim is None else (dim, prov.op)
     if found is None:
@@ -78,7 +78,7 @@ def reduced_from(tensor: Any, provenance: Any) -> Any:
         inputs = [n for n, _ in node.next_functions if n is not None]
         return inputs[0] if inputs else None
     prov = reduction_prov(provenance.lookup(tensor)) if provenance is not None else None
-    return prov.parents[0] if prov is not None else None
+    return prov.parents[0] if prov is not None and prov.parents else None
 
 
 def same_source(one: Any, other: Any) -> bool:
@@ -105,14 +105,24 @@ def reduction_node(node: Any) -> Any:
     return None
 
 
+def _of_source(reduction: Prov, source: Any, made: Optional[Prov]) -> bool:
+    """Whether the reduction was of ``source`` (whose record is ``made``): the same record, or,
+    where the engine recorded none for ``source`` (a site past its sampled first hits:
+    ``cm = cm + batch_cm`` in a loop), the very tensor, alive since (its ``id()``)."""
+    if reduction.parents:
+        return made is not None and _same_prov(reduction.parents[0], made)
+    return made is None and reduction.unrecorded[:1] == (id(source),)
+
+
 def reduction_prov(prov: Any) -> Any:
     """The reduction's provenance record a tensor's is, or follows as :func:`reduction_node`
-    does (one with the reduced tensor's record as its first parent); None otherwise."""
+    does (one with the reduced tensor's record as its first parent, or of a tensor with none:
+    :func:`_of_source`); None otherwise."""
     for _ in range(_DEPTH + 1):
         if prov is None:
             return None
         if prov.op in REDUCTIONS:
-            return prov if prov.parents else None
+            return prov if prov.parents or prov.unrecorded else None
         if prov.op not in _SHAPE_KEEPING_OPS or len(prov.parents) != 1:
             return None
         prov = prov.parents[0]
