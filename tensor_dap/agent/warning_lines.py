@@ -45,7 +45,23 @@ def install() -> None:
         original(message, category, level + 1 + extra, *args, **kwargs)
 
     setattr(warn, _MARK, True)
+    _known_to_torchscript(warn)
     warnings.warn = warn
+
+
+def _known_to_torchscript(warn: Any) -> None:
+    """TorchScript compiles a call of ``warnings.warn`` (in ``F.softmax``, the losses, a
+    user's scripted function) as its ``aten::warn``, finding it by identity: the wrapper is
+    registered the same, or ``torch.jit.script`` would try to compile it as Python and fail."""
+    try:
+        from torch.jit import _builtins
+
+        if _builtins._builtin_table is None:  # (built lazily, from this list)
+            _builtins._builtin_ops.append((warn, "aten::warn"))
+        else:
+            _builtins._register_builtin(warn, "aten::warn")
+    except (ImportError, AttributeError):  # another torch: scripting is as it finds it
+        pass
 
 
 def _dispatch_frames(warner: FrameType, stacklevel: int) -> int:

@@ -264,6 +264,40 @@ print(sorted(set(calls)), len(calls))
 """
 
 
+SCRIPTED = """
+import warnings
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+@torch.jit.script
+def safe_div(a: torch.Tensor, b: float) -> torch.Tensor:
+    if b == 0.0:
+        warnings.warn("division by zero: a is returned")
+        return a
+    return F.softmax(a / b, dim=-1)
+
+scripted = torch.jit.script(nn.Sequential(nn.Linear(4, 3), nn.Softmax(-1)))
+print(safe_div(torch.ones(2), 2.0).tolist(), safe_div(torch.ones(2), 0.0).tolist())
+print(scripted(torch.ones(1, 4)).shape)
+"""
+
+
+def test_torchscript_compiles_functions_that_warn(tmp_path: Path, check) -> None:  # noqa: ANN001
+    """TorchScript knows ``warnings.warn`` by identity (``aten::warn``): the watch's wrapper of
+    it (warnings name the program's lines) is known the same, or ``torch.jit.script`` of
+    anything calling it (``F.softmax``, the losses) raised a TypeError."""
+    import subprocess
+
+    script = tmp_path / "scripted.py"
+    script.write_text(SCRIPTED)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    run = check(script, rules="default")
+    assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
+    assert "division by zero: a is returned" in run.stderr
+
+
 def test_a_subclass_sees_only_the_programs_own_torch_functions(
     tmp_path: Path,
     check,
