@@ -8,8 +8,10 @@ variables of the user's frames (and the attributes of their ``self``). A loop th
 ``loss`` each iteration lets the previous one go; a list keeps every iteration's loss and, with
 it, every iteration's graph (their saved tensors were freed by ``backward()``, the nodes stay).
 The finding is reported at the line that appends to that list (the source of the frame holding
-it is searched for ``name.append(``); a root no list holds, or whose ``append`` cannot be
-found, is let go unreported.
+it is searched for ``name.append(``) once that list, found again, keeps growing
+(:func:`_grew`: a list made anew for each batch's few ``backward()`` calls, a deep ensemble's
+members' losses, holds as many however long the program runs); a root no list holds, or whose
+``append`` cannot be found, is let go unreported.
 
 Losses or outputs appended and never backpropagated (an evaluation loop without
 ``torch.no_grad()``, a rollout's log-probabilities) keep more: every iteration's saved
@@ -60,6 +62,11 @@ from tensor_dap.tensor_text import size_text
 #: a root alive this many backward() calls after its own is reported
 KEPT_AFTER = 3
 _ROOTS = "graph-kept.roots"
+#: rule_state key: (file, line, list name) of a list found keeping a root -> (its id(), its
+#: length then, the longest an earlier list there was found): see :func:`_grew`
+_HOLDERS = "graph-kept.holders"
+#: roots a list keeps before it is reported while no list at its line has been made anew
+_LONG = 4
 #: rule_state key: backward() calls so far (counted by ``graph-kept``)
 BACKWARDS = "graph-kept.backwards"
 _Tensor = torch.Tensor
@@ -87,6 +94,8 @@ def check(args: Any, caller: FrameType, state: Any, backwards: int) -> Optional[
     if found is None:
         return None
     user, name, held, line = found
+    if not _grew(state, (user.f_code.co_filename, line, name), held):
+        return None
     return Report(
         tensors=[kept],
         message=_message(kept, name, held),
@@ -94,6 +103,25 @@ def check(args: Any, caller: FrameType, state: Any, backwards: int) -> Optional[
         at=(user.f_code.co_filename, line),
         operands=False,
     )
+
+
+def _grew(state: Any, key: tuple[str, int, str], held: list[Any]) -> bool:
+    """Whether the list found keeping a root keeps growing: found before at this line, the
+    same list, longer, and longer than any list made anew there before it (or, none yet, than
+    :data:`_LONG`). A list that keeps every iteration's loss grows; one made anew each
+    iteration for the losses of its few backward() calls (a deep ensemble's members, PCGrad's
+    tasks) holds as many however long the program runs, and keeps nothing growing."""
+    holders: dict[tuple[str, int, str], tuple[int, int, int]] = state.rule_state.setdefault(
+        _HOLDERS, {}
+    )
+    before = holders.get(key)
+    longest = 0
+    if before is not None:
+        longest = before[2] if before[0] == id(held) else max(before[1], before[2])
+    holders[key] = (id(held), len(held), longest)
+    if before is None or before[0] != id(held) or len(held) <= before[1]:
+        return False
+    return len(held) > max(longest, _LONG)
 
 
 def _holds(held: list[Any], tensor: Any, tail: int) -> bool:

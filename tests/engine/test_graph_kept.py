@@ -1156,7 +1156,22 @@ def a_total_kept_in_a_dict(device: torch.device) -> None:
         stats["loss"] = stats["loss"] + loss  # kept
 
 
+def losses_kept_for_each_epoch(device: torch.device) -> None:
+    """A list made anew each epoch still keeps every batch's graph of the epoch."""
+    model, optimizer, batches = _setup(device)
+    for _epoch in range(2):
+        epoch_losses = []
+        for x, y in batches + batches:
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            epoch_losses.append(loss)  # kept
+        print(torch.stack(epoch_losses).mean().item())
+
+
 LEAKS = [
+    losses_kept_for_each_epoch,
     train_total_inplace,
     train_total_of_a_scaled_backward,
     train_total_rebound_before_backward,
@@ -1781,6 +1796,45 @@ def decoder_in_eval_mode_writing_its_time_steps(device: torch.device) -> None:
         optimizer.step()
 
 
+def deep_ensemble_losses_per_batch(device: torch.device) -> None:
+    """Each member's own step; a list of the batch's members' losses, made anew each batch,
+    for the mean logged: as many losses kept however long it trains."""
+    torch.manual_seed(0)
+    members = [nn.Linear(6, 1).to(device) for _ in range(5)]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.01) for m in members]
+    x, y = torch.randn(8, 6, device=device), torch.randn(8, 1, device=device)
+    for _batch in range(6):
+        batch_losses = []
+        for member, optimizer in zip(members, optimizers):
+            loss = F.mse_loss(member(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            batch_losses.append(loss)
+        print(torch.stack(batch_losses).mean().item())
+
+
+def task_losses_backpropagated_one_by_one(device: torch.device) -> None:
+    """PCGrad: each task's loss backpropagated (retain_graph) by a helper given the list."""
+    model, optimizer, batches = _setup(device)
+    head = nn.Linear(1, 4).to(device)
+
+    def backward_each(objectives: list[torch.Tensor]) -> None:
+        grads = []
+        for objective in objectives:
+            optimizer.zero_grad()
+            objective.backward(retain_graph=True)
+            grads.append([p.grad.clone() for p in model.parameters()])
+        for p, *task_grads in zip(model.parameters(), *grads):
+            p.grad = torch.stack(task_grads).mean(0)
+
+    for x, y in batches:
+        out = head(model(x))
+        losses = [F.mse_loss(out[:, k], y[:, 0]) for k in range(4)]
+        backward_each(losses)
+        optimizer.step()
+
+
 CLEAN = [
     parameters_flattened_into_a_buffer_each_step,
     training_metrics_kept_as_numbers,
@@ -1829,6 +1883,8 @@ CLEAN = [
     features_smoothed_over_time_steps_then_backpropagated,
     two_predictions_mixed_each_step,
     mixup_by_keyword_lerp,
+    deep_ensemble_losses_per_batch,
+    task_losses_backpropagated_one_by_one,
 ]
 
 
