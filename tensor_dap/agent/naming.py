@@ -84,7 +84,7 @@ def current_node(frame: FrameType) -> Optional[ast.AST]:
             and getattr(node, "col_offset", None) == col
             and getattr(node, "end_lineno", None) == end_line
             and getattr(node, "end_col_offset", None) == end_col
-            and isinstance(node, ast.expr)
+            and isinstance(node, (ast.expr, ast.AugAssign))
         ):
             best = node
     return best
@@ -132,6 +132,10 @@ def expression_text(frame: FrameType) -> str:
     return source_line(frame.f_code.co_filename, frame.f_lineno)
 
 
+#: a comparison as written -> the op that runs it with its operands swapped
+_MIRRORED = {ast.Gt: "lt", ast.GtE: "le", ast.Lt: "gt", ast.LtE: "ge"}
+
+
 def _operand_texts(frame: FrameType, op_name: str, direct: bool) -> list[str]:
     """Source text of each operand of the expression running in ``frame``.
 
@@ -156,6 +160,12 @@ def _operand_texts(frame: FrameType, op_name: str, direct: bool) -> list[str]:
             texts.reverse()
     elif isinstance(node, ast.Compare) and len(node.comparators) == 1:
         texts = [_segment(path, node.left), _segment(path, node.comparators[0])]
+        # (`a >= b` runs as `b.__le__(a)` when b's class is a subclass of a's: a tensor
+        # subclass, the simulated CUDA device's)
+        if op_name.strip("_") == _MIRRORED.get(type(node.ops[0])):
+            texts.reverse()
+    elif isinstance(node, ast.AugAssign):  # `total += loss.detach()`
+        texts = [_segment(path, node.target), _segment(path, node.value)]
     elif isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and not _is_module_path(func.value):

@@ -92,3 +92,40 @@ def test_the_quick_fix_for_a_finding_names_the_findings_device() -> None:
         [],
     )
     assert fix.title == 'Create total on the device: add `device="cuda:1"`'
+
+
+def test_a_comparison_run_mirrored_names_each_operand_by_its_own_text(tmp_path: Path) -> None:
+    """``a >= b`` runs as ``b.__le__(a)`` when ``b`` is of a tensor subclass (the accelerator's
+    tensors here, the simulated CUDA device's): each side is still named by its own text."""
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        lengths = torch.tensor([3, 5, 2]).to(device)
+        positions = torch.arange(6)
+        mask = positions[None, :] >= lengths[:, None]
+        """,
+    )
+    assert "positions[None, :] is on cpu" in message
+    assert f"lengths[:, None] is on {accelerator_device()}" in message
+
+
+def test_an_augmented_assignment_names_its_value_by_its_text(tmp_path: Path) -> None:
+    """``total += loss.detach()`` into a 0-dim CPU total: the total is written, not read as a
+    number (a GPU refuses it), and the value is named as written, not "operand 1"."""
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        total = torch.tensor(0.0)
+        loss = torch.ones(4, device=device).sum()
+        total += loss.detach()
+        """,
+    )
+    assert message.startswith("`total += loss.detach()`: total is on cpu (created at script.py:")
+    assert f"loss.detach() is on {accelerator_device()}" in message
+    assert "Create total with device=device." in message

@@ -83,7 +83,8 @@ def test_cuda_idioms_behave_as_on_a_gpu(check, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["seed_accumulator", "seed_forward", "seed_checkpoint", "seed_mask"]
+    "name",
+    ["seed_accumulator", "seed_scalar_accumulator", "seed_forward", "seed_checkpoint", "seed_mask"],
 )
 def test_seeded_device_bugs_are_found_only_under_the_simulation(check, name: str) -> None:
     script = SCRIPTS / f"{name}.py"
@@ -172,3 +173,20 @@ def test_warnings_from_torch_name_the_programs_lines(check) -> None:
     run = check(script, extra=SIMULATE)
     assert run.returncode == 0, run.stderr
     assert [line for line in run.stderr.splitlines() if "Warning:" in line] == expected
+
+
+def test_a_cpu_scalar_written_in_place_with_a_device_value_fails_as_on_a_gpu(check) -> None:
+    """A 0-dim CPU tensor is a number to CUDA as an input, not as the tensor an in-place op
+    writes into: the simulation raises PyTorch's error there, after the finding that names the
+    accumulator and its fix."""
+    script = SCRIPTS / "seed_scalar_accumulator.py"
+    run = check(script, extra=SIMULATE)
+    assert run.returncode == 1
+    assert "Expected all tensors to be on the same device" in run.stderr
+    (finding,) = run.report["findings"]
+    assert finding["line"] == _marked(script)
+    assert finding["message"].startswith(
+        "`running_loss += loss.detach()`: running_loss is on cpu (created at "
+        "seed_scalar_accumulator.py:10 by tensor), loss.detach() is on cuda:0"
+    )
+    assert "Create running_loss with device=device." in finding["message"]

@@ -3,7 +3,9 @@
 Checked *before* the op runs, so the debugger stops while every operand is still inspectable
 (PyTorch then raises its own "Expected all tensors to be on the same device" error, or — in the
 classic CPU loss accumulator — builds a graph that fails later in backward). A 0-dim CPU tensor
-without grad history is a number to PyTorch and never counts.
+without grad history is a number to PyTorch and never counts — unless an in-place op writes into
+it: ``running_loss += loss.detach()`` into ``running_loss = torch.tensor(0.0)`` raises on a GPU
+(a CPU scalar rides along as an input only, never as the output).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             elif index is None:
                 index = arg.get_device()
             elif arg.get_device() != index:
-                return _report(tensor_args(args, kwargs), caller, state)
+                return _report(tensor_args(args, kwargs), caller, state, _target(op, args))
         elif arg.__class__ is list or arg.__class__ is tuple:
             # ``torch.cat(pieces)``: scan again, the tensors one level down in line with the
             # others (ops taking lists are few: the common path stays one flat loop)
@@ -75,8 +77,13 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
                 elif index is None:
                     index = arg.get_device()
     if on_cpu and index is not None:
-        return _report(tensor_args(args, kwargs), caller, state)
+        return _report(tensor_args(args, kwargs), caller, state, _target(op, args))
     return None
+
+
+def _target(op: OpInfo, args: Args) -> Any:
+    """The tensor an in-place op writes into (``self``), else None."""
+    return args[0] if op.inplace and args else None
 
 
 def _without_host_arguments(
@@ -120,9 +127,14 @@ def _indexing(name: str, args: Args, caller: Any = None, state: Any = None) -> O
     return None
 
 
-def _report(tensors: list[Any], caller: Any = None, state: Any = None) -> Optional[Report]:
-    """The slow path: more than one device was seen; drop CPU scalars and decide."""
-    operands = [t for t in tensors if not is_cpu_scalar(t) and t.device.type != "meta"]
+def _report(
+    tensors: list[Any], caller: Any = None, state: Any = None, target: Any = None
+) -> Optional[Report]:
+    """The slow path: more than one device was seen; drop CPU scalars (not the ``target`` an
+    in-place op writes into) and decide."""
+    operands = [
+        t for t in tensors if (t is target or not is_cpu_scalar(t)) and t.device.type != "meta"
+    ]
     devices = {t.device for t in operands}
     if len(devices) < 2:
         return None

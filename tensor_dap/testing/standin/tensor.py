@@ -8,6 +8,7 @@ devices as PyTorch does, runs the aten op on the CPU and wraps tensor results ag
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Optional, Protocol
 
 import torch
@@ -266,6 +267,7 @@ def _check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         )
     first: Optional[str] = None
     skip_index = func in _INDEX_OPS
+    written = _written_positions(func)
     values: list[Any] = list(args)
     values.extend(kwargs.values())
     for position, value in enumerate(values):
@@ -278,7 +280,7 @@ def _check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
             if isinstance(item, AcceleratorTensor):
                 name = _presentation["name"]
             elif item.device.type == "cpu":
-                if item.dim() == 0:
+                if item.dim() == 0 and position not in written:
                     continue
                 name = "cpu"
             else:
@@ -287,6 +289,20 @@ def _check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
                 first = name
             elif name != first:
                 raise _same_device_error(first, name)
+
+
+@functools.cache
+def _written_positions(func: Any) -> frozenset[int]:
+    """The positions of the arguments an op writes into (``self`` of ``add_``): a 0-dim CPU
+    tensor rides along with device tensors as an input only (TensorIterator's CPU scalars):
+    ``running_loss += loss`` into ``torch.tensor(0.0)`` raises on a GPU."""
+    try:
+        arguments = func._schema.arguments
+    except AttributeError:
+        return frozenset()
+    return frozenset(
+        i for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write
+    )
 
 
 def _unwrap(value: Any) -> Any:
