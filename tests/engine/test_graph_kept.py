@@ -98,6 +98,15 @@ def _record(store: list, value: torch.Tensor) -> None:
     store.append(value)
 
 
+def validation_loss_weighted_by_batch_size(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    model.eval()
+    val_loss = 0.0
+    for x, y in batches:
+        val_loss += F.mse_loss(model(x), y) * len(x)  # kept
+    print(val_loss / 48)
+
+
 def losses_appended_by_a_helper(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     losses: list[torch.Tensor] = []
@@ -1171,6 +1180,7 @@ def losses_kept_for_each_epoch(device: torch.device) -> None:
 
 
 LEAKS = [
+    validation_loss_weighted_by_batch_size,
     losses_kept_for_each_epoch,
     train_total_inplace,
     train_total_of_a_scaled_backward,
@@ -1973,6 +1983,15 @@ def test_a_total_of_losses_whose_backward_started_elsewhere_is_reported_as_it_gr
 def test_the_fix_is_the_users_own_line_keeping_a_number(program, fix: str) -> None:  # noqa: ANN001
     ((_, _, message),) = _run(program, DEVICE)
     assert f"Keep a number or a detached tensor: {fix}" in message
+
+
+def test_a_product_added_is_made_a_number_as_a_whole() -> None:
+    """``(term * len(x)).item()``: ``len(x).item()`` would call ``.item()`` of an int."""
+    ((_, _, message),) = _run(validation_loss_weighted_by_batch_size, DEVICE)
+    assert (
+        "`val_loss += (F.mse_loss(model(x), y) * len(x)).item()` "
+        "(or `(F.mse_loss(model(x), y) * len(x)).detach()`)"
+    ) in message
     assert " keeps 0 tensors" not in message
 
 

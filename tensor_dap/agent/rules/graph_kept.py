@@ -716,9 +716,11 @@ def _fix(acc: str, term: str, chain: _Chain, statement: str = "") -> str:
             f"later {later} needs a tensor), or run the loop under `torch.no_grad()` when it "
             "needs no gradient."
         )
+    detached = kept_updates.detached_text(term)  # (`(loss * len(x)).detach()`)
+    number = detached[: -len(".detach()")] + ".item()"
     return (
-        f"Accumulate a number or a detached tensor: `{acc} += {term}.item()` (or "
-        f"`{term}.detach()`), or run the loop under `torch.no_grad()` when it needs no gradient."
+        f"Accumulate a number or a detached tensor: `{acc} += {number}` (or `{detached}`), or "
+        "run the loop under `torch.no_grad()` when it needs no gradient."
     )
 
 
