@@ -244,3 +244,18 @@ def test_divisions_and_outer_ops_people_write_on_purpose_stay_clean() -> None:
         (a @ b.T) / (a.norm(dim=1)[:, None] * b.norm(dim=1))
 
     assert _broadcasts(correct) == []
+
+
+def test_the_fix_names_the_size_one_dim_that_broadcast() -> None:
+    """A segmentation target ``(N, 1, H, W)`` against ``(N, H, W)`` probabilities: the fix is
+    ``target.squeeze(1)``; ``squeeze(-1)`` would remove nothing."""
+
+    def dice() -> None:
+        logits = torch.randn(4, 8, 8, requires_grad=True)
+        target = (torch.rand(4, 1, 8, 8) > 0.5).float()
+        probs = torch.sigmoid(logits)
+        (1 - 2 * (probs * target).sum() / (probs.sum() + target.sum())).backward()
+
+    (message,) = _broadcasts(dice)
+    assert "probs (4, 8, 8), target (4, 1, 8, 8) broadcast to (4, 4, 8, 8)" in message
+    assert "(e.g. target.squeeze(1) or probs.unsqueeze(1))" in message

@@ -383,14 +383,25 @@ def _message(result: tuple[int, ...]) -> Any:
         parts = ", ".join(f"{d.name} {d.shape_text}" for d in described)
         small = min(described, key=lambda d: len(d.shape))
         big = max(described, key=lambda d: len(d.shape))
+        dim = _unit_dim(tuple(big.shape), tuple(small.shape))
         return (
             f"`{expression}`: {parts} broadcast to {result}, more elements than any input. "
-            f"If they should match, reshape one (e.g. {_operand(big.name)}.squeeze(-1) or "
-            f"{_operand(small.name)}.unsqueeze(-1)); write [:, None] to make an outer op "
+            f"If they should match, reshape one (e.g. {_operand(big.name)}.squeeze({dim}) or "
+            f"{_operand(small.name)}.unsqueeze({dim})); write [:, None] to make an outer op "
             "explicit."
         )
 
     return build
+
+
+def _unit_dim(big: tuple[int, ...], small: tuple[int, ...]) -> str:
+    """The size-1 dim of ``big`` whose removal leaves ``small`` (a segmentation target's
+    channel: ``(16, 1, 32, 32)`` against ``(16, 32, 32)`` is dim 1), written as the fix
+    writes it; the last (``-1``) when none is, or it is that."""
+    for dim, size in enumerate(big):
+        if size == 1 and big[:dim] + big[dim + 1 :] == small:
+            return "-1" if dim == len(big) - 1 else str(dim)
+    return "-1"
 
 
 def _per_row_message(result: tuple[int, ...]) -> Any:
