@@ -5,6 +5,7 @@ decorator (naming that line), and says honestly when it cannot follow the histor
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -674,3 +675,58 @@ def test_the_cut_named_is_the_one_after_the_steps_own_use() -> None:
     bug = _line_of(gan_whose_generator_step_detaches, "# the bug")
     assert f"(used at test_grad_lost_history.py:{bug} by linear)" in message
     assert f"cut after that use, at test_grad_lost_history.py:{bug} " in message
+
+
+def loss_remade_of_a_weighted_sum_of_numbers() -> None:
+    """Multi-task weights applied to the parts' numbers (logged after): the numbers' sum is no
+    value the engine can follow back, the `.item()` reads before it are. An evaluation under
+    no_grad after each epoch is then the model's only use the engine samples: it is not what
+    left the step without gradients."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [(torch.randn(16, 4), torch.randint(0, 2, (16,))) for _ in range(32)]
+    weights = {"cls": 1.0, "reg": 0.5}
+
+    def evaluate() -> float:
+        model.eval()
+        with torch.no_grad():
+            return sum(float(model(x).argmax(1).eq(y).float().mean()) for x, y in batches[:4])
+
+    for _epoch in range(3):
+        model.train()
+        for x, y in batches:
+            out = model(x)
+            parts = {"cls": F.cross_entropy(out, y), "reg": out.pow(2).mean()}
+            numbers = sum(weights[k] * v.item() for k, v in parts.items())
+            loss = torch.tensor(numbers, requires_grad=True)
+            logged = {k: v.item() for k, v in parts.items()}
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        evaluate()
+    assert model[0].weight.grad is None and logged
+
+
+def test_a_loss_remade_of_numbers_read_from_the_graph_is_reported() -> None:
+    ((line, message),) = set(_grad_lost(loss_remade_of_a_weighted_sum_of_numbers))
+    assert line == _line_of(loss_remade_of_a_weighted_sum_of_numbers, "loss.backward()")
+    made = _line_of(loss_remade_of_a_weighted_sum_of_numbers, "loss = torch.tensor(numbers")
+    assert f"loss is a new leaf tensor (made at test_grad_lost_history.py:{made} " in message
+    assert "read out of the graph at test_grad_lost_history.py:" in message
+    assert " by item()" in message
+    # (no second finding blaming a no_grad block for the step's missing gradients)
+    assert _grad_lost(leaves_of_their_own) == []
+
+
+def test_a_multitask_loss_of_numbers_is_one_finding_at_its_backward(check) -> None:  # noqa: ANN001
+    """A helper's program: the loss re-made of the parts' `.item()`s, and an evaluation under
+    no_grad after each epoch (the model's only use the engine samples by then). The finding is
+    the re-made leaf; the no_grad block is not blamed for the step's missing gradients (the
+    backward reached no graph at all)."""
+    script = Path(__file__).parent / "grad_lost_programs" / "multitask_loss_of_numbers.py"
+    run = check(script)
+    lines = script.read_text().splitlines()
+    marked = next(n for n, text in enumerate(lines, 1) if text.endswith("# BUG"))
+    assert {(f["rule"], f["line"]) for f in run.report["findings"]} == {("grad-lost", marked)}
+    assert "is a new leaf tensor" in run.report["findings"][0]["message"]

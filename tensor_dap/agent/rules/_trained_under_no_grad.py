@@ -76,8 +76,19 @@ def observe(args: Any, caller: Any, state: Any) -> None:
         uses.set(item, use)
 
 
-def on_backward(state: Any) -> None:
+#: rule_state key: the last backward() ran from leaves only (a loss re-made with
+#: ``torch.tensor(..., requires_grad=True)``): it reaches no parameter for a reason of its own
+_FROM_LEAVES = "grad-lost.backward-from-leaves"
+
+
+def last_backward(state: Any) -> int:
+    """When (in :data:`CLOCK`'s order) the last ``backward()`` ran; -1 before any."""
+    return int(state.rule_state.get(_BACKWARD_AT, -1))
+
+
+def on_backward(state: Any, from_leaves: bool = False) -> None:
     state.rule_state[_BACKWARD_AT] = next(CLOCK)
+    state.rule_state[_FROM_LEAVES] = from_leaves
 
 
 def check(optimizer: Any, caller: FrameType, state: Any, used_with_grad: Any) -> Optional[Report]:
@@ -92,6 +103,8 @@ def check(optimizer: Any, caller: FrameType, state: Any, used_with_grad: Any) ->
     uses = state.rule_state.get(_USES)
     if not uses or state.rule_state.get(_BACKWARD_AT, -1) <= previous:
         return None  # (no backward() since this optimizer's last step)
+    if state.rule_state.get(_FROM_LEAVES):  # (no graph at all: not for want of gradients on)
+        return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
     if not params or any(p.grad is not None for p in params):
         return None

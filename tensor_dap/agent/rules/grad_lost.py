@@ -81,8 +81,11 @@ def backward_targets(op: OpInfo, args: Args, kwargs: Kwargs) -> list[Any]:
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
     _zeroed_before_step.on_backward(state, caller)
-    _trained_under_no_grad.on_backward(state)
-    for tensor in backward_targets(op, args, kwargs):
+    targets = backward_targets(op, args, kwargs)
+    leaves = bool(targets) and all(graph_node(t) is None for t in targets)
+    previous = _trained_under_no_grad.last_backward(state)
+    _trained_under_no_grad.on_backward(state, from_leaves=leaves)
+    for tensor in targets:
         if not tensor.requires_grad:
             prov = state.provenance.lookup(tensor)
             return Report(tensors=[tensor], message=_explain(prov))
@@ -91,7 +94,21 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             cut = first_cut(prov) if prov is not None else None
             if cut is not None:  # re-made of a graph's values: torch.tensor(loss.item(), ...)
                 return Report(tensors=[tensor], message=_leaf_message(prov, cut))
+            handed = _handed_before(prov, previous, state)
+            if handed is not None:  # (of numbers the engine cannot follow: a sum of .item()s)
+                return Report(tensors=[tensor], message=_leaf_message(prov, handed))
     return None
+
+
+def _handed_before(prov: Optional[Prov], since: int, state: Any) -> Optional[Prov]:
+    """For a leaf made of Python data (``torch.tensor(sum(w * v.item() ...),
+    requires_grad=True)``): the values read out of a graph (``.item()``) since the backward
+    before, ahead of the leaf, if any; autograd's tutorial's leaves of plain data are no
+    re-made loss."""
+    if prov is None or prov.op not in _REWRAPS:
+        return None
+    recent = state.rule_state.get(_HANDED_RECENT, ())
+    return next((cut for when, cut in reversed(recent) if since < when < prov.made), None)
 
 
 def _leaf_message(prov: Prov, cut: Prov) -> Any:
@@ -127,6 +144,9 @@ _REJOINED = "grad-lost.rejoined-cuts"
 #: tensor the watch did not see made (``torch.from_numpy(np.clip(array, ...))``) may come from
 _HANDED = "grad-lost.handed-out"
 _HAND_OUTS = frozenset({"numpy", "tolist", "item"})
+#: rule_state key: the newest few of them (a loss re-made of numbers read before the ones
+#: logged after it: :func:`_handed_before`)
+_HANDED_RECENT = "grad-lost.handed-out-recent"
 #: rejoined cuts kept (the newest)
 _KEPT_CUTS = 8
 
@@ -226,7 +246,8 @@ def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
         prov = state.provenance.lookup(tensor)
         cut = prov.cut_at if prov is not None else None
     if cut is not None:
-        state.rule_state[_HANDED] = (next(CLOCK), cut)
+        handed = state.rule_state[_HANDED] = (next(CLOCK), cut)
+        state.rule_state.setdefault(_HANDED_RECENT, collections.deque(maxlen=8)).append(handed)
 
 
 def install(state: RuleState) -> list[Any]:
