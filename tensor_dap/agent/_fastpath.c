@@ -732,7 +732,7 @@ static PyTypeObject TorchFunctionType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *slow, *special, *keywords, *busy;
+    PyObject *slow, *special, *keywords, *busy, *on_error;
 } PassThrough;
 
 static PyObject *pass_through_vectorcall(PyObject *callable, PyObject *const *args,
@@ -764,16 +764,24 @@ static PyObject *pass_through_vectorcall(PyObject *callable, PyObject *const *ar
     Py_DECREF(busy);
     if (is_busy < 0) return NULL;
     if (is_busy) goto slow;
-    return call_op(func, args[3], kwargs);
+    PyObject *out = call_op(func, args[3], kwargs);
+    if (out == NULL && self->on_error != Py_None) { /* the op's error, worded for the program */
+        PyObject *error = take_exception();
+        PyObject *done = error == NULL ? NULL : PyObject_CallOneArg(self->on_error, error);
+        if (done == NULL) PyErr_Clear(); /* (its own failure leaves the error as it was) */
+        Py_XDECREF(done);
+        restore_exception(error);
+    }
+    return out;
 slow:
     return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
 }
 
 static PyObject *pass_through_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *slow, *special, *keywords, *busy;
+    PyObject *slow, *special, *keywords, *busy, *on_error = Py_None;
     if ((kwargs != NULL && PyDict_GET_SIZE(kwargs)) ||
-        !PyArg_ParseTuple(args, "OO!O!O:PassThrough", &slow, &PyFrozenSet_Type, &special,
-                          &PyTuple_Type, &keywords, &busy))
+        !PyArg_ParseTuple(args, "OO!O!O|O:PassThrough", &slow, &PyFrozenSet_Type, &special,
+                          &PyTuple_Type, &keywords, &busy, &on_error))
         return NULL;
     PassThrough *self = (PassThrough *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
@@ -782,6 +790,7 @@ static PyObject *pass_through_new(PyTypeObject *type, PyObject *args, PyObject *
     self->special = Py_NewRef(special);
     self->keywords = Py_NewRef(keywords);
     self->busy = Py_NewRef(busy);
+    self->on_error = Py_NewRef(on_error);
     return (PyObject *)self;
 }
 
@@ -790,6 +799,7 @@ static int pass_through_traverse(PassThrough *self, visitproc visit, void *arg) 
     Py_VISIT(self->special);
     Py_VISIT(self->keywords);
     Py_VISIT(self->busy);
+    Py_VISIT(self->on_error);
     return 0;
 }
 
@@ -798,6 +808,7 @@ static int pass_through_clear(PassThrough *self) {
     Py_CLEAR(self->special);
     Py_CLEAR(self->keywords);
     Py_CLEAR(self->busy);
+    Py_CLEAR(self->on_error);
     return 0;
 }
 
@@ -814,8 +825,9 @@ static PyTypeObject PassThroughType = {
     .tp_call = PyVectorcall_Call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR |
                 Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "PassThrough(slow, special, keywords, busy): a mode's __torch_function__ calling "
-              "the op from C unless the call needs `slow` (a method: bound to the mode).",
+    .tp_doc = "PassThrough(slow, special, keywords, busy, on_error=None): a mode's "
+              "__torch_function__ calling the op from C unless the call needs `slow` (a "
+              "method: bound to the mode); on_error(exception) may reword the op's error.",
     .tp_descr_get = shadow_get,
     .tp_new = pass_through_new,
     .tp_traverse = (traverseproc)pass_through_traverse,

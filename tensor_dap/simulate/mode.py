@@ -10,6 +10,7 @@ looks at ``device=`` keywords and the few functions that take a device positiona
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import torch
@@ -20,6 +21,7 @@ from tensor_dap.agent.threads import NewThreads
 from tensor_dap.simulate.autocast import autocast_arguments
 from tensor_dap.simulate.tensor import COUNT
 from tensor_dap.testing.standin import accelerator_device
+from tensor_dap.testing.standin.tensor import BACKEND_NAME
 
 __all__ = ["SimulationMode", "check_index", "install", "is_cuda_device", "to_standin"]
 
@@ -78,7 +80,27 @@ class SimulationMode(TorchFunctionMode):
             return _TO(args[0], to_standin(device or "cuda"), **kwargs)
         elif func in _CTC_LOSSES:
             args, kwargs = _ctc_lengths_read(args, kwargs)
-        return func(*autocast_arguments(func, args, kwargs), **kwargs)
+        try:
+            return func(*autocast_arguments(func, args, kwargs), **kwargs)
+        except RuntimeError as error:
+            cuda_words(error)
+            raise
+
+
+#: how PyTorch's C++ names the stand-in in its errors, and what CUDA's say there
+_STANDIN_TYPE = re.compile(rf"\b{BACKEND_NAME}(\w+)Type\b")
+_STANDIN_DEVICE = re.compile(rf"\b{BACKEND_NAME}:(\d+)")
+
+
+def cuda_words(error: BaseException) -> None:
+    """An op's error as CUDA words it: ``[torch.cuda.FloatTensor [16, 32]] is at version 2``,
+    not the stand-in's ``accelFloatType`` (autograd's in-place check, dtype errors)."""
+    if not isinstance(error, RuntimeError) or not error.args or not isinstance(error.args[0], str):
+        return
+    text = error.args[0]
+    worded = _STANDIN_DEVICE.sub(r"cuda:\1", _STANDIN_TYPE.sub(r"torch.cuda.\1Tensor", text))
+    if worded != text:
+        error.args = (worded, *error.args[1:])
 
 
 def _ctc_lengths_read(args: tuple[Any, ...], kwargs: Any) -> tuple[tuple[Any, ...], Any]:
@@ -113,7 +135,7 @@ def _pass_through_in_c() -> None:
     special = frozenset((_TO, _CUDA, *_CTC_LOSSES))
     slow = SimulationMode.__torch_function__
     SimulationMode.__torch_function__ = fastpath.PassThrough(  # type: ignore[method-assign]
-        slow, special, ("device", "pin_memory"), busy
+        slow, special, ("device", "pin_memory"), busy, cuda_words
     )
 
 

@@ -190,3 +190,14 @@ def test_a_cpu_scalar_written_in_place_with_a_device_value_fails_as_on_a_gpu(che
         "seed_scalar_accumulator.py:10 by tensor), loss.detach() is on cuda:0"
     )
     assert "Create running_loss with device=device." in finding["message"]
+
+
+def test_pytorchs_errors_name_the_tensors_as_cuda_does(check) -> None:
+    """Autograd's in-place check names the tensor's type: ``torch.cuda.FloatTensor`` on a GPU,
+    and so under the simulation (the stand-in's own name, ``accelFloatType``, never shows)."""
+    script = SCRIPTS / "inplace_error.py"
+    run = check(script, extra=SIMULATE)
+    assert run.returncode == 1
+    assert "modified by an inplace operation: [torch.cuda.FloatTensor [4, 3]]" in run.stderr
+    assert "accel" not in run.stderr
+    assert "torch.cuda.FloatTensor" in run.report["exit"]["exception"]
