@@ -76,3 +76,5 @@ HOST_KEYWORDS = frozenset(("lengths", "batch_sizes", "targets", "input_lengths",
 LEARNED_TENSOR_NAME = re.compile(
     r"(^|_)(tokens?|embed|embeds|embedding|embeddings|prompts?|query|queries|latents?)(_|$)"
 )
+#: factories a learned tensor starts from (a sin/cos table or a loaded array is no such start)
+LEARNED_INITIAL_VALUES = frozenset(["zeros", "ones", "randn", "rand", "empty", "full", "normal"])

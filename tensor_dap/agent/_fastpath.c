@@ -65,13 +65,18 @@ static PyObject *s_op, *s_has_torchbind;
  * (each optimizer step's profiling scope), `torch.ops.torchvision.nms`... The mode got the op
  * from its own Python __call__, which called `_op`; calling the op again would run that Python
  * again (and torch's checks before it): `_op` is called, which is all __call__ would do. */
+static PyObject *instance_dict(PyObject *obj);
+
 static PyObject *call_torch_op(PyObject *func, PyObject *args, PyObject *kwargs) {
     PyTypeObject *type = Py_TYPE(func);
     if (type != OP_OVERLOAD_TYPE && type != OP_PACKET_TYPE) return call_op(func, args, kwargs);
     if (type == OP_PACKET_TYPE) {
-        PyObject *torchbind = PyObject_GetAttr(func, s_has_torchbind);
-        int has = torchbind == NULL ? -1 : PyObject_IsTrue(torchbind);
-        Py_XDECREF(torchbind);
+        /* (read from the instance dict: a torch without the flag, whose __call__ has no such
+         * branch, would run __getattr__'s overload lookup for it at every call) */
+        PyObject *dict = instance_dict(func);
+        PyObject *torchbind = dict == NULL ? NULL : PyDict_GetItemWithError(dict, s_has_torchbind);
+        int has = torchbind == NULL ? (PyErr_Occurred() ? -1 : 0) : PyObject_IsTrue(torchbind);
+        Py_XDECREF(dict);
         if (has != 0) { /* (its __call__ checks the arguments first: called as it is) */
             PyErr_Clear();
             return call_op(func, args, kwargs);
@@ -779,8 +784,11 @@ slow:
 
 static PyObject *pass_through_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *slow, *special, *keywords, *busy, *on_error = Py_None;
-    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs)) ||
-        !PyArg_ParseTuple(args, "OO!O!O|O:PassThrough", &slow, &PyFrozenSet_Type, &special,
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "PassThrough() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OO!O!O|O:PassThrough", &slow, &PyFrozenSet_Type, &special,
                           &PyTuple_Type, &keywords, &busy, &on_error))
         return NULL;
     PassThrough *self = (PassThrough *)type->tp_alloc(type, 0);

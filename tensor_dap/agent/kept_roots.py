@@ -50,7 +50,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from tensor_dap.agent import frames, naming
+from tensor_dap.agent import frames, kept_updates, naming
 from tensor_dap.agent.eval_modules import in_eval_mode, named_modules
 from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_nodes import accumulates_grad, freed_by_backward, graph_node
@@ -106,21 +106,28 @@ def check(args: Any, caller: FrameType, state: Any, backwards: int) -> Optional[
 
 
 def _grew(state: Any, key: tuple[str, int, str], held: list[Any]) -> bool:
-    """Whether the list found keeping a root keeps growing: found before at this line, the
-    same list, longer, and longer than any list made anew there before it (or, none yet, than
-    :data:`_LONG`). A list that keeps every iteration's loss grows; one made anew each
-    iteration for the losses of its few backward() calls (a deep ensemble's members, PCGrad's
-    tasks) holds as many however long the program runs, and keeps nothing growing."""
-    holders: dict[tuple[str, int, str], tuple[int, int, int]] = state.rule_state.setdefault(
-        _HOLDERS, {}
-    )
+    """Whether the list found keeping a root keeps growing across training steps: found before
+    at this line, the same list, longer, and an optimizer stepped twice since it was first
+    found (without optimizers, longer than :data:`_LONG` and than any list made anew there).
+    A list that keeps every iteration's loss grows over the steps; one made anew each batch
+    for the losses of its backward() calls (a deep ensemble's members, each stepping its own
+    optimizer once; PCGrad's tasks) holds one step's, however long the program runs."""
+    holders: dict[tuple[str, int, str], tuple[int, int, int, dict[int, int]]]
+    holders = state.rule_state.setdefault(_HOLDERS, {})
+    steps: dict[int, int] = state.rule_state.get(kept_updates.STEPS_BY_OPTIMIZER, {})
     before = holders.get(key)
-    longest = 0
-    if before is not None:
-        longest = before[2] if before[0] == id(held) else max(before[1], before[2])
-    holders[key] = (id(held), len(held), longest)
-    if before is None or before[0] != id(held) or len(held) <= before[1]:
+    same = before is not None and before[0] == id(held) and len(held) >= before[1]
+    if before is None or not same:  # (a new list; one at a freed list's address is shorter)
+        longest = max(before[1], before[2]) if before is not None else 0
+        holders[key] = (id(held), len(held), longest, dict(steps))
         return False
+    assert before is not None
+    _, length, longest, then = before
+    holders[key] = (id(held), len(held), longest, then)
+    if len(held) <= length:
+        return False
+    if steps:
+        return any(count - then.get(optimizer, 0) >= 2 for optimizer, count in steps.items())
     return len(held) > max(longest, _LONG)
 
 

@@ -51,6 +51,8 @@ UPDATES = frozenset(
 STEPS = 3
 #: rule_state key: optimizer steps taken so far (counted by ``graph-kept``)
 STEPS_TAKEN = "graph-kept.optimizer-steps"
+#: rule_state key: id() of each optimizer -> its steps so far (counted by ``graph-kept``)
+STEPS_BY_OPTIMIZER = "graph-kept.steps-by-optimizer"
 _TRACKED = "graph-kept.updated-tensors"
 _REPORTED = "graph-kept.updating-sites"
 #: nodes walked from an update's node to find the target's node of the step before

@@ -42,6 +42,16 @@ def argument_items(args: tuple[Any, ...]) -> Iterator[Any]:
             yield arg
 
 
+def tensor_identity(tensor: Any) -> tuple[int, int]:
+    """``id()`` and data address of a tensor: a tensor alive now with both is the one seen
+    (an id alone may be a freed tensor's, reused)."""
+    try:
+        address = int(tensor.data_ptr())
+    except Exception:  # sparse, nested, a wrapper subclass without storage
+        address = 0
+    return id(tensor), address
+
+
 def history(
     op_name: str, args: tuple[Any, ...], user: FrameType, registry: ProvenanceRegistry
 ) -> Prov:
@@ -52,7 +62,7 @@ def history(
     parents: list[Prov] = []
     cut: Optional[str] = None
     untracked = False
-    unrecorded: list[int] = []
+    unrecorded: list[tuple[int, int]] = []
     #: the inputs whose history this op cuts
     cut_from: list[Any] = []
     grad_enabled = torch.is_grad_enabled()
@@ -82,7 +92,7 @@ def history(
                     parents.append(parent)
                 else:
                     untracked = True
-                    unrecorded.append(id(item))
+                    unrecorded.append(tensor_identity(item))
     cut_at = next((p.cut_at for p in parents if p.cut_at is not None), None)
     depth = 1 + max((p.depth for p in parents), default=0)
     if depth > MAX_DEPTH:  # (the inputs' own records, copied short: the op before is known)

@@ -132,6 +132,8 @@ def expression_text(frame: FrameType) -> str:
     return source_line(frame.f_code.co_filename, frame.f_lineno)
 
 
+#: what an augmented assignment may run that is not its arithmetic (``items += t`` iterates t)
+_NOT_ARITHMETIC = frozenset(("__iter__", "__len__", "__index__", "__int__", "__float__"))
 #: a comparison as written -> the op that runs it with its operands swapped
 _MIRRORED = {ast.Gt: "lt", ast.GtE: "le", ast.Lt: "gt", ast.LtE: "ge"}
 
@@ -164,8 +166,10 @@ def _operand_texts(frame: FrameType, op_name: str, direct: bool) -> list[str]:
         # subclass, the simulated CUDA device's)
         if op_name.strip("_") == _MIRRORED.get(type(node.ops[0])):
             texts.reverse()
-    elif isinstance(node, ast.AugAssign):  # `total += loss.detach()`
-        texts = [_segment(path, node.target), _segment(path, node.value)]
+    elif isinstance(node, ast.AugAssign) and op_name not in _NOT_ARITHMETIC:
+        texts = [_segment(path, node.target), _segment(path, node.value)]  # total += loss
+        if op_name.startswith("__r"):  # (`total += t` with a float total runs t.__radd__)
+            texts.reverse()
     elif isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and not _is_module_path(func.value):

@@ -23,7 +23,7 @@ import torch
 
 from tensor_dap.agent import frames
 from tensor_dap.agent.provenance import Prov
-from tensor_dap.torch_names import LEARNED_TENSOR_NAME
+from tensor_dap.torch_names import LEARNED_INITIAL_VALUES, LEARNED_TENSOR_NAME
 
 _Tensor = torch.Tensor
 #: creation records walked back from an operand to find the attribute's
@@ -93,7 +93,14 @@ def _attribute_of(
             continue
         if _comes_from(operand, value, provenance):
             made_at = prov.where() if prov is not None else None
-            learned = value.requires_grad or bool(LEARNED_TENSOR_NAME.search(name))
+            learned = value.is_floating_point() and (
+                value.requires_grad
+                or (
+                    bool(LEARNED_TENSOR_NAME.search(name))
+                    and prov is not None
+                    and prov.op in LEARNED_INITIAL_VALUES
+                )
+            )
             owner_name = type(owner).__name__
             return PlainAttribute(f"self.{name}", name, owner_name, made_at, bare, learned)
     return None

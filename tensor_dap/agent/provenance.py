@@ -82,9 +82,9 @@ class Prov:
         #: an input tensor had no Prov (made by a run the engine did not sample, or before the
         #: watch): the history cannot be followed past this op
         self.untracked = untracked
-        #: ``id()`` of those inputs, while the op ran: a rule asking whether this tensor was made
-        #: of a tensor alive now (``cm.sum(1)`` of ``cm``) compares it with theirs
-        self.unrecorded: tuple[int, ...] = ()
+        #: ``id()`` and data address of those inputs, while the op ran: a rule asking whether
+        #: this tensor was made of a tensor alive now (``cm.sum(1)`` of ``cm``) compares them
+        self.unrecorded: tuple[tuple[int, int], ...] = ()
         #: when it was made, in the order of :data:`CLOCK` (a rule compares it with its own
         #: events: ``grad-lost`` asks whether a tensor was made after a hand-out to NumPy)
         self.made = next(CLOCK)

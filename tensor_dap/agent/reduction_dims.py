@@ -18,6 +18,7 @@ import functools
 from typing import Any, Optional
 
 from tensor_dap.agent import naming
+from tensor_dap.agent.lineage import tensor_identity
 from tensor_dap.agent.provenance import Prov
 
 #: reductions that remove a dim unless ``keepdim=True`` (their op names)
@@ -111,7 +112,7 @@ def _of_source(reduction: Prov, source: Any, made: Optional[Prov]) -> bool:
     ``cm = cm + batch_cm`` in a loop), the very tensor, alive since (its ``id()``)."""
     if reduction.parents:
         return made is not None and _same_prov(reduction.parents[0], made)
-    return made is None and reduction.unrecorded[:1] == (id(source),)
+    return made is None and reduction.unrecorded[:1] == (tensor_identity(source),)
 
 
 def reduction_prov(prov: Any) -> Any:

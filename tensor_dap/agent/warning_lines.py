@@ -56,9 +56,10 @@ def _known_to_torchscript(warn: Any) -> None:
     try:
         from torch.jit import _builtins
 
-        if _builtins._builtin_table is None:  # (built lazily, from this list)
-            _builtins._builtin_ops.append((warn, "aten::warn"))
-        else:
+        # (the list holds the wrapper for good: the table is keyed by id(), built lazily
+        # from the list)
+        _builtins._builtin_ops.append((warn, "aten::warn"))
+        if _builtins._builtin_table is not None:
             _builtins._register_builtin(warn, "aten::warn")
     except (ImportError, AttributeError):  # another torch: scripting is as it finds it
         pass

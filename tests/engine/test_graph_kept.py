@@ -1810,7 +1810,7 @@ def deep_ensemble_losses_per_batch(device: torch.device) -> None:
     """Each member's own step; a list of the batch's members' losses, made anew each batch,
     for the mean logged: as many losses kept however long it trains."""
     torch.manual_seed(0)
-    members = [nn.Linear(6, 1).to(device) for _ in range(5)]
+    members = [nn.Linear(6, 1).to(device) for _ in range(8)]
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.01) for m in members]
     x, y = torch.randn(8, 6, device=device), torch.randn(8, 1, device=device)
     for _batch in range(6):

@@ -317,6 +317,14 @@ class ViT(nn.Module):
     assert found[8].fix_title == "Make it a parameter: `self.scale = nn.Parameter(...)`"
     assert found[9].fix_title == "Make it a parameter: `self.gamma = nn.Parameter(...)`"
     assert found[11].fix_title is not None and "register_buffer" in found[11].fix_title
+    # token ids and a table filled through a slice are no learned tensors: buffers
+    ids = source.replace("torch.zeros(1, 1, dim)", "torch.zeros(1, 1, dtype=torch.long)")
+    assert "register_buffer" in ({f.line: f for f in lint(ids)}[7].fix_title or "")
+    filled = source.replace(
+        "        self.scale = torch.ones(dim, requires_grad=True)\n",
+        "        self.scale = torch.ones(dim)\n        self.cls_token[0, 0, 0::2] = 1.0\n",
+    )
+    assert "register_buffer" in ({f.line: f for f in lint(filled)}[7].fix_title or "")
     # a file that imports only torch names the class in full
     plain = source.replace("from torch import nn\n", "").replace("(nn.Module)", "(torch.nn.Module)")
     plain = plain.replace("nn.init.", "torch.nn.init.")

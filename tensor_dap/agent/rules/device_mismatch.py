@@ -82,8 +82,13 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
 
 
 def _target(op: OpInfo, args: Args) -> Any:
-    """The tensor an in-place op writes into (``self``), else None."""
-    return args[0] if op.inplace and args else None
+    """The tensor an in-place op writes into (``self``), else None (and for the ops that read
+    their device tensor as a number or a shape: ``cpu0.fill_(cuda0)`` is legal)."""
+    return args[0] if op.inplace and args and op.name not in _VALUE_READ_AS_NUMBER else None
+
+
+#: in-place ops that read a device tensor argument as a number (``.item()``) or for its shape
+_VALUE_READ_AS_NUMBER = frozenset(("fill_", "masked_fill_", "index_fill_", "resize_as_"))
 
 
 def _without_host_arguments(
@@ -174,7 +179,7 @@ def _accelerator_argument(caller: Any) -> Optional[_Argument]:
     names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
     if len(names) < 2 or names[0] != "self" or "device" in names:
         return None
-    values = user.f_locals
+    values = frames.read_locals(user)
     for name in names[1:]:
         value = values.get(name)
         if isinstance(value, _Tensor) and not value.is_cpu:

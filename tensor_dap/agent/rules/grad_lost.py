@@ -94,7 +94,8 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             cut = first_cut(prov) if prov is not None else None
             if cut is not None:  # re-made of a graph's values: torch.tensor(loss.item(), ...)
                 return Report(tensors=[tensor], message=_leaf_message(prov, cut))
-            handed = _handed_before(prov, previous, state)
+            # (a re-made loss is one number; autograd tutorials' leaves of data are not)
+            handed = _handed_before(prov, previous, state) if tensor.numel() == 1 else None
             if handed is not None:  # (of numbers the engine cannot follow: a sum of .item()s)
                 return Report(tensors=[tensor], message=_leaf_message(prov, handed))
     return None

@@ -209,6 +209,8 @@ def install(state: Any) -> list[Any]:
         state.rule_state.setdefault(_IN_STEP, set()).discard(id(optimizer))
         steps = state.rule_state.get(kept_updates.STEPS_TAKEN, 0)
         state.rule_state[kept_updates.STEPS_TAKEN] = steps + 1
+        by_optimizer = state.rule_state.setdefault(kept_updates.STEPS_BY_OPTIMIZER, {})
+        by_optimizer[id(optimizer)] = by_optimizer.get(id(optimizer), 0) + 1
 
     def evaluating() -> None:
         if RULE.id not in state.enabled or state._mode is None:

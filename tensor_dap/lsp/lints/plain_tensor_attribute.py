@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Mapping, Optional, Union
 
-from tensor_dap.torch_names import LEARNED_TENSOR_NAME
+from tensor_dap.torch_names import LEARNED_INITIAL_VALUES, LEARNED_TENSOR_NAME
 
 from .ast_helpers import factory_without_device, has_keyword, is_torch_call, span, uses_accelerator
 from .context import LintContext
@@ -41,8 +41,6 @@ _HOST_READS = frozenset(
 _HOST_FACTORIES = frozenset(["from_numpy"])
 #: factories that make a 0-dim tensor of one number: ``torch.tensor(0.07)``
 _NUMBER_FACTORIES = frozenset(["tensor", "as_tensor", "scalar_tensor"])
-#: factories a learned tensor starts from
-_INITIAL_VALUES = frozenset(["zeros", "ones", "randn", "rand", "empty", "full", "normal"])
 #: how far a value is followed back (through names assigned in ``__init__`` and calls)
 _DEPTH = 8
 
@@ -131,14 +129,16 @@ def _learned(cls: ast.ClassDef, statement: ast.stmt, name: str) -> bool:
     is named and made as learned tensors are (``self.cls_token = torch.zeros(1, 1, dim)``)."""
     value = getattr(statement, "value", None)
     if isinstance(value, ast.Call):
-        if any(
-            k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value
-            for k in value.keywords
-        ):
+        if any(k.arg == "dtype" and not _floating(k.value) for k in value.keywords):
+            return False  # (token ids, a boolean mask: no gradient for them)
+        if any(k.arg == "requires_grad" and _true(k.value) for k in value.keywords):
             return True
         if isinstance(value.func, ast.Attribute) and value.func.attr == "requires_grad_":
-            return True
+            return not value.args or _true(value.args[0])
     for node in ast.walk(cls):
+        target = _target(node) if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Subscript) and _self_attribute(target.value) == name:
+            return False  # (filled in place: a sin/cos table written through a slice)
         if isinstance(node, ast.Call) and node.args and _self_attribute(node.args[0]) == name:
             owner = node.func.value if isinstance(node.func, ast.Attribute) else None
             if isinstance(owner, ast.Attribute) and owner.attr == "init":
@@ -146,7 +146,18 @@ def _learned(cls: ast.ClassDef, statement: ast.stmt, name: str) -> bool:
             if isinstance(owner, ast.Name) and owner.id == "init":
                 return True
     named = bool(LEARNED_TENSOR_NAME.search(name))
-    return named and value is not None and is_torch_call(value, _INITIAL_VALUES)
+    return named and value is not None and is_torch_call(value, LEARNED_INITIAL_VALUES)
+
+
+def _true(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _floating(node: ast.AST) -> bool:
+    """Whether a ``dtype=`` is a floating one (``torch.float16``...; a name: not known, taken
+    as one)."""
+    dtype = node.attr if isinstance(node, ast.Attribute) else None
+    return dtype is None or dtype.startswith(("float", "half", "double", "bfloat", "complex"))
 
 
 def _pairs(statement: ast.AST) -> list[tuple[ast.expr, ast.expr]]:

@@ -291,6 +291,13 @@ def _check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
                 raise _same_device_error(first, name)
 
 
+#: in-place ops whose device tensor argument is read as a number or for its shape only
+#: (``cpu0.fill_(cuda0)`` takes ``cuda0.item()``): legal into a CPU scalar
+_VALUE_READ_AS_NUMBER = frozenset(
+    ("aten::fill_", "aten::masked_fill_", "aten::index_fill_", "aten::resize_as_")
+)
+
+
 @functools.cache
 def _written_positions(func: Any) -> frozenset[int]:
     """The positions of the arguments an op writes into (``self`` of ``add_``): a 0-dim CPU
@@ -298,7 +305,10 @@ def _written_positions(func: Any) -> frozenset[int]:
     ``running_loss += loss`` into ``torch.tensor(0.0)`` raises on a GPU."""
     try:
         arguments = func._schema.arguments
+        name = func._schema.name
     except AttributeError:
+        return frozenset()
+    if name in _VALUE_READ_AS_NUMBER:
         return frozenset()
     return frozenset(
         i for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write

@@ -24,4 +24,7 @@ cnn = nn.Sequential(
 ).to(device)
 made.append(cnn(torch.randn(4, 1, 28, 28, device=device)))
 assert all(t.is_cuda and str(t.device) == "cuda:0" for t in made), [t.device for t in made]
+# a CPU scalar filled from a device scalar: read as a number, legal on CUDA
+best = torch.tensor(0.0)
+best.fill_(made[-1].max().detach())
 print("OK")
