@@ -129,3 +129,20 @@ def test_an_augmented_assignment_names_its_value_by_its_text(tmp_path: Path) -> 
     assert message.startswith("`total += loss.detach()`: total is on cpu (created at script.py:")
     assert f"loss.detach() is on {accelerator_device()}" in message
     assert "Create total with device=device." in message
+
+
+def test_a_factory_on_the_failing_line_is_told_its_device(tmp_path: Path) -> None:
+    """``torch.arange(T)[None, :] >= lengths[:, None]``: the fix is the ``device=`` of the
+    ``torch.arange`` on that very line, not a ``.to()`` of what indexing it made."""
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        lengths = torch.tensor([3, 5, 2]).to(device)
+        mask = torch.arange(6)[None, :] >= lengths[:, None]
+        """,
+    )
+    assert "is computed from torch.arange(...) at script.py:6: pass it device=device." in message
+    assert "Move " not in message

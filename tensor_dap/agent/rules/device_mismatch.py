@@ -203,9 +203,10 @@ _RECORDS_BACK = 16
 
 def _factory_roots(prov: Any) -> list[Any]:
     """The factory calls a CPU operand was computed from (``torch.ones`` of ``mask == 0`` after
-    ``mask = torch.tril(torch.ones(T, T))``), made on other lines, when every tensor it comes
-    from is one of them: made there with ``device=``, all of it is (one input from elsewhere,
-    a batch's data, and the advice would move the mismatch to the next line)."""
+    ``mask = torch.tril(torch.ones(T, T))``; ``torch.arange`` of ``torch.arange(T)[None, :] >=
+    lengths[:, None]``), when every tensor it comes from is one of them: made there with
+    ``device=``, all of it is (one input from elsewhere, a batch's data, and the advice would
+    move the mismatch to the next line)."""
     if prov is None:
         return []
     roots: dict[Any, Any] = {}
@@ -223,8 +224,7 @@ def _factory_roots(prov: Any) -> list[Any]:
             queue.extend(record.parents)
         else:
             return []  # (made by anything else: the data, a number read back...)
-    found = list(roots.values())
-    return found if found and all(r.line != prov.line or r.path != prov.path for r in found) else []
+    return list(roots.values())
 
 
 def _message(
