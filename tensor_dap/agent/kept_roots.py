@@ -116,15 +116,14 @@ def _grew(state: Any, key: tuple[str, int, str], held: list[Any]) -> bool:
     holders = state.rule_state.setdefault(_HOLDERS, {})
     steps: dict[int, int] = state.rule_state.get(kept_updates.STEPS_BY_OPTIMIZER, {})
     before = holders.get(key)
-    same = before is not None and before[0] == id(held) and len(held) >= before[1]
-    if before is None or not same:  # (a new list; one at a freed list's address is shorter)
+    # (a list at a freed list's address is a new one when it is shorter)
+    if before is None or before[0] != id(held) or len(held) < before[1]:
         longest = max(before[1], before[2]) if before is not None else 0
         holders[key] = (id(held), len(held), longest, dict(steps))
         return False
-    assert before is not None
     _, length, longest, then = before
     holders[key] = (id(held), len(held), longest, then)
-    if len(held) <= length:
+    if len(held) == length:
         return False
     if steps:
         return any(count - then.get(optimizer, 0) >= 2 for optimizer, count in steps.items())

@@ -108,7 +108,7 @@ def _handed_before(prov: Optional[Prov], since: int, state: Any) -> Optional[Pro
     re-made loss."""
     if prov is None or prov.op not in _REWRAPS:
         return None
-    recent = state.rule_state.get(_HANDED_RECENT, ())
+    recent = state.rule_state.get(_HANDED, ())
     return next((cut for when, cut in reversed(recent) if since < when < prov.made), None)
 
 
@@ -140,14 +140,13 @@ _Use = tuple[int, Prov, bool]
 #: rule_state key: the newest cuts whose tensors went on into an op that builds a graph,
 #: as (when, the cut's Prov)
 _REJOINED = "grad-lost.rejoined-cuts"
-#: rule_state key: the newest tensor whose history was cut handed to NumPy or Python
-#: (``h.detach().numpy()``, ``.tolist()``, ``.item()``), as (when, the cut's Prov): what a
-#: tensor the watch did not see made (``torch.from_numpy(np.clip(array, ...))``) may come from
+#: rule_state key: the newest tensors whose history was cut handed to NumPy or Python
+#: (``h.detach().numpy()``, ``.tolist()``, ``.item()``), as (when, the cut's Prov), newest
+#: last: what a tensor the watch did not see made (``torch.from_numpy(np.clip(array, ...))``)
+#: may come from; a loss re-made of numbers read before the ones logged after it
+#: (:func:`_handed_before`)
 _HANDED = "grad-lost.handed-out"
 _HAND_OUTS = frozenset({"numpy", "tolist", "item"})
-#: rule_state key: the newest few of them (a loss re-made of numbers read before the ones
-#: logged after it: :func:`_handed_before`)
-_HANDED_RECENT = "grad-lost.handed-out-recent"
 #: rejoined cuts kept (the newest)
 _KEPT_CUTS = 8
 
@@ -208,9 +207,10 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
         if prov is not None and prov.cut_at is not None:
             rejoined = (next(CLOCK), prov.cut_at)
         else:  # made of what was handed out? (as_tensor(np.clip(array)), from_numpy().to())
-            rejoined = state.rule_state.get(_HANDED)
-            if rejoined is None or prov is None or prov.made < rejoined[0]:
+            handed = state.rule_state.get(_HANDED)
+            if not handed or prov is None or prov.made < handed[-1][0]:
                 continue  # (a batch or target made before the hand-out is no evidence)
+            rejoined = handed[-1]
             if not (prov.untracked or _rewrapped(prov)):
                 continue
         kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
@@ -227,7 +227,7 @@ def _rewrapped(prov: Prov) -> bool:
 
 
 def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
-    """A tensor whose history is cut handed to NumPy or Python: the cut, as :data:`_HANDED`.
+    """A tensor whose history is cut handed to NumPy or Python: the cut, to :data:`_HANDED`.
     It counts for a parameter used before it (see :func:`_params_without_grad`): a number
     logged after the step's backward is no evidence for the next step's forward."""
     tensor = args[0] if args else None
@@ -247,8 +247,8 @@ def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
         prov = state.provenance.lookup(tensor)
         cut = prov.cut_at if prov is not None else None
     if cut is not None:
-        handed = state.rule_state[_HANDED] = (next(CLOCK), cut)
-        state.rule_state.setdefault(_HANDED_RECENT, collections.deque(maxlen=8)).append(handed)
+        handed = state.rule_state.setdefault(_HANDED, collections.deque(maxlen=_KEPT_CUTS))
+        handed.append((next(CLOCK), cut))
 
 
 def install(state: RuleState) -> list[Any]:
