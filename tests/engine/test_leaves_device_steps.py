@@ -175,3 +175,31 @@ def test_an_evaluation_after_a_short_epoch_and_a_rollout_are_not_reported() -> N
             (-torch.stack(log_probs).sum()).backward()
             optimizer.step()
     assert _leaves(watch) == []
+
+
+def _to_numpy(t: torch.Tensor) -> Any:
+    return t.detach().cpu().numpy()
+
+
+def test_two_copies_on_one_line_and_a_helper_copying_for_two_lines_are_every_step() -> None:
+    """A ratio of two copied statistics on one line, or one ``to_numpy`` helper called from
+    two lines of the step: two copies a step with no backward() between them are not a loop
+    of batches. The same helper in an evaluation's batch loop is still quiet."""
+    model, optimizer, x, y = _setup()
+    ratios, stats = [], []
+    with tensor_dap.watch(rules=["leaves-device"]) as watch:
+        for i in range(0, 32, 8):
+            optimizer.zero_grad()
+            out = model(x[i : i + 8])
+            F.cross_entropy(out, y[i : i + 8]).backward()
+            optimizer.step()
+            ratios.append(abs(out.detach().cpu().numpy()).mean() / abs(x.cpu().numpy()).mean())
+            stats.append(_to_numpy(out).mean())
+            stats.append(_to_numpy(model[0].weight).std())
+        with torch.no_grad():
+            outputs = [_to_numpy(model(x[i : i + 4])) for i in range(0, 32, 4)]
+    here = test_two_copies_on_one_line_and_a_helper_copying_for_two_lines_are_every_step
+    lines = sorted({f.line for f in _leaves(watch)})
+    # (the helper's copy is reported at its own line, as any copy in user code is)
+    assert lines == [_line(_to_numpy, "t.detach().cpu()"), _line(here, "ratios.append(")]
+    assert len(outputs) == 8

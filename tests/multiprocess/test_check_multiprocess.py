@@ -61,7 +61,8 @@ def test_torchrun_ddp_reports_the_rank_that_hit_it(tmp_path: Path) -> None:
     assert "(×4)" in summary
     labels = {p["label"]: p for p in run.report["processes"]}
     assert labels["rank 0"]["ended"] and labels["rank 1"]["ended"]
-    assert run.report["exit"] == {"status": "ok", "code": 0, "exception": None}
+    exit_ok = {"status": "ok", "code": 0, "exception": None}
+    assert run.report["exit"] == exit_ok, run.stderr[-4000:]
     # the trace store: one run, rows from both ranks, the finding under rank 1
     db = tmp_path / "trace.db"
     _assert_store_sound(db)

@@ -40,8 +40,10 @@ _WATCHED = HOST_COPIES | SCALAR_READS | {"to", "copy_"}
 #: a line copying again within this many backward() calls copies at every training step
 EVERY_STEP_BACKWARDS = 3
 _BACKWARDS = "leaves-device.backwards"
-_LAST_COPY = "leaves-device.last-copy"  # (file, line) -> backward() calls when it last copied
-#: the lines that copied twice with no backward() between (loops that do not train)
+#: rule_state key: each copy's call site (:func:`_call_site`) -> backward() calls when it last
+#: copied
+_LAST_COPY = "leaves-device.last-copy"
+#: the call sites that copied twice with no backward() between (loops that do not train)
 _BATCH_LOOPS = "leaves-device.batch-loops"
 
 
@@ -206,10 +208,10 @@ def _every_step(caller: Any, state: Any) -> bool:
     before, and between then and now came at least one backward() and at most
     :data:`EVERY_STEP_BACKWARDS`. Each copy is remembered as the line's last."""
     backwards: int = state.rule_state.get(_BACKWARDS, 0)
-    last: Optional[dict[tuple[str, int], int]] = state.rule_state.get(_LAST_COPY)
+    last: Optional[dict[tuple[int, ...], int]] = state.rule_state.get(_LAST_COPY)
     if last is None:
         last = state.rule_state[_LAST_COPY] = {}
-    site = (caller.f_code.co_filename, caller.f_lineno)
+    site = _call_site(caller)
     before = last.get(site)
     last[site] = backwards
     if before == backwards:  # (twice with no backward() between: an evaluation's or a
@@ -218,6 +220,16 @@ def _every_step(caller: Any, state: Any) -> bool:
     if site in state.rule_state.get(_BATCH_LOOPS, ()):
         return False
     return before is not None and 0 < backwards - before <= EVERY_STEP_BACKWARDS
+
+
+def _call_site(caller: Any) -> tuple[int, ...]:
+    """The copy's call expression, and the call of the function it is in: two copies on one
+    line (``np.abs(h.cpu().numpy()).mean() / np.abs(w.cpu().numpy()).mean()``) or one helper
+    copying for two of a step's lines are as many sites, not one line copying twice with no
+    backward() between (which would make it a loop of batches, never reported)."""
+    outer = caller.f_back
+    here = (id(caller.f_code), caller.f_lasti)
+    return here + ((id(outer.f_code), outer.f_lasti) if outer is not None else ())
 
 
 def _message(op_name: str) -> Any:
