@@ -45,8 +45,8 @@ import threading
 import types
 import weakref
 from dataclasses import dataclass
-from types import FrameType
-from typing import Any, Callable, Optional, Sequence
+from types import CodeType, FrameType
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -93,14 +93,14 @@ def check(args: Any, caller: FrameType, state: Any, backwards: int) -> Optional[
         roots.set(root, backwards)
     if found is None:
         return None
-    user, name, held, line = found
-    if not _grew(state, (user.f_code.co_filename, line, name), held):
+    user, held, (path, line, name) = found
+    if not _grew(state, (path, line, name), held):
         return None
     return Report(
         tensors=[kept],
         message=_message(kept, name, held),
         frame=user,
-        at=(user.f_code.co_filename, line),
+        at=(path, line),
         operands=False,
     )
 
@@ -143,8 +143,11 @@ def _item_values(item: Any) -> Any:
     return item.values() if kind is dict else item if kind is tuple else (item,)
 
 
-def _holder(root: Any, caller: FrameType) -> Optional[tuple[FrameType, str, list[Any], int]]:
-    """The user frame, the list's name, the list and the line appending to it."""
+def _holder(
+    root: Any, caller: FrameType
+) -> Optional[tuple[FrameType, list[Any], tuple[str, int, str]]]:
+    """The user frame, the list, and the ``(path, line)`` appending to it with the list's name
+    there."""
     frame: Optional[FrameType] = frames.user_frame(caller)
     for _ in range(_FRAMES):
         if frame is None:
@@ -152,9 +155,99 @@ def _holder(root: Any, caller: FrameType) -> Optional[tuple[FrameType, str, list
         if frames.is_user_code(frame.f_code):
             for name, held in _lists(frame):
                 if _holds(held, root, _TAIL):
-                    line = _append_line(frame, name, _names_of(frame, held[-4:]))
-                    return (frame, name, held, line) if line else None
+                    site = _append_site(frame, name, _names_of(frame, held[-4:]))
+                    return (frame, held, site) if site else None
         frame = frame.f_back
+    return None
+
+
+class _Scope(NamedTuple):
+    """A function's source and what its names of the program's functions and lists mean: its
+    ``self`` (None if it has none) and its module's globals. A frame's, or that of a function
+    it calls (whose frame is gone by the time a kept root is found)."""
+
+    code: CodeType
+    owner: Any
+    globals: dict[str, Any]
+
+
+def _scope(frame: FrameType) -> _Scope:
+    return _Scope(frame.f_code, frames.read_locals(frame).get("self"), frame.f_globals)
+
+
+def _append_site(
+    frame: FrameType, name: str, tensor_names: Sequence[str]
+) -> Optional[tuple[str, int, str]]:
+    """Where ``name`` is appended to, and the list's name there: on the frame's lines (see
+    :func:`_append_line`), else on those of a function of the program's the frame calls (a
+    trainer's ``fit`` calls ``module.training_step(batch)``, whose ``self.log("train/loss",
+    loss)`` appends to ``self.logged``), else on any frame's line handing the list to a call
+    (a function appending what it is handed, ``tracker.update(loss)``, is reported at the
+    frame's call)."""
+    scope = _scope(frame)
+    line = _append_line(scope, name, tensor_names)
+    if line:
+        return scope.code.co_filename, line, name
+    for callee, named in _callees(frame, name):
+        line = _append_line(callee, named, tensor_names)
+        if line and _appends_an_argument(callee.code, line):  # tracker.update(loss)
+            break  # (the call handing it the tensor: the frame's, found below)
+        if line:
+            return callee.code.co_filename, line, named
+    line = _append_line(scope, name, tensor_names, handed=True)
+    return (scope.code.co_filename, line, name) if line else None
+
+
+#: a call on a line: ``name(`` or ``owner.name(``
+_CALL = re.compile(r"(?<![\w.])(?<!def )(?:([A-Za-z_]\w*)\s*\.\s*)?([A-Za-z_]\w*)\s*\(")
+
+
+def _callees(frame: FrameType, name: str) -> Iterator[tuple[_Scope, str]]:
+    """The program's functions the frame's lines call, in line order, each with the name its
+    own source gives the list ``name`` (``self.logged['loss']`` in a method of the object the
+    frame calls ``module``; a module list's own name in a function of the same module). A list
+    the frame holds under a local name is named otherwise there: such calls are left."""
+    code = frame.f_code
+    local = frames.read_locals(frame)
+    root = name.split("[", 1)[0].split(".", 1)[0]
+    as_global = root in frame.f_globals and local.get(root, _NONE) in (_NONE, frame.f_globals[root])
+    seen = {code}
+    for line in sorted({line for _, line in dis.findlinestarts(code) if line is not None}):
+        for owner_name, attribute in _CALL.findall(linecache.getline(code.co_filename, line)):
+            if owner_name:
+                owner = local.get(owner_name)
+                function = _method_of(owner, attribute) if owner is not None else None
+            else:
+                owner, function = None, _function_of(frame.f_globals.get(attribute))
+            if function is None or function.__code__ in seen:
+                continue
+            seen.add(function.__code__)
+            if not frames.is_user_code(function.__code__):
+                continue
+            if owner_name and root == owner_name:  # module.logged is self.logged in its method
+                named = "self" + name[len(root) :]
+                yield _Scope(function.__code__, owner, function.__globals__), named
+            elif as_global and function.__globals__ is frame.f_globals:
+                yield _Scope(function.__code__, owner, function.__globals__), name
+
+
+_NONE = object()
+
+
+def _appends_an_argument(code: CodeType, line: int) -> bool:
+    """Whether ``line`` of the function names one of its parameters but ``self`` (what it
+    appends was handed to it)."""
+    parameters = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    text = linecache.getline(code.co_filename, line)
+    return any(re.search(rf"(?<![\w.]){p}(?!\w)", text) for p in parameters if p != "self")
+
+
+def _method_of(owner: Any, attribute: str) -> Optional[types.FunctionType]:
+    """The plain function ``owner.attribute`` calls, found on its class without running any
+    code of the program's (a property, a ``__getattr__``)."""
+    for kind in type(owner).__mro__:
+        if attribute in vars(kind):
+            return _function_of(vars(kind)[attribute])
     return None
 
 
@@ -183,7 +276,7 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
             found.extend(_keyed_lists(f"self.{k}", v))
     for name, value in local.items():  # a tracker's list: tracker.update(loss) appends to it
         try:
-            if name == "self" or not _plain_object(value):
+            if name == "self" or not (_plain_object(value) or isinstance(value, torch.nn.Module)):
                 continue
             for k, v in vars(value).items():
                 if isinstance(v, list):
@@ -233,13 +326,19 @@ def _names_of(frame: FrameType, items: list[Any]) -> list[str]:
     ]
 
 
-def _append_line(frame: FrameType, name: str, tensor_names: Sequence[str] = ()) -> int:
-    """The first line of the frame's function appending to ``name``, else the first calling
+def _append_line(
+    scope: _Scope,
+    name: str,
+    tensor_names: Sequence[str] = (),
+    handed: bool = False,
+) -> int:
+    """The first line of the scope's function appending to ``name``, else the first calling
     a function or a method of ``self`` of the program's that appends to it
-    (``self.log("loss", loss)``, ``log("loss", loss)``), else the first handing it to a call
-    (``record(losses, loss)``) or calling a method of its owner (``tracker.update(loss)`` for
-    ``tracker.values``); 0 when none is found."""
-    code = frame.f_code
+    (``self.log("loss", loss)``, ``log("loss", loss)``); with ``handed``, the first handing it
+    to a call (``record(losses, loss)``) or calling a method of its owner with arguments
+    (``tracker.update(loss)`` for ``tracker.values``), first among those naming the list's key
+    or the tensor kept; 0 when none is found."""
+    code = scope.code
     # (a dict's list is named hist['loss']: the source may write hist["loss"])
     spelled = re.escape(name).replace("'", "[\"']")
     item = re.fullmatch(r"(.+)\[('[^']*')\]", name)
@@ -257,9 +356,11 @@ def _append_line(frame: FrameType, name: str, tensor_names: Sequence[str] = ()) 
     appends = re.compile(r"(?<![\w.])" + keyed + r"\s*(\.\s*(append|extend)\s*\(|\+=)")
     owner = name.split("[", 1)[0].rpartition(".")[0]
     if owner and owner != "self":  # a method of the owner called with arguments
-        handed = re.compile(rf"(?<![\w.]){re.escape(owner)}\s*\.\s*\w+\s*\(\s*[^)\s]")
+        hands = re.compile(
+            rf"(?<![\w.]){re.escape(owner)}\s*\.\s*\w+\s*\((?P<args>\s*[^)\s](?:[^()#]|\([^()]*\))*)"
+        )
     else:
-        handed = re.compile(
+        hands = re.compile(
             rf"(?<![\w.])(?P<callee>[A-Za-z_][\w.]*)\s*\((?:[^()#]|\([^()]*\))*"
             rf"(?<![\w.]){spelled}(?!\w)"
         )
@@ -269,18 +370,25 @@ def _append_line(frame: FrameType, name: str, tensor_names: Sequence[str] = ()) 
     # (of several calls, the one naming the list's key, else the tensor kept: `self.log("lr",
     # lr)` and `self.log("train_loss", loss)` both append to self.history)
     words = ([key.group(1)] if key else []) + [n for n in tensor_names if n.isidentifier()]
-    tries: list[tuple[re.Pattern[str], str]] = [(appends, "")]
-    helpers = _appending_helpers(frame, appends)
-    if helpers:  # self.log("loss", loss), whose method appends to self.logged[name]
-        called = re.compile(rf"(?<![\w.])(?<!def )(?:{'|'.join(helpers)})\s*\(\s*[^)\s]")
-        tries += [(called, word) for word in (*words, "")]
-    tries += [(handed, word) for word in (*words, "")]
+    tries: list[tuple[re.Pattern[str], str]] = []
+    if handed:
+        tries += [(hands, word) for word in (*words, "")]
+    else:
+        tries += [(appends, "")]
+        helpers = _appending_helpers(scope, appends)
+        if helpers:  # self.log("loss", loss), whose method appends to self.logged[name]
+            called = re.compile(rf"(?<![\w.])(?<!def )(?:{'|'.join(helpers)})\s*\(\s*[^)\s]")
+            tries += [(called, word) for word in (*words, "")]
     for pattern, word in tries:
+        named = re.compile(rf"(?<![\w.]){re.escape(word)}(?!\w)")
         for line, text in texts:
-            if word and not re.search(rf"(?<![\w.]){re.escape(word)}(?!\w)", text):
-                continue
-            if any(_writes(found) for found in pattern.finditer(text)):
-                return line
+            for found in pattern.finditer(text):
+                # (an owner's method is handed the tensor: `tracker.update(loss)`, not `loss =
+                # module.training_step(batch)`)
+                if word and not named.search(found.groupdict().get("args") or text):
+                    continue
+                if _writes(found):
+                    return line
     return 0
 
 
@@ -301,22 +409,22 @@ def _writes(found: re.Match[str]) -> bool:
     return callee not in _READERS and callee.split(".", 1)[0] not in _READER_MODULES
 
 
-def _appending_helpers(frame: FrameType, appends: re.Pattern[str]) -> list[str]:
-    """How the frame calls the program's functions whose source appends as ``appends``
+def _appending_helpers(scope: _Scope, appends: re.Pattern[str]) -> list[str]:
+    """How the scope calls the program's functions whose source appends as ``appends``
     matches, as regular expressions of their calls: methods of its ``self`` (``self.log``: a
     trainer's ``def log(self, name, value): self.logged.setdefault(name, []).append(value)``)
     and functions of its module (``log``: ``def log(k, v): history[k].append(v)``)."""
-    owner = frames.read_locals(frame).get("self")
+    owner = scope.owner
     functions = [
         (rf"self\s*\.\s*{re.escape(attribute)}", _function_of(value))
         for kind in (type(owner).__mro__ if owner is not None else ())
         for attribute, value in vars(kind).items()
     ]
-    functions += [(re.escape(name), _function_of(value)) for name, value in frame.f_globals.items()]
+    functions += [(re.escape(name), _function_of(value)) for name, value in scope.globals.items()]
     found = []
     for called, function in functions:
         code = function.__code__ if function is not None else None
-        if code is None or code is frame.f_code or not frames.is_user_code(code):
+        if code is None or code is scope.code or not frames.is_user_code(code):
             continue
         first = code.co_firstlineno
         last = max((n for _, n in dis.findlinestarts(code) if n is not None), default=first)
@@ -852,7 +960,7 @@ def _helper_keeping(callers: list[FrameType], tensor: Any) -> Optional[tuple[Fra
     for frame in callers:
         code = frame.f_code
         names, later = _assigned_then(code, frame.f_lineno)
-        helpers = _appending_helpers(frame, _ANY_APPEND) if names else []
+        helpers = _appending_helpers(_scope(frame), _ANY_APPEND) if names else []
         if not helpers:
             continue
         call = re.compile(

@@ -2278,3 +2278,26 @@ def test_an_evaluation_through_a_shared_helper_is_reported_at_the_call(check) ->
     assert message.startswith("`full = rk4(func, y0_true, T)`: rk4() runs here with gradients")
     assert "its list ys holds (neural_ode_eval.py:" in message
     assert "Call rk4() under `torch.no_grad()` here" in message
+
+
+def _line_of(script: Path, text: str) -> int:
+    return next(i for i, t in enumerate(script.read_text().splitlines(), 1) if text in t)
+
+
+def test_a_loss_logged_one_call_below_the_loop_is_reported_where_it_is_logged(check) -> None:  # noqa: ANN001
+    """The loop calling backward() holds the list only as ``module.logged`` (a trainer's
+    ``fit``) or as a module's global; the line keeping the loss is in the ``training_step``
+    it calls: that line is reported, naming the list as it is written there."""
+    here = Path(__file__).parent / "leak_programs"
+    trainer = here / "trainer_logs_in_training_step.py"
+    run = check(trainer, rules="graph-kept")
+    logged = _line_of(trainer, 'self.log("train/loss"')
+    assert run.pairs() == {("graph-kept", logged)}, run.stderr
+    message = run.finding("graph-kept")["message"]
+    assert message.startswith("`self.log(\"train/loss\", loss.item() if FIXED else loss)`: ")
+    assert "self.logged['train/loss'] keeps " in message
+    assert check(trainer, "fixed", rules="graph-kept").pairs() == set()
+    script = here / "training_step_function_logs.py"
+    run = check(script, rules="graph-kept")
+    assert run.pairs() == {("graph-kept", _line_of(script, 'log("loss", loss)'))}, run.stderr
+    assert "Keep a number or a detached tensor: `log(\"loss\", loss.item())`" in run.stderr
