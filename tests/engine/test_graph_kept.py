@@ -2294,10 +2294,10 @@ def test_a_loss_logged_one_call_below_the_loop_is_reported_where_it_is_logged(ch
     logged = _line_of(trainer, 'self.log("train/loss"')
     assert run.pairs() == {("graph-kept", logged)}, run.stderr
     message = run.finding("graph-kept")["message"]
-    assert message.startswith("`self.log(\"train/loss\", loss.item() if FIXED else loss)`: ")
+    assert message.startswith('`self.log("train/loss", loss.item() if FIXED else loss)`: ')
     assert "self.logged['train/loss'] keeps " in message
     assert check(trainer, "fixed", rules="graph-kept").pairs() == set()
     script = here / "training_step_function_logs.py"
     run = check(script, rules="graph-kept")
     assert run.pairs() == {("graph-kept", _line_of(script, 'log("loss", loss)'))}, run.stderr
-    assert "Keep a number or a detached tensor: `log(\"loss\", loss.item())`" in run.stderr
+    assert 'Keep a number or a detached tensor: `log("loss", loss.item())`' in run.stderr
