@@ -389,6 +389,9 @@ class _NumpyInForward(nn.Module):
             h = torch.from_numpy(array)
         elif self.rewrap == "clip_then_from_numpy":  # a new array: the memory is not followed
             h = torch.from_numpy(np.clip(array, -0.5, 0.5)).to(x.device)
+        elif self.rewrap == "clip_then_from_numpy_then_activations":  # the next block opens
+            h = torch.from_numpy(np.clip(array, -0.5, 0.5)).to(x.device)  # with an activation
+            h = F.relu(torch.tanh(h))
         elif self.rewrap == "clip_then_as_tensor":
             h = torch.as_tensor(np.clip(array, -0.5, 0.5))
         elif self.rewrap == "as_tensor":
@@ -399,7 +402,15 @@ class _NumpyInForward(nn.Module):
 
 
 @pytest.mark.parametrize(
-    "rewrap", ["from_numpy", "clip_then_from_numpy", "as_tensor", "clip_then_as_tensor", "tolist"]
+    "rewrap",
+    [
+        "from_numpy",
+        "clip_then_from_numpy",
+        "clip_then_from_numpy_then_activations",
+        "as_tensor",
+        "clip_then_as_tensor",
+        "tolist",
+    ],
 )
 def test_a_cut_through_numpy_or_python_lists_is_named_at_the_step(rewrap: str) -> None:
     def train() -> None:

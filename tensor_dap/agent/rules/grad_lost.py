@@ -206,12 +206,14 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
             prov = provenance.lookup_array(address_of(item))
         if prov is not None and prov.cut_at is not None:
             rejoined = (next(CLOCK), prov.cut_at)
-        else:  # made of what was handed out? (as_tensor(np.clip(array)), from_numpy().to())
+        else:  # made of what was handed out? (as_tensor(np.clip(array)), from_numpy().to()
+            # and a Tanh, the next module's first layer)
             handed = state.rule_state.get(_HANDED)
             if not handed or prov is None or prov.made < handed[-1][0]:
                 continue  # (a batch or target made before the hand-out is no evidence)
             rejoined = handed[-1]
-            if not (prov.untracked or _rewrapped(prov)):
+            origin = untracked_input(prov, limit=_REWRAP_GENERATIONS)
+            if (origin is None or origin.made < rejoined[0]) and not _rewrapped(prov):
                 continue
         kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
         kept.append(rejoined)
@@ -221,9 +223,13 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
 _REWRAPS = frozenset({"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer"})
 
 
+#: records looked through, back from an input, for the tensor made of what was handed out
+_REWRAP_GENERATIONS = 4
+
+
 def _rewrapped(prov: Prov) -> bool:
     """Whether ``prov`` runs back to a tensor made of NumPy or Python data."""
-    return any(root.op in _REWRAPS for root in roots(prov, limit=4))
+    return any(root.op in _REWRAPS for root in roots(prov, limit=_REWRAP_GENERATIONS))
 
 
 def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
