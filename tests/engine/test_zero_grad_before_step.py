@@ -363,3 +363,97 @@ def test_a_module_the_code_names_no_way_is_not_called_model() -> None:
     ((_, message),) = _found(parts_zeroed_by_index, "cpu")
     assert "Call model.zero_grad()" not in message
     assert "Move it before loss.backward() (or after optimizer.step())." in message
+
+
+def _input_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """An FGSM attack's (or a saliency map's) helper: its own zero_grad() and backward()."""
+    x = x.clone().requires_grad_(True)
+    model.zero_grad()
+    F.mse_loss(model(x), y).backward()
+    return x.grad.sign()
+
+
+def attack_between_backward_and_step(device: str) -> None:
+    """Every other step, a helper's zero_grad() and backward() run between the training
+    backward and the step: the step applies the attack's gradients."""
+    model, optimizer, batches = _setup(device)
+    for step, (x, y) in enumerate(batches * 2):
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        if step % 2 == 1:
+            _input_gradient(model, x, y)  # erased
+        optimizer.step()
+
+
+def attack_before_the_training_backward(device: str) -> None:
+    """Adversarial training as written: the attack's gradients are erased by the step's own
+    zero_grad() before the training backward."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches * 2:
+        x_adv = (x + 0.1 * _input_gradient(model, x, y)).detach()
+        optimizer.zero_grad()
+        F.mse_loss(model(x_adv), y).backward()
+        optimizer.step()
+
+
+def sam_two_passes(device: str) -> None:
+    """Sharpness-aware minimization: the first pass's gradients move the weights to the
+    neighbour (read), are zeroed, and the second pass's are applied, every step."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches * 2:
+        F.mse_loss(model(x), y).backward()
+        with torch.no_grad():
+            moves = [0.05 * p.grad / (p.grad.norm() + 1e-12) for p in model.parameters()]
+            for p, e in zip(model.parameters(), moves):
+                p.add_(e)
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        with torch.no_grad():
+            for p, e in zip(model.parameters(), moves):
+                p.sub_(e)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def per_task_gradient_norms_then_the_total(device: str) -> None:
+    """GradNorm-style: each task's backward for its gradient norm, zeroed, then the total's."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches * 2:
+        losses = [F.mse_loss(model(x), y), F.l1_loss(model(x), y)]
+        norms = []
+        for loss in losses:
+            optimizer.zero_grad()
+            loss.backward(retain_graph=True)
+            norms.append(torch.stack([p.grad.norm() for p in model.parameters()]).norm())
+        optimizer.zero_grad()
+        weights = [1 / (n.item() + 1e-8) for n in norms]
+        sum(w * loss for w, loss in zip(weights, losses)).backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_helpers_zero_grad_and_backward_before_the_step_is_found_at_its_call(
+    device: str,
+) -> None:
+    found = _found(attack_between_backward_and_step, device)
+    assert {line for line, _ in found} == {_marked(attack_between_backward_and_step)}
+    message = found[0][1]
+    helper = inspect.getsourcelines(_input_gradient)
+    zero_line = helper[1] + next(i for i, t in enumerate(helper[0]) if "model.zero_grad()" in t)
+    assert message.startswith(
+        f"`_input_gradient(model, x, y)` (its model.zero_grad() at "
+        f"test_zero_grad_before_step.py:{zero_line}) runs after backward() at "
+    )
+    assert "the zero_grad() erases the gradients that backward() computed, and the " in message
+    assert "fills them with its own, which this step applies instead. Move this line" in message
+
+
+@pytest.mark.parametrize(
+    "program",
+    [attack_before_the_training_backward, sam_two_passes, per_task_gradient_norms_then_the_total],
+    ids=lambda p: p.__name__,
+)
+def test_second_passes_that_replace_gradients_on_purpose_stay_quiet(
+    program: Callable[[str], None],
+) -> None:
+    assert _found(program, "cpu") == []

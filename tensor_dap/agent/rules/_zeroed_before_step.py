@@ -15,10 +15,18 @@ what it left in each parameter's ``.grad``, and a step over some of those parame
 against it. A ``zero_grad(set_to_none=False)`` leaves zeros, which gradient clipping or a
 ``GradScaler``'s unscaling then scale in place (``_foreach_mul_``): still zeros, still erased (a
 write of anything else is a gradient set by hand).
+
+A ``zero_grad()`` that runs after the step's backward and is followed by another backward
+(an attack or a saliency helper called between ``loss.backward()`` and ``optimizer.step()``
+every few steps: ``model.zero_grad(); attack_loss.backward()``) makes the step apply the other
+backward's gradients: reported when the erased backward is the one the optimizer's previous
+step applied and the applied one is not (SAM's and PCGrad's second passes, a GAN's other
+network's backward, a per-task backward before the total's, never match).
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import weakref
@@ -42,6 +50,15 @@ _ANY_ZEROED = "grad-lost.any-zeroed-at"
 #: scaling it in place (clipping, unscaling), which leaves zeros zeros
 _SCALED = "grad-lost.scaled-zeros"
 
+#: the newest backward() calls: (its number, its user line)
+_BACKWARD_LINES = "grad-lost.backward-lines"
+_KEPT_BACKWARDS = 8
+#: the newest zero_grad()'s user frames, innermost first, as (code, line)
+_ZERO_CALLS = "grad-lost.zero-calls"
+_CALL_DEPTH = 4
+#: per optimizer (weakly): the user line of the backward() its last step applied
+_APPLIED = "grad-lost.applied-backward"
+
 #: in-place ops that scale their tensors (a zero stays zero): the first argument, or each of
 #: a list's
 SCALINGS = frozenset(
@@ -63,7 +80,21 @@ def on_backward(state: Any, caller: Any) -> None:
     rule_state[_BACKWARDS] = rule_state.get(_BACKWARDS, 0) + 1
     user = frames.user_frame(caller)
     if user is not None:
-        rule_state[_BACKWARD_AT] = (user.f_code.co_filename, user.f_lineno)
+        at = rule_state[_BACKWARD_AT] = (user.f_code.co_filename, user.f_lineno)
+        lines = rule_state.get(_BACKWARD_LINES)
+        if lines is None:
+            lines = rule_state[_BACKWARD_LINES] = collections.deque(maxlen=_KEPT_BACKWARDS)
+        lines.append((rule_state[_BACKWARDS], at))
+
+
+def _remember_zero_call(state: Any, user: Optional[FrameType]) -> None:
+    """The zero_grad()'s user frames (a helper's ``model.zero_grad()``, the loop's call)."""
+    calls: list[tuple[Any, int]] = []
+    while user is not None and len(calls) < _CALL_DEPTH:
+        if frames.is_user_code(user.f_code):
+            calls.append((user.f_code, user.f_lineno))
+        user = user.f_back
+    state.rule_state[_ZERO_CALLS] = calls
 
 
 def zeroed(state: Any, optimizer: Any) -> None:
@@ -73,6 +104,7 @@ def zeroed(state: Any, optimizer: Any) -> None:
     at = frames.site(user)
     left = _grads_now(optimizer)
     backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
+    _remember_zero_call(state, user)
     _table(state, _ZEROED)[optimizer] = (backwards, at, left)
     _follow_zeros(state, left)
 
@@ -85,6 +117,7 @@ def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
     params = list(module.parameters())
     left = dict(zip(map(id, params), _grads_of(params)))
     backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
+    _remember_zero_call(state, user)
     _table(state, _MODULE_ZEROED)[module] = (backwards, at, left)
     _follow_zeros(state, left.values())
 
@@ -140,8 +173,11 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     # start a scheduler after an earlier stage's backward() calls is no erasing)
     if previous is None and failing:
         previous = -1
-    zeroed_since = state.rule_state.get(_ANY_ZEROED) == backwards
-    if previous is None or not previous < backwards or not zeroed_since:
+    zeroed_at = state.rule_state.get(_ANY_ZEROED)
+    usual = _applied(optimizer, state)
+    if previous is not None and zeroed_at is not None and previous < zeroed_at < backwards:
+        return _replaced(optimizer, caller, state, usual, zeroed_at)
+    if previous is None or not previous < backwards or zeroed_at != backwards:
         _forget_zeros(optimizer, state)
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -162,6 +198,78 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     message = _message(name, zeroer, backward_at, step_at, without, len(params), failing)
     # (at the zero_grad() line, the one to move; paused at the step, where it shows)
     return Report(tensors=params[:4], message=message, operands=False, frame=user, at=at)
+
+
+def _applied(optimizer: Any, state: Any) -> Optional[tuple[str, int]]:
+    """The line of the backward() the optimizer's previous step applied; this step's is
+    remembered (the last backward() before it)."""
+    table = _table(state, _APPLIED)
+    usual = table.get(optimizer)
+    table[optimizer] = state.rule_state.get(_BACKWARD_AT)
+    return usual  # type: ignore[no-any-return]
+
+
+def _replaced(
+    optimizer: Any, caller: FrameType, state: Any, usual: Any, zeroed_at: int
+) -> Optional[Report]:
+    """The report when the ``zero_grad()`` after backward() number ``zeroed_at`` erased the
+    gradients of the backward the previous step applied and a later backward left others,
+    which this step applies (see the module's docstring); None otherwise."""
+    lines = dict(state.rule_state.get(_BACKWARD_LINES, ()))
+    erased_at, applied_at = lines.get(zeroed_at), state.rule_state.get(_BACKWARD_AT)
+    if usual is None or erased_at != usual or applied_at in (None, usual):
+        return None
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    own = _table(state, _ZEROED).get(optimizer)
+    zeroer: Any = None
+    if own is None or own[0] != zeroed_at:  # a module's zero_grad() of these parameters?
+        ids = {id(p) for p in params}
+        modules = _table(state, _MODULE_ZEROED).items()
+        zeroer = next(
+            (m for m, (n, _, g) in modules if n == zeroed_at and not ids.isdisjoint(g)), None
+        )
+        if zeroer is None:
+            return None
+    user = frames.user_frame(caller)
+    calls = state.rule_state.get(_ZERO_CALLS, [])
+    if not calls or user is None:
+        return None
+    # (in a helper the loop calls: reported at the loop's call, the line to move)
+    code, line = next(((c, n) for c, n in calls if c is user.f_code), calls[0])
+    inner_code, inner_line = calls[0]
+    name = naming.object_name(user, optimizer) or "optimizer"
+    zeroer_name = (naming.object_name(user, zeroer) or "model") if zeroer is not None else name
+    zero = (
+        ""
+        if code is inner_code
+        else f" (its {zeroer_name}.zero_grad() at {os.path.basename(inner_code.co_filename)}"
+        f":{inner_line})"
+    )
+    what = "this line" if zero else "it"
+    message = _replaced_message(name, zero, what, erased_at, applied_at, frames.site(user))
+    return Report(
+        tensors=params[:4], message=message, operands=False, frame=user, at=(code.co_filename, line)
+    )
+
+
+def _replaced_message(
+    name: str,
+    zero: str,
+    what: str,
+    erased_at: Any,
+    applied_at: Any,
+    step_at: Optional[tuple[str, int]],
+) -> Any:
+    def build(_described: list[Any], expression: str) -> str:
+        return (
+            f"`{expression}`{zero} runs after backward(){_where(erased_at)} and before "
+            f"{name}.step(){_where(step_at)}: the zero_grad() erases the gradients that "
+            f"backward() computed, and the backward(){_where(applied_at)} fills them with its "
+            f"own, which this step applies instead. Move {what} before "
+            f"backward(){_where(erased_at)} or after {name}.step()."
+        )
+
+    return build
 
 
 def _forget_zeros(optimizer: Any, state: Any) -> None:
