@@ -8,10 +8,11 @@ child. Either way every Python process it starts gets the agent too (see
 the trace store; the report at the end merges them all, each labelled with its rank, DataLoader
 worker or pid.
 
-Exit status: 0 when the program finished and nothing was found, 1 when anything was found in
-any process, a rule failed (and was switched off: the run was not fully checked) or the program
-failed, 2 for a usage error (reported before anything runs, or a
-command that cannot be started).
+Exit status: the program's own when it failed (``sys.exit(3)``: 3; an uncaught exception: 1; a
+signal: 128 + its number, as a shell shows it), as without the tool; else 1 when anything was
+found in any process or a rule failed (and was switched off: the run was not fully checked), 0
+when nothing was; 2 for a usage error (reported before anything runs, or a command that cannot
+be started).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
         failed = {**collected.failed, **watch.failed}
         memory = watch.memory.summary() if request.memory and watch.memory else None
         _report(findings, times, collected, exit_info, request, failed, session.error, memory)
-        return 1 if (findings or failed or exit_info.failed) else 0
+        return _status(exit_info, bool(findings or failed))
 
     real_exit = os._exit
     pid = os.getpid()
@@ -179,7 +180,15 @@ def run_check_command(command: list[str], request: CheckRequest) -> int:
         collected.failed,
         trace_error,
     )
-    return 1 if (collected.findings or collected.failed or exit_info.failed) else 0
+    return _status(exit_info, bool(collected.findings or collected.failed))
+
+
+def _status(exit_info: ExitInfo, found: bool) -> int:
+    """The check's exit status (see the module's docstring): a failed program's own first, so
+    that a script or a CI step behaves as without the tool."""
+    if exit_info.failed:
+        return exit_info.code if 0 < exit_info.code < 256 else 1
+    return 1 if found else 0
 
 
 def _begin_run(

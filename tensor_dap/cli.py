@@ -162,8 +162,8 @@ _COMMANDS = {
         "operation, and report the problems the rules find. After `--`, run COMMAND instead "
         "(`-- torchrun --nproc_per_node 2 train.py`, `-- python -m torch.distributed.run ...`). "
         "Every Python process the run starts (torchrun ranks, DataLoader workers) is watched; "
-        "one merged report labels each finding with its rank, worker or pid. Exit status: 0 "
-        "clean, 1 findings (in any process) or the program failed, 2 usage error.",
+        "one merged report labels each finding with its rank, worker or pid. Exit status: the "
+        "program's own when it failed, else 0 clean, 1 findings (in any process); 2 usage error.",
         arguments=_check_arguments,
     ),
     "trace": _Command(

@@ -89,7 +89,12 @@ def test_argv0_is_the_path_as_given(tmp_path: Path) -> None:
 def test_sys_exit_codes(tmp_path: Path, check) -> None:
     assert check(write(tmp_path, "ok.py", "import sys; sys.exit(0)\n")).returncode == 0
     run = check(write(tmp_path, "three.py", "import sys; sys.exit(3)\n"))
-    assert run.returncode == 1 and run.report["exit"]["code"] == 3
+    assert run.returncode == 3 and run.report["exit"]["code"] == 3  # the script's own
+    found = "import sys, torch\ntorch.ones(4) - torch.ones(4, 1)\nsys.exit(3)\n"
+    run = check(write(tmp_path, "found.py", found))
+    assert run.returncode == 3 and [f["rule"] for f in run.findings] == ["broadcast"]
+    run = check(write(tmp_path, "found_ok.py", found.replace("sys.exit(3)", "sys.exit(0)")))
+    assert run.returncode == 1
 
 
 OS_EXIT = """
@@ -108,7 +113,7 @@ def test_os_exit_still_reports(tmp_path: Path, check, status: int) -> None:  # n
     """``os._exit()`` ends the process at once: the report (and its summary, and check's
     status) comes first; it was lost, and check exited 0 with a finding printed."""
     run = check(write(tmp_path, "quits.py", OS_EXIT.replace("STATUS", str(status))))
-    assert run.returncode == 1
+    assert run.returncode == (status or 1)  # (the program's own when it failed)
     assert run.stdout == "torch.Size([4, 4])\n"
     assert run.pairs() == {("broadcast", 5)}
     assert run.report["exit"]["code"] == status

@@ -204,6 +204,6 @@ def test_the_commands_exit_status_is_reported(tmp_path: Path) -> None:
     script = tmp_path / "fails.py"
     script.write_text("import sys\nprint('out')\nsys.exit(3)\n")
     run = check(tmp_path, command=[PYTHON, str(script)])
-    assert run.returncode == 1 and run.stdout == "out\n"
+    assert run.returncode == 3 and run.stdout == "out\n"  # the command's own
     assert run.report["exit"] == {"status": "exit", "code": 3, "exception": None}
     assert run.findings == [] and "tensor-dap: no findings" in run.stderr
