@@ -15,16 +15,24 @@ import torch
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 
 
+#: what a custom ``autograd.Function``'s node (its ``ctx``) saved with ``save_for_backward``
+_FUNCTION_SAVED = "saved_tensors"
+
+
 def saved_attribute_names(node: Any) -> tuple[str, ...]:
-    """The ``_saved_*`` attributes of ``node``'s type that may hold tensors."""
+    """The ``_saved_*`` attributes of ``node``'s type that may hold tensors (a custom
+    ``autograd.Function``'s: ``saved_tensors``)."""
     kind = type(node)
     names = _SAVED_ATTRS.get(kind)
     if names is None:
-        names = tuple(
-            n
-            for n in dir(node)
-            if n.startswith("_saved_") and not n.endswith(("_sym_sizes", "_sym_strides"))
-        )
+        if issubclass(kind, torch.autograd.function.BackwardCFunction):
+            names = (_FUNCTION_SAVED,)
+        else:
+            names = tuple(
+                n
+                for n in dir(node)
+                if n.startswith("_saved_") and not n.endswith(("_sym_sizes", "_sym_strides"))
+            )
         _SAVED_ATTRS[kind] = names
     return names
 
@@ -40,7 +48,8 @@ def saved_value(node: Any, attr: str) -> Any:
     trained with checkpointing ran its attention 15× over under check), ``save_on_cpu`` copies
     the tensor back to the device. The program unpacks it once, in backward; the engine never
     does. Raises what reading the attribute raises (freed by backward...)."""
-    raw = getattr(node, "_raw" + attr, None)  # _saved_self -> _raw_saved_self, not unpacked
+    # (_saved_self -> _raw_saved_self, saved_tensors -> _raw_saved_tensors: not unpacked)
+    raw = getattr(node, "_raw_" + attr if attr == _FUNCTION_SAVED else "_raw" + attr, None)
     if raw is not None:
         for item in raw if isinstance(raw, (list, tuple)) else (raw,):
             if getattr(item, "unpack_hook", None) is not None:

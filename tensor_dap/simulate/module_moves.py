@@ -11,10 +11,16 @@ PyTorch's own answer for wrapper subclasses is to swap the tensors' contents in 
 (``torch.utils.swap_tensors``, the path ``_apply`` takes for traceable wrapper subclasses and
 under ``torch.__future__.set_swap_module_params_on_conversion(True)``); the simulation takes
 it for every move to, from or on the simulated device: the same objects, as on a GPU.
+
+A swap needs the tensor held by nothing else. The old ``nn.utils.weight_norm`` and
+``spectral_norm`` keep the weight they compute from the module's parameters as a plain attribute
+(``module.weight``, remade before each forward), whose graph holds those parameters: it is let
+go during the move and made anew after it (on a GPU it stays until the next forward remakes it).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import torch
@@ -45,14 +51,44 @@ def install() -> None:
     original_apply: Callable[..., Any] = torch.nn.Module._apply
 
     def _apply(self: torch.nn.Module, fn: Callable[..., Any], recurse: bool = True) -> Any:
-        if not any(isinstance(p, SimulatedCudaTensor) for p in self._parameters.values()):
-            return original_apply(self, fn, recurse)
-        before = get_swap_module_params_on_conversion()
-        set_swap_module_params_on_conversion(True)
+        computed = _computed_weights(self)
+        for hook in computed:  # (its graph holds the parameters to swap)
+            vars(self).pop(hook.name, None)
         try:
-            return original_apply(self, fn, recurse)
+            if not any(isinstance(p, SimulatedCudaTensor) for p in self._parameters.values()):
+                return original_apply(self, fn, recurse)
+            before = get_swap_module_params_on_conversion()
+            set_swap_module_params_on_conversion(True)
+            try:
+                return original_apply(self, fn, recurse)
+            finally:
+                set_swap_module_params_on_conversion(before)
         finally:
-            set_swap_module_params_on_conversion(before)
+            for hook in computed:
+                _remake(self, hook)
 
     _apply.__doc__ = original_apply.__doc__
     torch.nn.Module._apply = _apply  # type: ignore[method-assign]
+
+
+def _computed_weights(module: torch.nn.Module) -> list[Any]:
+    """The module's ``weight_norm`` / ``spectral_norm`` (the old ``nn.utils`` ones) forward
+    pre-hooks whose computed weight the module holds."""
+    found = (
+        getattr(sys.modules.get(f"torch.nn.utils.{name}"), kind, None)
+        for name, kind in (("weight_norm", "WeightNorm"), ("spectral_norm", "SpectralNorm"))
+    )
+    kinds = tuple(kind for kind in found if isinstance(kind, type))
+    hooks: list[Any] = [
+        hook for hook in module._forward_pre_hooks.values() if kinds and isinstance(hook, kinds)
+    ]
+    return [hook for hook in hooks if isinstance(vars(module).get(hook.name), torch.Tensor)]
+
+
+def _remake(module: torch.nn.Module, hook: Any) -> None:
+    """The computed weight, as the hook makes it (of the moved parameters)."""
+    if type(hook).__name__ == "SpectralNorm":
+        weight = hook.compute_weight(module, do_power_iteration=False)
+    else:
+        weight = hook.compute_weight(module)
+    setattr(module, hook.name, weight)

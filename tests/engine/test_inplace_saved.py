@@ -44,6 +44,7 @@ def kind(request: pytest.FixtureRequest) -> str:
         ("vae_reparam", "ExpBackward0"),
         ("codebook_ema", "MmBackward0"),
         ("prototypes_ema", "MmBackward0"),
+        ("custom_function_saved", "which SwishFn saved for backward (SwishFnBackward)"),
     ],
 )
 def test_reported_at_the_in_place_line(program: str, saver: str, kind: str, check) -> None:

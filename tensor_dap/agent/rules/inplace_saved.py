@@ -454,6 +454,8 @@ def _op_of(node: Any) -> tuple[str, Optional[Prov]]:
     if isinstance(prov, Prov):
         return prov.op, prov
     name = re.sub(r"Backward\d*$", "", type(node).__name__)
+    if isinstance(node, torch.autograd.function.BackwardCFunction):  # the user's Function
+        return name or type(node).__name__, None
     return name.lower() or type(node).__name__, None
 
 

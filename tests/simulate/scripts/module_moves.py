@@ -40,4 +40,15 @@ assert model.wte.weight is held and held.dtype == torch.float16
 exported = model.cpu()
 assert exported.lm_head.weight is held is exported.wte.weight and held.device.type == "cpu"
 assert held.grad is not None and held.grad.device.type == "cpu"
+
+# the old nn.utils.weight_norm / spectral_norm keep the weight they compute (a graph holding
+# weight_g, weight_v, weight_orig) as a plain attribute while the module moves
+normed = nn.Sequential(
+    nn.utils.spectral_norm(nn.Linear(4, 3)), nn.ReLU(), nn.utils.weight_norm(nn.Linear(3, 2))
+)
+normed.to(device)
+out = normed(torch.randn(5, 4, device=device))
+out.pow(2).mean().backward()
+assert out.device.type == device.type and normed[2].weight_g.grad is not None
+normed.cpu()
 print("OK")
