@@ -59,7 +59,9 @@ def start(kind: str) -> None:
     from tensor_dap.simulate import (
         accelerator_api,
         cuda_api,
+        data_parallel,
         in_backward,
+        legacy_types,
         mode,
         module_moves,
         tensor,
@@ -70,5 +72,7 @@ def start(kind: str) -> None:
     accelerator_api.install()
     in_backward.install()
     module_moves.install()
+    data_parallel.install()
+    legacy_types.install()
     mode.install()
     _started = kind

@@ -50,7 +50,7 @@ class _DeviceIndex:
         return None
 
 
-class _DefaultStream:
+class DefaultStream:
     """The device's default stream, the only one there is here: work on it is done when asked
     for (every op ran on the CPU already), and no CUDA graph ever captures it (optimizers'
     ``step()`` ask ``torch.accelerator.current_stream().is_capturing()`` on CUDA)."""
@@ -66,14 +66,18 @@ class _DefaultStream:
     def synchronize(self) -> None:
         return None
 
+    def wait_stream(self, stream: Any) -> None:
+        """(``nn.DataParallel``'s scatter of a CPU batch: no side stream here to wait for)"""
+        return None
+
     def __repr__(self) -> str:
         return f"<tensor-dap simulated default stream on {self.device}>"
 
 
-_STREAM = _DefaultStream()
+_STREAM = DefaultStream()
 
 
-def _current_stream(device: Any = None) -> _DefaultStream:
+def _current_stream(device: Any = None) -> DefaultStream:
     _device_index(device)
     return _STREAM
 

@@ -49,6 +49,44 @@ def _nothing(*args: Any, **kwargs: Any) -> None:
     """Seeding, synchronising, emptying caches: nothing to do on the CPU."""
 
 
+def _exchange_device(device: int) -> int:
+    """``with torch.cuda.device(0):``, ``torch.cuda.device_of(x)``: the one simulated device
+    stays selected; the index it had is given back, as CUDA's exchange does."""
+    if device < 0:
+        return -1
+    check_index(device)
+    return int(simulated.DEVICE.index or 0)
+
+
+class DeviceProperties:
+    """What ``torch.cuda.get_device_properties`` answers: the simulated device, with an
+    A100's numbers (the capability (8, 0) the simulation reports); ``nn.DataParallel`` and
+    memory-budget code read them."""
+
+    name = DEVICE_NAME
+    major, minor = 8, 0
+    total_memory = 80 * 2**30
+    multi_processor_count = 108
+    is_integrated = is_multi_gpu_board = 0
+    L2_cache_size = 40 * 2**20
+    warp_size = 32
+    max_threads_per_multi_processor = 2048
+    gcnArchName = "NVIDIA"
+
+    def __repr__(self) -> str:
+        return (
+            f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
+            f"minor={self.minor}, total_memory={self.total_memory // 2**20}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def _device_properties(device: Any = None) -> DeviceProperties:
+    if device is not None:
+        _set_device(device)  # (the index must be the simulated device's)
+    return DeviceProperties()
+
+
 _ANSWERS: dict[str, Callable[..., Any]] = {
     "is_available": lambda: True,
     "device_count": lambda: simulated.COUNT,
@@ -59,6 +97,10 @@ _ANSWERS: dict[str, Callable[..., Any]] = {
     "set_device": _set_device,
     "get_device_name": lambda device=None: DEVICE_NAME,
     "get_device_capability": lambda device=None: (8, 0),
+    "get_device_properties": _device_properties,
+    "_exchange_device": _exchange_device,
+    "_maybe_exchange_device": _exchange_device,
+    "initial_seed": lambda: torch.initial_seed(),
     "is_bf16_supported": lambda including_emulation=True: True,
     # no CUDA graph is ever captured (torch.cuda.graph stops the run); Adam and AdamW of torch
     # before 2.12 ask at every step(), SyncBatchNorm at every forward
@@ -214,10 +256,14 @@ def _without_cudnn(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
 def install() -> None:
     """Answer ``torch.cuda`` from the simulation for the rest of the process."""
     cuda = torch.cuda
-    for name, answer in _ANSWERS.items():
-        setattr(cuda, name, _own(name, answer))
-    for name in _UNSUPPORTED:
-        setattr(cuda, name, refuse(f"torch.cuda.{name}", "CUDA streams, events and graphs"))
+    for module in (cuda, cuda.random):  # (torch.cuda.random.manual_seed: the same functions)
+        for name, answer in _ANSWERS.items():
+            if module is cuda or hasattr(module, name):
+                setattr(module, name, _own(name, answer))
+        for name in _UNSUPPORTED:
+            if module is cuda or hasattr(module, name):
+                stop = refuse(f"torch.cuda.{name}", "CUDA streams, events and graphs")
+                setattr(module, name, stop)
     torch.compile = refuse(
         "torch.compile", "compiled CUDA kernels need a GPU; the model runs uncompiled on one"
     )

@@ -25,4 +25,36 @@ torch.cuda.synchronize()
 torch.cuda.empty_cache()
 # torch <= 2.12's Adam/AdamW ask it at every step(), SyncBatchNorm at every forward
 assert torch.cuda.is_current_stream_capturing() is False
+# memory budgets and nn.DataParallel read the device's properties; code seeds through
+# torch.cuda.random and selects the device with a context manager
+properties = torch.cuda.get_device_properties(0)
+assert properties.total_memory > 2**30 and (properties.major, properties.minor) == (8, 0)
+assert torch.cuda.initial_seed() == torch.initial_seed()
+torch.cuda.random.manual_seed(0)
+with torch.cuda.device(0):
+    y = torch.ones(2, device="cuda")
+with torch.cuda.device_of(y):
+    assert torch.cuda.current_device() == 0
+
+# kuangliu/pytorch-cifar: `if device == "cuda": net = torch.nn.DataParallel(net)`
+net = torch.nn.DataParallel(torch.nn.Linear(4, 2).to(device))
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+for batch in (torch.randn(3, 4, device=device), torch.randn(3, 4)):  # (a CPU batch is copied)
+    out = net(batch)
+    assert out.device.type == "cuda" and out.shape == (3, 2)
+    optimizer.zero_grad()
+    out.sum().backward()
+    optimizer.step()
+assert net.module.weight.grad.device.type == "cuda"
+
+# eriklindernoren/PyTorch-GAN: `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`
+Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor
+valid = Tensor(4, 1).fill_(1.0)
+z = Tensor([[0.5, -1.0]])
+assert valid.is_cuda and z.is_cuda and z.dtype == torch.float32
+assert valid.type() == "torch.cuda.FloatTensor" and isinstance(valid, torch.cuda.FloatTensor)
+labels = torch.tensor([1.0, 0.0]).type(torch.cuda.LongTensor)
+assert labels.is_cuda and labels.dtype == torch.int64 and not isinstance(labels, Tensor)
+assert torch.ones(2).type("torch.cuda.HalfTensor").dtype == torch.float16
+assert labels.type(torch.FloatTensor).device.type == "cpu"  # back to the host, as on a GPU
 print("OK")
