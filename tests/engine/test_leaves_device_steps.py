@@ -203,3 +203,25 @@ def test_two_copies_on_one_line_and_a_helper_copying_for_two_lines_are_every_ste
     # (the helper's copy is reported at its own line, as any copy in user code is)
     assert lines == [_line(_to_numpy, "t.detach().cpu()"), _line(here, "ratios.append(")]
     assert len(outputs) == 8
+
+
+def test_an_agents_action_for_its_environment_is_a_scalar_read() -> None:
+    """TD3's ``select_action``: one ``(1, action_dim)`` action a step copied for a NumPy
+    environment, one update per environment step. The copy cannot leave the loop (the next
+    step needs it): reported with ``scalars`` only; a batch's outputs still are."""
+    model, optimizer, x, y = _setup()
+
+    def train(options: dict[str, dict[str, Any]]) -> list[Any]:
+        state = x[:1]
+        with tensor_dap.watch(rules=["leaves-device"], options=options) as watch:
+            for _ in range(6):
+                action = model(state).detach().cpu().numpy().flatten()  # select_action
+                state = state + torch.as_tensor(action.sum(), device=x.device)  # env.step
+                optimizer.zero_grad()
+                F.cross_entropy(model(x), y).backward()  # agent.train(replay_buffer)
+                optimizer.step()
+        return _leaves(watch)
+
+    assert train({}) == []
+    (finding,) = train({"leaves-device": {"scalars": True}})
+    assert finding.line == _line(train, "action = model(state).detach().cpu()")

@@ -4,8 +4,9 @@ training step.
 Watches ``.cpu()``, ``.to("cpu")`` / ``.to(cpu_tensor)``, ``.numpy()``, ``.tolist()``,
 ``np.asarray(t)`` and ``cpu_t.copy_(acc_t)`` called directly from user code (torch's own
 printing and saving are not the user's doing). Reading one number (``.item()``, ``float(t)``...)
-is what people do to log a loss, and so is copying a one-element tensor (``loss.cpu().numpy()``);
-they are reported only with the option ``{"scalars": true}``.
+is what people do to log a loss, and so is copying a one-element tensor (``loss.cpu().numpy()``)
+or one sample's output (an agent's action for its environment); they are reported only with
+the option ``{"scalars": true}``.
 
 A copy costs a device sync; the bug is paying it at every step. Copying once after a loop
 (``torch.cat(preds).cpu().numpy()`` after evaluation, ``idx[0].tolist()`` after generation),
@@ -100,7 +101,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
         if not into_cpu or not _on_accelerator(args[1]):
             return None
         source = args[1]
-        if (source.numel() == 1 and not _scalars(state)) or not _every_step(caller, state):
+        if (_few_numbers(source) and not _scalars(state)) or not _every_step(caller, state):
             return None
         return Report(tensors=[source, args[0]], message=_copy_message)
     source = args[0]
@@ -108,7 +109,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
         return None
     if name == "to" and not _target_is_cpu(args, kwargs):
         return None
-    if (name in SCALAR_READS or source.numel() == 1) and not _scalars(state):
+    if (name in SCALAR_READS or _few_numbers(source)) and not _scalars(state):
         return None
     if not _every_step(caller, state):
         return None
@@ -116,6 +117,21 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if sites and (caller.f_code.co_filename, caller.f_lineno) in sites:
         return None  # (the copy PyTorch asks for: handed to pack_padded_sequence, ctc_loss)
     return Report(tensors=[source], message=_message(name))
+
+
+#: a copy of one sample (a batch of one) of at most this many numbers reads a few numbers
+ONE_SAMPLE_NUMBERS = 1024
+
+
+def _few_numbers(source: Any) -> bool:
+    """Whether copying ``source`` reads a few numbers, as ``.item()`` does: one number, or
+    one sample's output (``actor(state).cpu().numpy()`` of a ``(1, action_dim)`` action for
+    the environment's next step in TD3, SAC, DDPG: one update per environment step, and the
+    environment needs the action on the host: the copy cannot move after the loop)."""
+    count = source.numel()
+    return count == 1 or (
+        source.dim() >= 2 and source.shape[0] == 1 and count <= ONE_SAMPLE_NUMBERS
+    )
 
 
 def _note_host_copies(positions: tuple[int, ...], args: Args, state: Any) -> None:
