@@ -128,8 +128,8 @@ def _few_numbers(source: Any) -> bool:
     one sample's output (``actor(state).cpu().numpy()`` of a ``(1, action_dim)`` action for
     the environment's next step in TD3, SAC, DDPG: one update per environment step, and the
     environment needs the action on the host: the copy cannot move after the loop)."""
-    count = source.numel()
-    return count == 1 or (
+    count: int = source.numel()
+    return count == 1 or bool(
         source.dim() >= 2 and source.shape[0] == 1 and count <= ONE_SAMPLE_NUMBERS
     )
 
