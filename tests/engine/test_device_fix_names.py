@@ -146,3 +146,55 @@ def test_a_factory_on_the_failing_line_is_told_its_device(tmp_path: Path) -> Non
     )
     assert "is computed from torch.arange(...) at script.py:6: pass it device=device." in message
     assert "Move " not in message
+
+
+def test_a_module_never_moved_is_told_to_move(tmp_path: Path) -> None:
+    """Class weights given to a loss module built of CPU labels (``nn.CrossEntropyLoss(weight=
+    weights)``), and a model never moved: their tensors move with the module, by the name the
+    user's code gives it — not by making the dataset's labels on the device."""
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        labels = torch.tensor([0] * 7 + [1] * 2 + [2])
+
+        def build_criterion(labels, classes):
+            counts = torch.bincount(labels, minlength=classes).float()
+            return nn.CrossEntropyLoss(weight=counts.sum() / (classes * counts))
+
+        model = nn.Linear(8, 3).to(device)
+        criterion = build_criterion(labels, 3)
+        loss = criterion(model(torch.randn(4, 8, device=device)), labels[:4].to(device))
+        """,
+    )
+    assert "CrossEntropyLoss.weight is on cpu" in message
+    assert message.endswith(
+        "CrossEntropyLoss.weight belongs to criterion, which was not moved: call "
+        "criterion.to(device)."
+    )
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 2)
+
+            def forward(self, x):
+                return self.fc2(torch.relu(self.fc1(x)))
+
+        model = Net()
+        out = model(torch.randn(3, 4, device=device))
+        """,
+    )
+    assert message.endswith(
+        "Linear.weight and Linear.bias belong to model, which was not moved: call model.to(device)."
+    )

@@ -147,10 +147,57 @@ def _report(
     argument = _accelerator_argument(caller) if caller is not None else None
     # (the index of each operand in the message's list: described in the operands' order)
     attributes = {i: plain[id(t)] for i, t in enumerate(operands) if id(t) in plain}
-    if not attributes and argument is None:
+    unmoved = _unmoved_modules(operands, caller) if caller is not None else {}
+    if not attributes and argument is None and not unmoved:
         return Report(tensors=operands, message=_message)
-    message = functools.partial(_message, attributes=attributes, argument=argument)
+    message = functools.partial(_message, attributes=attributes, argument=argument, unmoved=unmoved)
     return Report(tensors=operands, message=message)
+
+
+#: frames looked through, from the op's, for the modules whose forward holds an operand
+_MODULE_FRAMES = 16
+
+
+def _unmoved_modules(operands: list[Any], caller: Any) -> dict[int, str]:
+    """Per CPU operand that is a parameter or buffer of a module running its forward (a loss
+    module's ``weight=`` class weights: ``nn.CrossEntropyLoss(weight=weights)`` never moved; a
+    model never moved), the name the user's code gives the outermost such module
+    (``criterion``, ``model``): by the index in ``operands``."""
+    owners: list[torch.nn.Module] = []  # the modules whose forward is running, innermost first
+    frame = caller
+    for _ in range(_MODULE_FRAMES):
+        if frame is None:
+            break
+        owner = frames.read_locals(frame).get("self")
+        if isinstance(owner, torch.nn.Module) and all(owner is not o for o in owners):
+            owners.append(owner)
+        frame = frame.f_back
+    found: dict[int, str] = {}
+    for i, tensor in enumerate(operands):
+        if tensor.device.type != "cpu":
+            continue
+        holders = [o for o in owners if any(t is tensor for t in _module_tensors(o))]
+        name = _module_name(holders[-1], caller) if holders else None
+        if name is not None:
+            found[i] = name
+    return found
+
+
+def _module_tensors(module: torch.nn.Module) -> Any:
+    yield from module.parameters()
+    yield from module.buffers()
+
+
+def _module_name(module: torch.nn.Module, caller: Any) -> Optional[str]:
+    """What the user's code calls ``module`` (not ``self``, inside its own forward)."""
+    frame = frames.user_frame(caller)
+    while frame is not None:
+        if frames.is_user_code(frame.f_code):
+            name = naming.object_name(frame, module)
+            if name is not None and name != "self":
+                return name
+        frame = frame.f_back
+    return None
 
 
 class _Argument(NamedTuple):
@@ -232,15 +279,25 @@ def _message(
     expression: str,
     attributes: Optional[dict[int, plain_attributes.PlainAttribute]] = None,
     argument: Optional[_Argument] = None,
+    unmoved: Optional[dict[int, str]] = None,
 ) -> str:
     parts = [f"{d.name} is on {d.device}{created(d)}" for d in described]
     text = f"`{expression}`: " + ", ".join(parts) + "."
-    attributes = attributes or {}
+    attributes, unmoved = attributes or {}, unmoved or {}
     held = [attributes[i] for i, d in enumerate(described) if i in attributes]
-    cpu = [d for i, d in enumerate(described) if d.device == "cpu" and i not in attributes]
+    explained = {*attributes, *unmoved}
+    cpu = [d for i, d in enumerate(described) if d.device == "cpu" and i not in explained]
     accel = [d for d in described if d.device != "cpu"]
     for attribute in {a.name: a for a in held}.values():
         text += " " + plain_attributes.explained(attribute)
+    for module in dict.fromkeys(unmoved.values()):  # (its tensors move with it, as the model's)
+        held_names = [described[i].name for i, m in unmoved.items() if m == module]
+        names = join_names(held_names)
+        verb = "belongs" if len(held_names) == 1 else "belong"
+        path = next((d.prov.path for d in described if d.prov is not None), None)
+        variable = naming.device_variable(path)
+        to = device_in_fix(accel[0].device, variable=variable) if accel else ""
+        text += f" {names} {verb} to {module}, which was not moved: call {module}.to({to})."
     if cpu and accel:
         where = next((d.prov.path for d in cpu if d.prov is not None), None)
         fresh = [d.name for d in cpu if _made_by_factory(d.prov)]
@@ -264,6 +321,6 @@ def _message(
             text += f" Create {join_names(fresh)} with device={device}."
         if moved:
             text += f" Move {join_names(moved)} to that device with .to({device})."
-    elif not held:
+    elif not held and not unmoved:
         text += " Move the tensors to one device with .to(...)."
     return text
