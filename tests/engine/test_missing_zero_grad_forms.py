@@ -160,3 +160,30 @@ def test_the_fix_names_the_optimizer_as_the_code_does() -> None:
     first, second = (f.message for f in watch.findings)
     assert "Call opt.zero_grad() before loss.backward()" in first
     assert "Call self.opt.zero_grad() before loss.backward()" in second
+
+
+def test_an_accumulation_whose_step_was_left_out_of_its_condition_is_told_so() -> None:
+    """``zero_grad()`` every ``ACCUM`` batches under an ``if``, ``step()`` at every one: the
+    fix keeps the accumulation (``step()`` under the same condition), not a zero_grad() in
+    each step, which would undo it."""
+    x = torch.randn(8, 4)
+    accum = 4
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        opt.zero_grad()
+        for i in range(8):
+            (model(x).pow(2).mean() / accum).backward()
+            opt.step()
+            if (i + 1) % accum == 0:
+                opt.zero_grad()
+    here = test_an_accumulation_whose_step_was_left_out_of_its_condition_is_told_so
+    lines, first = inspect.getsourcelines(here)
+    zero = first + next(i for i, t in enumerate(lines) if t == " " * 16 + "opt.zero_grad()\n")
+    (message,) = {f.message for f in watch.findings}
+    assert (
+        f"opt.zero_grad() at test_missing_zero_grad_forms.py:{zero} runs under a condition, "
+        "this step() at every iteration: to accumulate gradients, call opt.step() under the "
+        "same condition, just before that zero_grad(); otherwise call opt.zero_grad() before "
+        "loss.backward() in each step." in message
+    )

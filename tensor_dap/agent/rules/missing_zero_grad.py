@@ -16,6 +16,8 @@ hand-written ``grad.mul_(0.5)`` modify gradients without resetting them.
 
 from __future__ import annotations
 
+import ast
+import os
 import weakref
 from types import FrameType
 from typing import Any, Optional
@@ -73,7 +75,8 @@ def install(state: RuleState) -> list[Any]:
             return None
         user = frames.user_frame(caller)
         name = naming.object_name(user, optimizer) or "optimizer"
-        message = _message(len(stale), len(_params(optimizer)), name)
+        zeroed_at = _conditional_zero_grad(user, name)
+        message = _message(len(stale), len(_params(optimizer)), name, zeroed_at)
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
     def after_step(optimizer: Any) -> None:
@@ -179,15 +182,58 @@ def _was_zeroed(grad: Any, zeroed: Any) -> bool:
     return id(grad) in zeroed or storage_key(grad) in zeroed
 
 
-def _message(stale: int, total: int, optimizer: str) -> Any:
-    """``optimizer``: the name the user's code gives the optimizer (``opt``, ``self.opt``)."""
+def _conditional_zero_grad(user: Optional[FrameType], optimizer: str) -> Optional[tuple[str, int]]:
+    """Where the loop around the ``step()`` line zeroes ``optimizer`` under an ``if`` (``if (i +
+    1) % accum == 0: optimizer.zero_grad()``, ``step()`` outside it: gradient accumulation whose
+    ``step()`` was left out of the condition), read statically; None when it does not."""
+    tree = naming.module_tree(user.f_code.co_filename) if user is not None else None
+    if user is None or tree is None:
+        return None
+    line = user.f_lineno
+    loops = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.For, ast.While))
+        and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda node: node.lineno)  # the innermost
+    for branch in ast.walk(loop):
+        if not isinstance(branch, ast.If) or branch.lineno <= line <= (branch.end_lineno or 0):
+            continue
+        for node in ast.walk(branch):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "zero_grad"
+                and ast.unparse(node.func.value) == optimizer
+            ):
+                return user.f_code.co_filename, node.lineno
+    return None
+
+
+def _message(
+    stale: int, total: int, optimizer: str, zeroed_at: Optional[tuple[str, int]] = None
+) -> Any:
+    """``optimizer``: the name the user's code gives the optimizer (``opt``, ``self.opt``);
+    ``zeroed_at``: where the step's loop zeroes it under a condition, if it does."""
 
     def build(described: list[Any], expression: str) -> str:
         examples = ", ".join(f"{d.name} {d.shape_text}" for d in described)
-        return (
+        text = (
             f"`{expression}`: {stale} of {total} parameters get gradients that still hold "
             f"contributions from before the previous step() ({examples}): zero_grad() was not "
-            f"called since. Call {optimizer}.zero_grad() before loss.backward() in each step."
+            f"called since."
+        )
+        if zeroed_at is None:
+            return text + f" Call {optimizer}.zero_grad() before loss.backward() in each step."
+        where = f"{os.path.basename(zeroed_at[0])}:{zeroed_at[1]}"
+        return text + (
+            f" {optimizer}.zero_grad() at {where} runs under a condition, this step() at "
+            f"every iteration: to accumulate gradients, call {optimizer}.step() under the same "
+            f"condition, just before that zero_grad(); otherwise call {optimizer}.zero_grad() "
+            f"before loss.backward() in each step."
         )
 
     return build
