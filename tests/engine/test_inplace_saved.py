@@ -405,3 +405,27 @@ def test_a_module_whose_flag_writes_is_named_as_the_frame_reaches_it() -> None:
         finding.message
     )
     assert finding.message.endswith(f"Drop inplace=True from {module}.")
+
+
+def test_a_recurrence_into_a_preallocated_tensor_is_told_a_fix_that_works() -> None:
+    """``h[:, t + 1] = tanh(W_x(x[:, t]) + W_h(h[:, t]))``: the statement reads what it
+    writes into, so ``h = h.clone()`` before it fails the same way (a helper's p15): the
+    fix reads the old tensor, or keeps the steps in a list and stacks them."""
+    torch.manual_seed(0)
+    w_x, w_h = torch.nn.Linear(1, 4), torch.nn.Linear(4, 4, bias=False)
+    x = torch.randn(2, 5, 1)
+    with tensor_dap.watch(rules=["inplace-saved"]) as watch:
+        h = torch.zeros(2, 6, 4)
+        for t in range(5):
+            h[:, t + 1] = torch.tanh(w_x(x[:, t]) + w_h(h[:, t]))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            h.pow(2).mean().backward()
+    (message,) = {f.message for f in watch.findings}
+    assert message.startswith("`h[:, t + 1]`: in-place __setitem__ modifies h (2, 6, 4)")
+    assert message.endswith(
+        "The statement reads h and writes into it: read the tensor as it was and write into a "
+        "copy (h_new = h.clone(), then h_new[...] = ...h[...]...); in a loop whose steps read "
+        "what the step before wrote (a recurrence), keep the steps in a list "
+        "(`states.append(...)`, reading `states[-1]`) and `torch.stack(states, dim=...)` after "
+        "the loop."
+    )

@@ -477,13 +477,30 @@ def _text(
     """The finding's text; ``at``: where the write is, when the finding comes later."""
     saver, prov = _op_of(node)
     where = ""
+    fix = _fix(op_name, name, target)
     if prov is not None:
         text = naming.source_line(prov.path, prov.line)
         where = f" at {prov.where()}" + (f" (`{text}`)" if text else "")
+        # (the statement writing is the one reading: `h[:, t + 1] = f(h[:, t])` in a loop)
+        if op_name == "__setitem__" and text and re.match(rf"{re.escape(expression)}\s*=", text):
+            fix = _recurrence_fix(name)
     return (
         f"`{expression}`{at}: in-place {op_name} modifies {name} {shape}, which "
         f"{saver} saved for backward{where} ({type(node).__name__}). A backward() through it "
-        f"fails with 'modified by an inplace operation'. {_fix(op_name, name, target)}"
+        f"fails with 'modified by an inplace operation'. {fix}"
+    )
+
+
+def _recurrence_fix(name: str) -> str:
+    """The statement writing into ``name`` reads it (``h[:, t + 1] = f(h[:, t])``, a recurrence
+    in a preallocated tensor): a copy made before the write, which the read then comes from,
+    fails the same way."""
+    return (
+        f"The statement reads {name} and writes into it: read the tensor as it was and write "
+        f"into a copy ({name}_new = {name}.clone(), then {name}_new[...] = ...{name}[...]...); "
+        f"in a loop whose steps read what the step before wrote (a recurrence), keep the steps "
+        f"in a list (`states.append(...)`, reading `states[-1]`) and `torch.stack(states, "
+        f"dim=...)` after the loop."
     )
 
 
