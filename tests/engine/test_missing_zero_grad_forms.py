@@ -187,3 +187,24 @@ def test_an_accumulation_whose_step_was_left_out_of_its_condition_is_told_so() -
         "same condition, just before that zero_grad(); otherwise call opt.zero_grad() before "
         "loss.backward() in each step." in message
     )
+
+
+def test_a_zero_grad_once_an_epoch_is_told_to_move_into_the_batch_loop() -> None:
+    x = torch.randn(8, 4)
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _epoch in range(2):
+            opt.zero_grad()
+            for _batch in range(3):
+                model(x).pow(2).mean().backward()
+                opt.step()
+    here = test_a_zero_grad_once_an_epoch_is_told_to_move_into_the_batch_loop
+    lines, first = inspect.getsourcelines(here)
+    zero = first + next(i for i, t in enumerate(lines) if t.strip() == "opt.zero_grad()")
+    (message,) = {f.message for f in watch.findings}
+    assert message.endswith(
+        f"opt.zero_grad() at test_missing_zero_grad_forms.py:{zero} runs outside the loop that "
+        "calls step() (once before it, or once an epoch): move it into that loop, i.e. call "
+        "opt.zero_grad() before loss.backward() in each step."
+    )

@@ -75,8 +75,8 @@ def install(state: RuleState) -> list[Any]:
             return None
         user = frames.user_frame(caller)
         name = naming.object_name(user, optimizer) or "optimizer"
-        zeroed_at = _conditional_zero_grad(user, name)
-        message = _message(len(stale), len(_params(optimizer)), name, zeroed_at)
+        placed = _placed_zero_grad(user, name)
+        message = _message(len(stale), len(_params(optimizer)), name, placed)
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
     def after_step(optimizer: Any) -> None:
@@ -182,42 +182,62 @@ def _was_zeroed(grad: Any, zeroed: Any) -> bool:
     return id(grad) in zeroed or storage_key(grad) in zeroed
 
 
-def _conditional_zero_grad(user: Optional[FrameType], optimizer: str) -> Optional[tuple[str, int]]:
-    """Where the loop around the ``step()`` line zeroes ``optimizer`` under an ``if`` (``if (i +
-    1) % accum == 0: optimizer.zero_grad()``, ``step()`` outside it: gradient accumulation whose
-    ``step()`` was left out of the condition), read statically; None when it does not."""
+#: where a ``zero_grad()`` is found that does not run before each step: under a condition
+#: in the step's loop, or outside that loop
+_CONDITIONAL, _OUTSIDE = "conditional", "outside"
+
+
+def _placed_zero_grad(
+    user: Optional[FrameType], optimizer: str
+) -> Optional[tuple[str, tuple[str, int]]]:
+    """Read statically, a ``zero_grad()`` of ``optimizer`` that runs, but not before each step:
+    under an ``if`` in the loop around the ``step()`` line (``if (i + 1) % accum == 0:
+    optimizer.zero_grad()``: gradient accumulation whose ``step()`` was left out of the
+    condition), else in the same function outside that loop (once before it, or once an epoch
+    around an inner loop of batches); as ``(kind, (path, line))``, None when neither."""
     tree = naming.module_tree(user.f_code.co_filename) if user is not None else None
     if user is None or tree is None:
         return None
-    line = user.f_lineno
-    loops = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.For, ast.While))
-        and node.lineno <= line <= (node.end_lineno or node.lineno)
-    ]
+    line, path = user.f_lineno, user.f_code.co_filename
+
+    def around(node: ast.AST) -> bool:
+        first = getattr(node, "lineno", 0)
+        return bool(first <= line <= (getattr(node, "end_lineno", None) or first))
+
+    def zero_grads(node: ast.AST) -> list[int]:
+        return [
+            call.lineno
+            for call in ast.walk(node)
+            if isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "zero_grad"
+            and ast.unparse(call.func.value) == optimizer
+        ]
+
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While)) and around(n)]
     if not loops:
         return None
     loop = max(loops, key=lambda node: node.lineno)  # the innermost
     for branch in ast.walk(loop):
-        if not isinstance(branch, ast.If) or branch.lineno <= line <= (branch.end_lineno or 0):
-            continue
-        for node in ast.walk(branch):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "zero_grad"
-                and ast.unparse(node.func.value) == optimizer
-            ):
-                return user.f_code.co_filename, node.lineno
-    return None
+        if isinstance(branch, ast.If) and not around(branch) and zero_grads(branch):
+            return _CONDITIONAL, (path, zero_grads(branch)[0])
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    scopes = [n for n in ast.walk(tree) if isinstance(n, functions) and around(n)]
+    scope = max(scopes, key=lambda node: node.lineno) if scopes else tree
+    end = loop.end_lineno or loop.lineno
+    outside = [n for n in zero_grads(scope) if not loop.lineno <= n <= end]
+    return (_OUTSIDE, (path, outside[0])) if outside else None
 
 
 def _message(
-    stale: int, total: int, optimizer: str, zeroed_at: Optional[tuple[str, int]] = None
+    stale: int,
+    total: int,
+    optimizer: str,
+    placed: Optional[tuple[str, tuple[str, int]]] = None,
 ) -> Any:
     """``optimizer``: the name the user's code gives the optimizer (``opt``, ``self.opt``);
-    ``zeroed_at``: where the step's loop zeroes it under a condition, if it does."""
+    ``placed``: its ``zero_grad()`` that does not run before each step, if there is one
+    (:func:`_placed_zero_grad`)."""
 
     def build(described: list[Any], expression: str) -> str:
         examples = ", ".join(f"{d.name} {d.shape_text}" for d in described)
@@ -226,9 +246,17 @@ def _message(
             f"contributions from before the previous step() ({examples}): zero_grad() was not "
             f"called since."
         )
-        if zeroed_at is None:
-            return text + f" Call {optimizer}.zero_grad() before loss.backward() in each step."
-        where = f"{os.path.basename(zeroed_at[0])}:{zeroed_at[1]}"
+        each_step = f"call {optimizer}.zero_grad() before loss.backward() in each step."
+        if placed is None:
+            return f"{text} C{each_step[1:]}"
+        kind, (path, line) = placed
+        where = f"{os.path.basename(path)}:{line}"
+        if kind == _OUTSIDE:
+            return (
+                f"{text} {optimizer}.zero_grad() at {where} runs outside the loop that calls "
+                f"step() (once before it, or once an epoch): move it into that loop, i.e. "
+                f"{each_step}"
+            )
         return text + (
             f" {optimizer}.zero_grad() at {where} runs under a condition, this step() at "
             f"every iteration: to accumulate gradients, call {optimizer}.step() under the same "
