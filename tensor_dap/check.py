@@ -186,8 +186,9 @@ def run_check_command(command: list[str], request: CheckRequest) -> int:
 def _status(exit_info: ExitInfo, found: bool) -> int:
     """The check's exit status (see the module's docstring): a failed program's own first, so
     that a script or a CI step behaves as without the tool."""
-    if exit_info.failed:
-        return exit_info.code if 0 < exit_info.code < 256 else 1
+    code = exit_info.code & 0xFF  # (what the OS keeps of sys.exit(256) or sys.exit(-1))
+    if exit_info.failed and code:
+        return code
     return 1 if found else 0
 
 

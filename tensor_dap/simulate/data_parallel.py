@@ -24,6 +24,7 @@ __all__ = ["install"]
 
 def install() -> None:
     comm.scatter = _scatter(comm.scatter)
+    comm.gather = _gather(comm.gather)
     parallel_functions._get_stream = _no_stream
     torch.Tensor.record_stream = _record_stream(torch.Tensor.record_stream)  # type: ignore[method-assign]
 
@@ -54,6 +55,22 @@ def _scatter(original: Callable[..., Any]) -> Callable[..., Any]:
 
     scatter.__doc__ = original.__doc__
     return scatter
+
+
+def _gather(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A gather of one device's tensor (the gradient of a scattered input flows back to where
+    the input was): a copy to ``destination``."""
+
+    def gather(tensors: Any, dim: int = 0, destination: Any = None, *, out: Any = None) -> Any:
+        if len(tensors) == 1 and out is None:
+            if destination in (-1, "cpu"):
+                return tensors[0].to("cpu")
+            index = torch._utils._get_device_index(destination, True) if destination else 0
+            return tensors[0].to(torch.device("cuda", index))
+        return original(tensors, dim, destination, out=out)
+
+    gather.__doc__ = original.__doc__
+    return gather
 
 
 def _no_stream(device: Any) -> None:

@@ -82,7 +82,9 @@ def _computed_weights(module: torch.nn.Module) -> list[Any]:
     hooks: list[Any] = [
         hook for hook in module._forward_pre_hooks.values() if kinds and isinstance(hook, kinds)
     ]
-    return [hook for hook in hooks if isinstance(vars(module).get(hook.name), torch.Tensor)]
+    # (before any forward, spectral_norm's is a leaf, which blocks nothing: a model deep-copied
+    # for its EMA right after the move needs it to stay one)
+    return [hook for hook in hooks if getattr(vars(module).get(hook.name), "grad_fn", None)]
 
 
 def _remake(module: torch.nn.Module, hook: Any) -> None:

@@ -95,6 +95,9 @@ def test_sys_exit_codes(tmp_path: Path, check) -> None:
     assert run.returncode == 3 and [f["rule"] for f in run.findings] == ["broadcast"]
     run = check(write(tmp_path, "found_ok.py", found.replace("sys.exit(3)", "sys.exit(0)")))
     assert run.returncode == 1
+    # what the OS keeps of the status: sys.exit(256) exits 0, sys.exit(-1) 255
+    assert check(write(tmp_path, "wraps.py", "import sys; sys.exit(256)\n")).returncode == 0
+    assert check(write(tmp_path, "minus.py", "import sys; sys.exit(-1)\n")).returncode == 255
 
 
 OS_EXIT = """

@@ -198,3 +198,30 @@ def test_a_module_never_moved_is_told_to_move(tmp_path: Path) -> None:
     assert message.endswith(
         "Linear.weight and Linear.bias belong to model, which was not moved: call model.to(device)."
     )
+
+
+def test_a_layer_made_after_the_model_moved_is_not_called_unmoved(tmp_path: Path) -> None:
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 8)
+
+            def forward(self, x):
+                h = self.body(x)
+                self.head = nn.Linear(8, 2)  # made at the first forward, after the move
+                return self.head(h)
+
+        model = Net().to(device)
+        out = model(torch.randn(3, 4, device=device))
+        """,
+    )
+    assert "which was not moved" not in message
+    assert message.endswith("Move Linear.weight and Linear.bias to that device with .to(x.device).")

@@ -741,3 +741,40 @@ def test_a_multitask_loss_of_numbers_is_one_finding_at_its_backward(check) -> No
     marked = next(n for n, text in enumerate(lines, 1) if text.endswith("# BUG"))
     assert {(f["rule"], f["line"]) for f in run.report["findings"]} == {("grad-lost", marked)}
     assert "is a new leaf tensor" in run.report["findings"][0]["message"]
+
+
+class _Pooled(nn.Module):
+    """A BERT-like encoder whose pooler runs and goes unused by a token-level loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.layer = nn.Embedding(50, 16), nn.Linear(16, 16)
+        self.pooler, self.lm = nn.Linear(16, 16), nn.Linear(16, 50)
+
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(self.layer(self.emb(ids)))
+        return self.lm(h), torch.tanh(self.pooler(h[:, 0]))
+
+
+def test_an_unused_pooler_with_a_logged_norm_and_a_stacked_mask_is_not_a_cut() -> None:
+    """The pooler's norm is logged with ``.item()``; each sample's padding mask is built on a
+    busy line whose later ops the engine samples out: the mask's input without a record is no
+    tensor re-made of what was handed out (a reviewer's find)."""
+
+    def train() -> None:
+        torch.manual_seed(0)
+        model = _Pooled()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        lengths = [12, 10, 9, 7]
+        for _ in range(120):
+            ids = torch.randint(0, 50, (4, 12))
+            logits, pooled = model(ids)
+            pooled.norm(dim=-1).mean().item()  # logged
+            mask = torch.stack([torch.arange(12) < n for n in lengths]).unsqueeze(-1).float()
+            per_token = F.cross_entropy(logits.transpose(1, 2), ids, reduction="none")
+            loss = (per_token.unsqueeze(-1) * mask).sum() / mask.sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    assert _step_findings(train) == []

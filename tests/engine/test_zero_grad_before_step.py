@@ -448,9 +448,33 @@ def test_a_helpers_zero_grad_and_backward_before_the_step_is_found_at_its_call(
     assert "fills them with its own, which this step applies instead. Move this line" in message
 
 
+def gradient_cosine_logged_and_restored(device: str) -> None:
+    """Every other step: the total's gradients saved, one task's backward into zeroed grads for
+    a logged cosine, the saved gradients put back before the step (a reviewer's find)."""
+    model, optimizer, batches = _setup(device)
+    for step, (x, y) in enumerate(batches * 2):
+        out = model(x)
+        first, second = F.mse_loss(out, y), F.l1_loss(out, y)
+        optimizer.zero_grad()
+        (first + second).backward(retain_graph=True)
+        if step % 2 == 1:
+            saved = [p.grad.clone() for p in model.parameters()]
+            optimizer.zero_grad()
+            first.backward()
+            torch.cat([p.grad.flatten() for p in model.parameters()]).norm()
+            for p, kept in zip(model.parameters(), saved):
+                p.grad = kept
+        optimizer.step()
+
+
 @pytest.mark.parametrize(
     "program",
-    [attack_before_the_training_backward, sam_two_passes, per_task_gradient_norms_then_the_total],
+    [
+        attack_before_the_training_backward,
+        sam_two_passes,
+        per_task_gradient_norms_then_the_total,
+        gradient_cosine_logged_and_restored,
+    ],
     ids=lambda p: p.__name__,
 )
 def test_second_passes_that_replace_gradients_on_purpose_stay_quiet(

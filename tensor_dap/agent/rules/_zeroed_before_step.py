@@ -232,9 +232,10 @@ def _replaced(
             return None
     user = frames.user_frame(caller)
     calls = state.rule_state.get(_ZERO_CALLS, [])
-    if not calls or user is None:
+    # (a helper the loop calls zeroes and backpropagates: an attack, a saliency map; a loop
+    # doing it itself may put the gradients it saved back before the step, which is not seen)
+    if not calls or user is None or calls[0][0] is user.f_code:
         return None
-    # (in a helper the loop calls: reported at the loop's call, the line to move)
     code, line = next(((c, n) for c, n in calls if c is user.f_code), calls[0])
     inner_code, inner_line = calls[0]
     name = naming.object_name(user, optimizer) or "optimizer"

@@ -177,7 +177,11 @@ def _unmoved_modules(operands: list[Any], caller: Any) -> dict[int, str]:
         if tensor.device.type != "cpu":
             continue
         holders = [o for o in owners if any(t is tensor for t in _module_tensors(o))]
-        name = _module_name(holders[-1], caller) if holders else None
+        # (a module part of which is on the device was moved: its layer made later, in
+        # forward, is told otherwise)
+        if not holders or any(t.device.type != "cpu" for o in holders for t in _module_tensors(o)):
+            continue
+        name = _module_name(holders[-1], caller)
         if name is not None:
             found[i] = name
     return found

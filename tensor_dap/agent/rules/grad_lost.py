@@ -212,8 +212,7 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
             if not handed or prov is None or prov.made < handed[-1][0]:
                 continue  # (a batch or target made before the hand-out is no evidence)
             rejoined = handed[-1]
-            origin = untracked_input(prov, limit=_REWRAP_GENERATIONS)
-            if (origin is None or origin.made < rejoined[0]) and not _rewrapped(prov):
+            if not (_moved_unseen(prov, rejoined[0]) or _rewrapped(prov)):
                 continue
         kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
         kept.append(rejoined)
@@ -225,6 +224,21 @@ _REWRAPS = frozenset({"tensor", "as_tensor", "asarray", "from_numpy", "frombuffe
 
 #: records looked through, back from an input, for the tensor made of what was handed out
 _REWRAP_GENERATIONS = 4
+
+
+#: ops that move or convert a tensor (the re-made one: ``torch.from_numpy(...).to(device)``)
+_CONVERSIONS = frozenset({"to", "cuda", "float", "double", "half", "type", "contiguous"})
+
+
+def _moved_unseen(prov: Prov, since: int) -> bool:
+    """Whether ``prov`` was made of a tensor the watch never saw made, after ``since``: its own
+    input, or a few records back a conversion's (``torch.from_numpy(np.tanh(...)).to(device)``
+    and a Tanh). Further back, an input without a record is more likely one the sampling of a
+    busy line left out than a re-made one."""
+    origin = untracked_input(prov, limit=_REWRAP_GENERATIONS)
+    if origin is None or origin.made < since:
+        return False
+    return origin is prov or origin.op in _CONVERSIONS
 
 
 def _rewrapped(prov: Prov) -> bool:

@@ -129,6 +129,8 @@ def _few_numbers(source: Any) -> bool:
     the environment's next step in TD3, SAC, DDPG: one update per environment step, and the
     environment needs the action on the host: the copy cannot move after the loop)."""
     count: int = source.numel()
+    if source.is_nested or source.layout != torch.strided:  # (no sizes to read)
+        return count == 1
     return count == 1 or bool(
         source.dim() >= 2 and source.shape[0] == 1 and count <= ONE_SAMPLE_NUMBERS
     )

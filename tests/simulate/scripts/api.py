@@ -46,6 +46,11 @@ for batch in (torch.randn(3, 4, device=device), torch.randn(3, 4)):  # (a CPU ba
     out.sum().backward()
     optimizer.step()
 assert net.module.weight.grad.device.type == "cuda"
+# a GAN's generator loss goes back through a DataParallel discriminator: the gradient of the
+# scattered input is gathered back
+fake = torch.randn(3, 4, device=device, requires_grad=True)
+net(fake).sum().backward()
+assert fake.grad is not None and fake.grad.device.type == "cuda"
 
 # eriklindernoren/PyTorch-GAN: `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`
 Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor

@@ -4,6 +4,8 @@ nanoGPT ties its token embedding to the output head, an optimizer is often built
 ``model.to(device)``, and ``model.cpu()`` at the end exports the weights; on a GPU each of
 these keeps the same Parameter objects (PyTorch sets their data in place)."""
 
+import copy
+
 import torch
 from torch import nn
 
@@ -47,6 +49,7 @@ normed = nn.Sequential(
     nn.utils.spectral_norm(nn.Linear(4, 3)), nn.ReLU(), nn.utils.weight_norm(nn.Linear(3, 2))
 )
 normed.to(device)
+ema = copy.deepcopy(normed[0])  # BigGAN: G_ema right after the move (spectral_norm: a leaf)
 out = normed(torch.randn(5, 4, device=device))
 out.pow(2).mean().backward()
 assert out.device.type == device.type and normed[2].weight_g.grad is not None
