@@ -86,8 +86,25 @@ def _type(original: Callable[..., Any]) -> Callable[..., Any]:
     return type
 
 
+def _set_default_tensor_type(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.set_default_tensor_type(torch.cuda.FloatTensor)`` (older repos' way to make every
+    tensor on the GPU): the dtype, and the simulated device as the default device."""
+
+    def set_default_tensor_type(t: Any) -> None:
+        target = _target(t)
+        if target is None:
+            return original(t)  # type: ignore[no-any-return]
+        torch.set_default_dtype(target)
+        torch.set_default_device("cuda")
+        return None
+
+    set_default_tensor_type.__doc__ = original.__doc__
+    return set_default_tensor_type
+
+
 def install() -> None:
     for name in _NAMES:
         if hasattr(torch, name):
             setattr(torch.cuda, name, _legacy_type(name))
     torch.Tensor.type = _type(torch.Tensor.type)  # type: ignore[method-assign]
+    torch.set_default_tensor_type = _set_default_tensor_type(torch.set_default_tensor_type)

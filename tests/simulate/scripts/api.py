@@ -62,4 +62,6 @@ labels = torch.tensor([1.0, 0.0]).type(torch.cuda.LongTensor)
 assert labels.is_cuda and labels.dtype == torch.int64 and not isinstance(labels, Tensor)
 assert torch.ones(2).type("torch.cuda.HalfTensor").dtype == torch.float16
 assert labels.type(torch.FloatTensor).device.type == "cpu"  # back to the host, as on a GPU
+torch.set_default_tensor_type(torch.cuda.FloatTensor)  # older repos: every tensor on the GPU
+assert torch.zeros(2).is_cuda and torch.zeros(2).dtype == torch.float32
 print("OK")
