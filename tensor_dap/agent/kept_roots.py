@@ -212,7 +212,7 @@ def _callees(frame: FrameType, name: str) -> Iterator[tuple[_Scope, str]]:
     root = name.split("[", 1)[0].split(".", 1)[0]
     as_global = root in frame.f_globals and local.get(root, _NONE) in (_NONE, frame.f_globals[root])
     seen = {code}
-    for line in sorted({line for _, line in dis.findlinestarts(code) if line is not None}):
+    for line in _code_lines(code):
         for owner_name, attribute in _CALL.findall(linecache.getline(code.co_filename, line)):
             if owner_name:
                 owner = local.get(owner_name)
@@ -232,6 +232,11 @@ def _callees(frame: FrameType, name: str) -> Iterator[tuple[_Scope, str]]:
 
 
 _NONE = object()
+
+
+def _code_lines(code: CodeType) -> list[int]:
+    """The source lines a function's code starts statements on, in order."""
+    return sorted({line for _, line in dis.findlinestarts(code) if line is not None})
 
 
 def _appends_an_argument(code: CodeType, line: int) -> bool:
@@ -365,7 +370,7 @@ def _append_line(
             rf"(?<![\w.]){spelled}(?!\w)"
         )
     key = re.search(r"\['([^']*)'\]$", name)  # tracker._data['loss']: the line naming "loss"
-    lines = sorted({line for _, line in dis.findlinestarts(code) if line is not None})
+    lines = _code_lines(code)
     texts = [(line, linecache.getline(code.co_filename, line)) for line in lines]
     # (of several calls, the one naming the list's key, else the tensor kept: `self.log("lr",
     # lr)` and `self.log("train_loss", loss)` both append to self.history)
@@ -811,7 +816,7 @@ def _hook_lists(hook: Any) -> list[tuple[str, str, int, list[Any]]]:
         return []
     code = function.__code__
     found = []
-    for line in sorted({n for _, n in dis.findlinestarts(code) if n is not None}):
+    for line in _code_lines(code):
         appended = _APPEND.search(linecache.getline(code.co_filename, line))
         if appended is None:
             continue
@@ -944,7 +949,7 @@ def _assigned_then(code: Any, line: int) -> tuple[str, list[int]]:
     if not assigned:
         return "", []
     names = "|".join(n.strip() for n in assigned.group(1).split(",") if n.strip())
-    later = sorted({n for _, n in dis.findlinestarts(code) if n is not None and n > line})
+    later = [n for n in _code_lines(code) if n > line]
     return names, later[:_APPEND_LINES]
 
 

@@ -176,6 +176,7 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     zeroed_at = state.rule_state.get(_ANY_ZEROED)
     usual = _applied(optimizer, state)
     if previous is not None and zeroed_at is not None and previous < zeroed_at < backwards:
+        _forget_zeros(optimizer, state)  # (a backward came after the zeros: they are gone)
         return _replaced(optimizer, caller, state, usual, zeroed_at)
     if previous is None or not previous < backwards or zeroed_at != backwards:
         _forget_zeros(optimizer, state)
