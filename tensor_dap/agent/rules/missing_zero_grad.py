@@ -246,22 +246,21 @@ def _message(
             f"contributions from before the previous step() ({examples}): zero_grad() was not "
             f"called since."
         )
-        each_step = f"call {optimizer}.zero_grad() before loss.backward() in each step."
+        each_step = f"{optimizer}.zero_grad() before loss.backward() in each step."
         if placed is None:
-            return f"{text} C{each_step[1:]}"
+            return f"{text} Call {each_step}"
         kind, (path, line) = placed
         where = f"{os.path.basename(path)}:{line}"
         if kind == _OUTSIDE:
             return (
                 f"{text} {optimizer}.zero_grad() at {where} runs outside the loop that calls "
                 f"step() (once before it, or once an epoch): move it into that loop, i.e. "
-                f"{each_step}"
+                f"call {each_step}"
             )
-        return text + (
-            f" {optimizer}.zero_grad() at {where} runs under a condition, this step() at "
+        return (
+            f"{text} {optimizer}.zero_grad() at {where} runs under a condition, this step() at "
             f"every iteration: to accumulate gradients, call {optimizer}.step() under the same "
-            f"condition, just before that zero_grad(); otherwise call {optimizer}.zero_grad() "
-            f"before loss.backward() in each step."
+            f"condition, just before that zero_grad(); otherwise call {each_step}"
         )
 
     return build
