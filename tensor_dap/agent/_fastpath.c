@@ -638,6 +638,18 @@ static PyTypeObject ShadowType = {
     .tp_new = shadow_new,
 };
 
+/* Whether torch's `types` (the types of the op's arguments that have a __torch_function__)
+ * hold a tensor subclass with one of its own: `loss.backward()` hands the mode
+ * `(torch.Tensor,)`, whose reads need no guard (mode.has_subclass). 1, 0, or -1 on an error. */
+static int has_subclass(PyObject *types) {
+    if (!PyTuple_Check(types)) return PyObject_IsTrue(types);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {
+        int plain = PySet_Contains(PLAIN_TYPES, PyTuple_GET_ITEM(types, i));
+        if (plain <= 0) return plain < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
 /* -- TorchFunction: the watch mode's __torch_function__ ------------------------------------ */
 
 /* mode.__torch_function__(func, types, args=(), kwargs=None) without a Python frame: torch
@@ -698,8 +710,12 @@ static PyObject *torch_function_vectorcall(PyObject *callable, PyObject *const *
     if (frame == NULL) /* not called from Python: no user line to check */
         out = call_op(func, call_tuple, kwargs);
     else
-        out = run_op(mode, func, func, call_tuple, kwargs, (PyObject *)frame,
-                     PyTuple_Check(args[2]) && PyTuple_GET_SIZE(args[2]) > 0);
+    {
+        int subclasses = has_subclass(args[2]);
+        out = subclasses < 0 ? NULL
+                             : run_op(mode, func, func, call_tuple, kwargs, (PyObject *)frame,
+                                      subclasses);
+    }
     Py_XDECREF(back);
     Py_DECREF(call_tuple);
     return out;

@@ -115,6 +115,12 @@ def _with_subclasses_off(
         return handle_op(mode, op, run, args, kwargs, caller)
 
 
+def has_subclass(types: Any) -> bool:
+    """Whether torch's ``types`` hold a tensor subclass with a ``__torch_function__`` of its own
+    (``loss.backward()`` hands the mode ``(torch.Tensor,)``: plain tensors need no guard)."""
+    return any(kind not in operator_shadows.PLAIN for kind in types) if types else False
+
+
 def sampled_arguments(args: tuple[Any, ...], kwargs: Any) -> tuple[Any, ...]:
     """``args`` followed by the values of ``kwargs``: what a sampled op's observers and
     provenance look at (``F.layer_norm`` and ``F.batch_norm`` hand the mode their weight and
@@ -172,7 +178,7 @@ class WatchMode(TorchFunctionMode):
             caller = caller.f_back
         elif code is _DISPATCH_CODE and caller.f_back is not None:  # see _DISPATCH_CODE
             caller = caller.f_back.f_back or caller
-        return handle_op(self, func, func, args, kwargs, caller, bool(types))
+        return handle_op(self, func, func, args, kwargs, caller, has_subclass(types))
 
     def enter(self) -> None:
         """Push this mode on the calling thread's torch-function stack."""
