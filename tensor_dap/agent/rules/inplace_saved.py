@@ -166,19 +166,28 @@ def _saver(index: SavedIndex, phases: list[list[Any]], target: Any) -> Optional[
     return _find_saver(phases, _Target(target))
 
 
+#: what a local variable holding a graph's root is: the tensor, or a list or tuple of them
+_HOLDERS = (_Tensor, list, tuple)
+
+
 def _roots_in_frames(frame: Any, depth: int = 6) -> tuple[list[Any], list[Any]]:
     """``grad_fn`` of the tensors held by local variables of ``frame`` and its callers: those
     of one-element tensors (losses), those of the others."""
     losses: list[Any] = []
     others: list[Any] = []
     while frame is not None and depth > 0:
-        try:
-            values = list(frames.read_locals(frame).values())
+        try:  # (a module's frame holds its globals: most are no tensor, list or tuple)
+            values = [v for v in frames.read_locals(frame).values() if isinstance(v, _HOLDERS)]
         except Exception:
             values = []
         for value in values:
-            items = value if isinstance(value, (list, tuple)) else (value,)
-            for item in items[:64]:
+            if isinstance(value, _Tensor):
+                items: Any = (value,)
+            elif isinstance(value, (list, tuple)):
+                items = value[:64]
+            else:
+                continue
+            for item in items:
                 node = graph_node(item) if isinstance(item, _Tensor) else None
                 if node is not None:
                     (losses if item.numel() == 1 else others).append(node)
