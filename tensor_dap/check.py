@@ -140,7 +140,7 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
     try:
         with watch:
             exit_info = run_script(script, args)
-            watch.finish()
+            watch.finish(raised=exit_info.status == "exception")
     finally:
         if os._exit is exit_now:
             os._exit = real_exit

@@ -93,6 +93,8 @@ class Watch:
         self.recorder = recorder
         self.dedupe = dedupe
         self.findings: list[Finding] = []
+        #: the program ended with an uncaught exception (set by :meth:`finish`)
+        self.program_raised = False
         self.counts: dict[tuple[str, str, int], int] = {}
         self.provenance = ProvenanceRegistry()
         #: rules switched off because they raised: id -> reason
@@ -190,10 +192,13 @@ class Watch:
                 handle.remove()
         self._handles.clear()
 
-    def finish(self) -> None:
+    def finish(self, raised: bool = False) -> None:
         """The program ended: the enabled rules' ``finish`` hooks report what only its end
         shows (a graph still kept by a total no ``backward()`` went through), at their lines,
-        without a frame to pause in (``tensor-dap check``, a watched child process)."""
+        without a frame to pause in (``tensor-dap check``, a watched child process).
+        ``raised``: it ended with an uncaught exception (what it did not get to do, such as the
+        ``backward()`` after a loop, is then no finding: :attr:`program_raised`)."""
+        self.program_raised = raised
         for rule_id in sorted(self.enabled - self.failed.keys()):
             hook = getattr(self._modules.get(rule_id), "finish", None)
             if hook is None:

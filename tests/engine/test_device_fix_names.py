@@ -225,3 +225,32 @@ def test_a_layer_made_after_the_model_moved_is_not_called_unmoved(tmp_path: Path
     )
     assert "which was not moved" not in message
     assert message.endswith("Move Linear.weight and Linear.bias to that device with .to(x.device).")
+
+
+def test_a_view_of_a_factorys_tensor_written_step_by_step_is_told_its_factory(
+    tmp_path: Path,
+) -> None:
+    """A seq2seq forward collects the decoder's steps in ``outputs = torch.zeros(...)`` (no
+    ``device=``) with ``outputs[t] = output``; the loss reads ``outputs[1:].view(-1, V)``. The
+    CPU comes from the ``torch.zeros``, not from the ``view``: moving the view with ``.to()``
+    would leave a copy to the CPU and back at every decoder step."""
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        cell, out = nn.GRUCell(8, 8).to(device), nn.Linear(8, 5).to(device)
+        outputs = torch.zeros(4, 2, 5)
+        hidden = torch.zeros(2, 8, device=device)
+        for t in range(1, 4):
+            hidden = cell(torch.randn(2, 8, device=device), hidden)
+            outputs[t] = out(hidden)
+        trg = torch.randint(0, 5, (4, 2), device=device)
+        loss = nn.functional.cross_entropy(outputs[1:].view(-1, 5), trg[1:].view(-1))
+        """,
+    )
+    assert "outputs[1:].view(-1, 5) is on cpu (created at script.py:13 by view)" in message
+    assert "is computed from torch.zeros(...) at script.py:7: pass it device=device." in message
+    assert "Move " not in message

@@ -2301,3 +2301,15 @@ def test_a_loss_logged_one_call_below_the_loop_is_reported_where_it_is_logged(ch
     run = check(script, rules="graph-kept")
     assert run.pairs() == {("graph-kept", _line_of(script, 'log("loss", loss)'))}, run.stderr
     assert 'Keep a number or a detached tensor: `log("loss", loss.item())`' in run.stderr
+
+
+def test_steps_collected_before_a_program_raised_are_no_finding(check) -> None:  # noqa: ANN001
+    """A seq2seq forward's ``outputs[t] = output`` holds every step's graph for the loss; the
+    program raised before its ``loss.backward()``: nothing says the graph was kept for
+    nothing (told to detach there, the model would not train), and the program's own error
+    is the end of the run as without the tool. When it trains, nothing either."""
+    script = Path(__file__).parent / "leak_programs" / "seq2seq_raises_before_backward.py"
+    raised = check(script, "raise", rules="graph-kept")
+    assert raised.returncode == 1 and "RuntimeError" in raised.stderr, raised.stderr
+    assert raised.pairs() == set(), raised.stderr
+    assert check(script, rules="graph-kept").pairs() == set()

@@ -148,10 +148,27 @@ def _report(
     # (the index of each operand in the message's list: described in the operands' order)
     attributes = {i: plain[id(t)] for i, t in enumerate(operands) if id(t) in plain}
     unmoved = _unmoved_modules(operands, caller) if caller is not None else {}
-    if not attributes and argument is None and not unmoved:
+    bases = _view_bases(operands, state) if state is not None else {}
+    if not attributes and argument is None and not unmoved and not bases:
         return Report(tensors=operands, message=_message)
-    message = functools.partial(_message, attributes=attributes, argument=argument, unmoved=unmoved)
+    message = functools.partial(
+        _message, attributes=attributes, argument=argument, unmoved=unmoved, bases=bases
+    )
     return Report(tensors=operands, message=message)
+
+
+def _view_bases(operands: list[Any], state: Any) -> dict[int, Any]:
+    """Per CPU operand that is a view (``outputs[1:].view(-1, V)``), the creation record of the
+    tensor it views, when one is known: a seq2seq forward's ``outputs = torch.zeros(...)``,
+    written step by step with the decoder's outputs (in place: its record is still the
+    factory's), is where the CPU comes from, not the ``view`` (by the index in ``operands``)."""
+    found: dict[int, Any] = {}
+    for i, tensor in enumerate(operands):
+        base = tensor._base if tensor.is_cpu else None
+        prov = state.provenance.lookup(base) if base is not None else None
+        if prov is not None:
+            found[i] = prov
+    return found
 
 
 #: frames looked through, from the op's, for the modules whose forward holds an operand
@@ -284,6 +301,7 @@ def _message(
     attributes: Optional[dict[int, plain_attributes.PlainAttribute]] = None,
     argument: Optional[_Argument] = None,
     unmoved: Optional[dict[int, str]] = None,
+    bases: Optional[dict[int, Any]] = None,
 ) -> str:
     parts = [f"{d.name} is on {d.device}{created(d)}" for d in described]
     text = f"`{expression}`: " + ", ".join(parts) + "."
@@ -306,6 +324,10 @@ def _message(
         where = next((d.prov.path for d in cpu if d.prov is not None), None)
         fresh = [d.name for d in cpu if _made_by_factory(d.prov)]
         roots_of = {d.name: _factory_roots(d.prov) if d.name not in fresh else [] for d in cpu}
+        for i, d in enumerate(described):  # (a view of a factory's tensor: the factory)
+            base = (bases or {}).get(i)
+            if d in cpu and d.name not in fresh and not roots_of[d.name] and base is not None:
+                roots_of[d.name] = [base] if _made_by_factory(base) else _factory_roots(base)
         made = [d.prov for d in cpu] + [r for roots in roots_of.values() for r in roots]
         if argument is not None and all(argument.holds(prov) for prov in made):
             # (all made in a method: the device its input is on)

@@ -534,9 +534,13 @@ _DROPPED = OpInfo("dropped")
 def finish(state: Any) -> list[Report]:
     """At the end of the program (``tensor-dap check``): the chains whose total is still
     alive, no backward() having gone through it (a module-level evaluation loop's total), and
-    the losses a list keeps that no backward() went through."""
+    the losses a list keeps that no backward() went through — unless the program ended by an
+    exception: a seq2seq forward collecting its steps (``outputs[t] = output``) that raised
+    before ``loss.backward()`` never got to use them."""
     chains: dict[int, _Chain] = state.rule_state.get(_CHAINS) or {}
     reports = state.rule_state.pop(_WAITING, None) or []
+    if state.program_raised:  # (the backward() after the loop may be what it did not reach)
+        return reports
     reports += kept_roots.finish_unused(state)
     for chain in chains.values():
         if chain.life is not None and chain.life.alive and chain.waiting():
