@@ -169,7 +169,9 @@ def check_rebound(args: Any, out: Any, caller: Any, state: Any) -> Optional[Repo
     chain = chains.pop(node_key(kept), None) if kept is not None else None
     key = node_key(node)
     if chain is None:
-        if kept is None:  # its first history: from a detached copy of the weights
+        # its first history: from a copy of the weights, detached or a `p.clone()` (which
+        # keeps the parameter's history)
+        if kept is None or from_parameter_node(kept):
             if len(chains) >= _REBOUND_PER_SITE:
                 for old in list(chains)[: _REBOUND_PER_SITE // 2]:
                     del chains[old]
@@ -301,9 +303,10 @@ def from_parameter(args: Any) -> bool:
 
 def _first_history(node: Any) -> bool:
     """Whether the update gave its target its first autograd history: the node's first input
-    (the target's history before the update) is empty."""
+    (the target's history before the update) is empty, or a parameter's alone (the target is
+    a ``p.clone()`` of the weights, which keeps the parameter's history)."""
     inputs = node.next_functions
-    return bool(inputs) and inputs[0][0] is None
+    return bool(inputs) and (inputs[0][0] is None or from_parameter_node(inputs[0][0]))
 
 
 def _hops_to(node: Any, wanted: NodeKey) -> Optional[int]:

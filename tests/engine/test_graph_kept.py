@@ -654,6 +654,48 @@ def ema_remade_out_of_place_without_no_grad(device: torch.device) -> None:
         ema.update(model)
 
 
+def ema_of_shadows_cloned_with_their_history(device: torch.device) -> None:
+    """A dict of shadows made by ``p.clone()`` (not detached: each starts with the parameter's
+    history), remade out of place each step outside no_grad."""
+
+    class EMA:
+        def __init__(self, model: nn.Module, decay: float = 0.99) -> None:
+            self.decay = decay
+            self.shadow = {n: p.clone() for n, p in model.named_parameters()}
+
+        def update(self, model: nn.Module) -> None:
+            for n, param in model.named_parameters():
+                self.shadow[n] = self.decay * self.shadow[n] + (1.0 - self.decay) * param  # kept
+
+    model, optimizer, batches = _setup(device)
+    ema = EMA(model)
+    for batch in batches:
+        _train_epoch(model, optimizer, [batch])
+        ema.update(model)
+
+
+def ema_in_place_of_shadows_cloned_with_their_history(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    shadow = [p.clone() for p in model.parameters()]
+    for batch in batches:
+        _train_epoch(model, optimizer, [batch])
+        for s, p in zip(shadow, model.parameters()):
+            s.mul_(0.99).add_((1.0 - 0.99) * p)  # kept
+
+
+def ema_of_shadows_cloned_under_no_grad(device: torch.device) -> None:
+    """Shadows cloned with their history, then updated under no_grad: nothing grows."""
+    model, optimizer, batches = _setup(device)
+    shadow = [p.clone() for p in model.parameters()]
+    for batch in batches:
+        _train_epoch(model, optimizer, [batch])
+        with torch.no_grad():
+            for i, p in enumerate(model.parameters()):
+                shadow[i] = 0.99 * shadow[i] + 0.01 * p
+            for s, p in zip(shadow, model.parameters()):
+                s.mul_(0.99).add_(0.01 * p)
+
+
 def ema_remade_by_lerp_without_no_grad(device: torch.device) -> None:
     model, optimizer, batches = _setup(device)
     shadow = [p.detach().clone() for p in model.parameters()]
@@ -1225,6 +1267,8 @@ LEAKS = [
     smoothed_loss_for_logging,
     ema_remade_out_of_place_without_no_grad,
     ema_remade_by_lerp_without_no_grad,
+    ema_of_shadows_cloned_with_their_history,
+    ema_in_place_of_shadows_cloned_with_their_history,
     losses_logged_by_a_module_function,
     training_metrics_kept_in_lists,
     training_metric_computed_before_backward,
@@ -1849,6 +1893,7 @@ CLEAN = [
     parameters_flattened_into_a_buffer_each_step,
     training_metrics_kept_as_numbers,
     ema_remade_out_of_place_under_no_grad,
+    ema_of_shadows_cloned_under_no_grad,
     weights_mixed_with_a_constant_in_each_forward,
     decoder_outputs_copied_into_a_buffer,
     smoothed_loss_of_numbers,
