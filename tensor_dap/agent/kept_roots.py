@@ -185,15 +185,18 @@ def _append_site(
     (a function appending what it is handed, ``tracker.update(loss)``, is reported at the
     frame's call)."""
     scope = _scope(frame)
-    line = _append_line(scope, name, tensor_names)
-    if line:
-        return scope.code.co_filename, line, name
-    for callee, named in _callees(frame, name):
-        line = _append_line(callee, named, tensor_names)
-        if line and _appends_an_argument(callee.code, line):  # tracker.update(loss)
-            break  # (the call handing it the tensor: the frame's, found below)
+    # (the helpers the frame and the functions it calls use: those appending first, then
+    # those calling one, `self.log_dict(...)` calling `self.log`)
+    for depth in (0, _HELPER_DEPTH):
+        line = _append_line(scope, name, tensor_names, depth=depth)
         if line:
-            return callee.code.co_filename, line, named
+            return scope.code.co_filename, line, name
+        for callee, named in _callees(frame, name):
+            line = _append_line(callee, named, tensor_names, depth=depth)
+            if line and _appends_an_argument(callee.code, line):  # tracker.update(loss)
+                break  # (the call handing it the tensor: the frame's, found below)
+            if line:
+                return callee.code.co_filename, line, named
     line = _append_line(scope, name, tensor_names, handed=True)
     return (scope.code.co_filename, line, name) if line else None
 
@@ -336,10 +339,12 @@ def _append_line(
     name: str,
     tensor_names: Sequence[str] = (),
     handed: bool = False,
+    depth: int = 0,
 ) -> int:
     """The first line of the scope's function appending to ``name``, else the first calling
     a function or a method of ``self`` of the program's that appends to it
-    (``self.log("loss", loss)``, ``log("loss", loss)``); with ``handed``, the first handing it
+    (``self.log("loss", loss)``, ``log("loss", loss)``; with ``depth``, through helpers
+    calling such a function: :func:`_appending_helpers`); with ``handed``, the first handing it
     to a call (``record(losses, loss)``) or calling a method of its owner with arguments
     (``tracker.update(loss)`` for ``tracker.values``), first among those naming the list's key
     or the tensor kept; 0 when none is found."""
@@ -362,7 +367,8 @@ def _append_line(
     owner = name.split("[", 1)[0].rpartition(".")[0]
     if owner and owner != "self":  # a method of the owner called with arguments
         hands = re.compile(
-            rf"(?<![\w.]){re.escape(owner)}\s*\.\s*\w+\s*\((?P<args>\s*[^)\s](?:[^()#]|\([^()]*\))*)"
+            rf"(?<![\w.]){re.escape(owner)}\s*\.\s*(?P<method>\w+)\s*\("
+            r"(?P<args>\s*[^)\s](?:[^()#]|\([^()]*\))*)"
         )
     else:
         hands = re.compile(
@@ -380,7 +386,7 @@ def _append_line(
         tries += [(hands, word) for word in (*words, "")]
     else:
         tries += [(appends, "")]
-        helpers = _appending_helpers(scope, appends)
+        helpers = _appending_helpers(scope, appends, depth)
         if helpers:  # self.log("loss", loss), whose method appends to self.logged[name]
             called = re.compile(rf"(?<![\w.])(?<!def )(?:{'|'.join(helpers)})\s*\(\s*[^)\s]")
             tries += [(called, word) for word in (*words, "")]
@@ -406,19 +412,32 @@ _READERS = frozenset(
 _READER_MODULES = frozenset(("torch", "np", "numpy", "math", "statistics", "F", "json"))
 
 
+#: methods of torch's that a list's owner (a module keeping ``self._logged``) is called with,
+#: which never take the tensor: ``model.to(device)``, ``model.train(True)``
+_LIBRARY_METHODS = frozenset(
+    name for kind in (torch.nn.Module, torch.optim.Optimizer) for name in vars(kind)
+)
+
+
 def _writes(found: re.Match[str]) -> bool:
-    """Whether a match may be the line keeping the list: not a call that only reads it."""
-    callee = found.groupdict().get("callee")
+    """Whether a match may be the line keeping the list: not a call that only reads it, nor
+    a method of torch's called on the list's owner."""
+    named = found.groupdict()
+    if named.get("method") in _LIBRARY_METHODS:
+        return False
+    callee = named.get("callee")
     if callee is None:
         return True
     return callee not in _READERS and callee.split(".", 1)[0] not in _READER_MODULES
 
 
-def _appending_helpers(scope: _Scope, appends: re.Pattern[str]) -> list[str]:
+def _appending_helpers(scope: _Scope, appends: re.Pattern[str], depth: int = 0) -> list[str]:
     """How the scope calls the program's functions whose source appends as ``appends``
     matches, as regular expressions of their calls: methods of its ``self`` (``self.log``: a
     trainer's ``def log(self, name, value): self.logged.setdefault(name, []).append(value)``)
-    and functions of its module (``log``: ``def log(k, v): history[k].append(v)``)."""
+    and functions of its module (``log``: ``def log(k, v): history[k].append(v)``), and those
+    with ``depth``, those calling such a helper, through at most ``depth`` calls
+    (``self.log_dict(metrics)``, whose loop calls ``self.log``)."""
     owner = scope.owner
     functions = [
         (rf"self\s*\.\s*{re.escape(attribute)}", _function_of(value))
@@ -427,16 +446,31 @@ def _appending_helpers(scope: _Scope, appends: re.Pattern[str]) -> list[str]:
     ]
     functions += [(re.escape(name), _function_of(value)) for name, value in scope.globals.items()]
     found = []
+    others: list[tuple[str, list[str]]] = []  # (the functions that append nothing themselves)
     for called, function in functions:
         code = function.__code__ if function is not None else None
         if code is None or code is scope.code or not frames.is_user_code(code):
             continue
         first = code.co_firstlineno
         last = max((n for _, n in dis.findlinestarts(code) if n is not None), default=first)
-        body = range(first, last + 1)
-        if any(appends.search(linecache.getline(code.co_filename, n)) for n in body):
+        texts = [linecache.getline(code.co_filename, n) for n in range(first, last + 1)]
+        if any(appends.search(text) for text in texts):
             found.append(called)
+        else:
+            others.append((called, texts))
+    for _ in range(depth):  # and those calling one (self.log_dict calls self.log)
+        calls = re.compile(rf"(?<![\w.])(?<!def )(?:{'|'.join(found)})\s*\(") if found else None
+        more = [c for c, texts in others if calls and any(calls.search(t) for t in texts)]
+        if not more:
+            break
+        found += more
+        others = [(c, texts) for c, texts in others if c not in more]
     return found
+
+
+#: calls between the scope and the function appending, through helpers of its own
+#: (``self.log_dict(...)`` calling ``self.log(k, v)``)
+_HELPER_DEPTH = 2
 
 
 def _function_of(value: Any) -> Optional[types.FunctionType]:

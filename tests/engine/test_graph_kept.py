@@ -2358,3 +2358,19 @@ def test_steps_collected_before_a_program_raised_are_no_finding(check) -> None: 
     assert raised.returncode == 1 and "RuntimeError" in raised.stderr, raised.stderr
     assert raised.pairs() == set(), raised.stderr
     assert check(script, rules="graph-kept").pairs() == set()
+
+
+def test_a_loss_logged_through_a_helper_of_the_logging_helper_is_reported_at_its_call(
+    check,  # noqa: ANN001
+) -> None:
+    """``training_step`` calls ``self.log_dict({...})``, whose loop calls ``self.log``, which
+    appends to ``self._logged[name]``: reported at the ``log_dict`` call (not at the trainer's
+    ``model.to(self.device)``, a method of torch's that never takes the loss)."""
+    script = Path(__file__).parent / "leak_programs" / "trainer_logs_through_log_dict.py"
+    run = check(script, rules="graph-kept")
+    logged = _line_of(script, "self.log_dict({")
+    assert run.pairs() == {("graph-kept", logged)}, run.stderr
+    message = run.finding("graph-kept")["message"]
+    assert message.startswith('`self.log_dict({"train_loss": loss.item() if FIXED else loss})`')
+    assert "self._logged['train_loss'] keeps " in message
+    assert check(script, "fixed", rules="graph-kept").pairs() == set()
