@@ -45,6 +45,9 @@ class PlainAttribute:
     #: meant to be learned (made with ``requires_grad=True``, or named as learned tensors are:
     #: ``cls_token``): ``nn.Parameter(...)`` is the fix
     learned: bool = False
+    #: the module's other plain tensor attributes on the CPU (``self.betas`` beside the
+    #: ``self.sqrt_alphas_cumprod`` a diffusion schedule reads first): the next mismatches
+    others: tuple[str, ...] = ()
 
 
 def held(operands: list[Any], caller: Any, state: Any) -> dict[int, PlainAttribute]:
@@ -83,27 +86,35 @@ def held(operands: list[Any], caller: Any, state: Any) -> dict[int, PlainAttribu
 def _attribute_of(
     owner: torch.nn.Module, operand: Any, frame: FrameType, provenance: Any, bare: bool
 ) -> Optional[PlainAttribute]:
+    """The plain attribute ``operand`` is, views or was computed from: the nearest (a
+    diffusion schedule's ``self.sqrt_alphas_cumprod`` is computed from ``self.betas``, and read
+    itself)."""
     local_values = {id(v) for v in frames.read_locals(frame).values()}
     code = frame.f_code
+    candidates: list[tuple[int, str, Any, Optional[Prov]]] = []
     for name, value in vars(owner).items():
         if not isinstance(value, _Tensor) or not value.is_cpu or id(value) in local_values:
             continue
         prov = provenance.lookup(value) if provenance is not None else None
         if prov is not None and _made_in(prov, code):  # (bound by this very call)
             continue
-        if _comes_from(operand, value, provenance):
-            made_at = prov.where() if prov is not None else None
-            learned = value.is_floating_point() and (
-                value.requires_grad
-                or (
-                    bool(LEARNED_TENSOR_NAME.search(name))
-                    and prov is not None
-                    and prov.op in LEARNED_INITIAL_VALUES
-                )
-            )
-            owner_name = type(owner).__name__
-            return PlainAttribute(f"self.{name}", name, owner_name, made_at, bare, learned)
-    return None
+        candidates.append((_distance(operand, value, provenance), name, value, prov))
+    reached = [c for c in candidates if c[0] is not None]
+    if not reached:
+        return None
+    _, name, value, prov = min(reached, key=lambda c: c[0])
+    made_at = prov.where() if prov is not None else None
+    learned = value.is_floating_point() and (
+        value.requires_grad
+        or (
+            bool(LEARNED_TENSOR_NAME.search(name))
+            and prov is not None
+            and prov.op in LEARNED_INITIAL_VALUES
+        )
+    )
+    others = tuple(f"self.{n}" for _, n, _, _ in candidates if n != name)
+    owner_name = type(owner).__name__
+    return PlainAttribute(f"self.{name}", name, owner_name, made_at, bare, learned, others)
 
 
 def _made_in(prov: Prov, code: CodeType) -> bool:
@@ -114,24 +125,26 @@ def _made_in(prov: Prov, code: CodeType) -> bool:
     return bool(lines) and min(lines) <= prov.line <= max(lines)
 
 
-def _comes_from(operand: Any, attribute: Any, provenance: Any) -> bool:
+def _distance(operand: Any, attribute: Any, provenance: Any) -> Optional[int]:
+    """0 when ``operand`` is ``attribute`` or shares its memory, else how many creation records
+    back ``attribute``'s is among ``operand``'s ancestors; None when it is not."""
     if operand is attribute or _same_storage(operand, attribute):
-        return True
+        return 0
     if provenance is None:
-        return False
+        return None
     origin = provenance.lookup(attribute)
     record = provenance.lookup(operand)
     if origin is None or record is None:
-        return False
-    queue: list[Prov] = [record]
+        return None
+    queue: list[tuple[Prov, int]] = [(record, 1)]
     for _ in range(_ANCESTORS):
         if not queue:
-            return False
-        prov = queue.pop(0)
+            return None
+        prov, depth = queue.pop(0)
         if prov.made == origin.made:
-            return True
-        queue.extend(prov.parents)
-    return False
+            return depth
+        queue.extend((parent, depth + 1) for parent in prov.parents)
+    return None
 
 
 def _same_storage(a: Any, b: Any) -> bool:
@@ -162,4 +175,18 @@ def explained(attribute: PlainAttribute) -> str:
             if attribute.bare
             else "."
         )
+        + _others_text(attribute)
+    )
+
+
+def _others_text(attribute: PlainAttribute) -> str:
+    """The module's other plain tensor attributes left on the CPU, to register alike."""
+    others = attribute.others
+    if not others:
+        return ""
+    shown = [*others[:4], f"{len(others) - 4} more"] if len(others) > 4 else list(others)
+    listed = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
+    these = "it" if len(others) == 1 else "them"
+    return (
+        f" {attribute.owner} keeps {listed} the same way, on the CPU: register {these} alike."
     )

@@ -343,3 +343,51 @@ def test_a_learned_token_kept_as_a_plain_attribute_leads_to_nn_parameter(tmp_pat
     assert "model.parameters() leaves it out, so the optimizer never trains it" in message
     assert "self.cls_token = nn.Parameter(...)" in message
     assert "register_buffer" not in message
+
+
+def test_a_schedule_read_itself_is_named_before_what_it_was_computed_from(tmp_path: Path) -> None:
+    """A diffusion model keeps its noise schedule as plain attributes: ``self.betas``, and
+    ``self.sqrt_alphas_cumprod`` computed from it. The gather of the latter meets the device:
+    the attribute read is the one named (not ``self.betas``, which the first plain attribute
+    in the module happens to be), and the schedule's others are listed to register alike."""
+    line, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        class GaussianDiffusion(nn.Module):
+            def __init__(self, model, timesteps=50):
+                super().__init__()
+                self.model = model
+                betas = torch.linspace(1e-4, 0.02, timesteps)
+                self.betas = betas
+                alphas_cumprod = torch.cumprod(1.0 - betas, dim=0)
+                self.sqrt_alphas_cumprod = torch.sqrt(alphas_cumprod)
+                self.sqrt_one_minus_alphas_cumprod = torch.sqrt(1.0 - alphas_cumprod)
+
+            @staticmethod
+            def extract(a, t):
+                return a.gather(-1, t)[:, None]
+
+            def forward(self, x0):
+                t = torch.randint(0, 50, (x0.shape[0],), device=x0.device)
+                return self.extract(self.sqrt_alphas_cumprod, t) * x0
+
+        device = accelerator_device()
+        diffusion = GaussianDiffusion(nn.Linear(2, 2)).to(device)
+        diffusion(torch.randn(16, 2, device=device))
+        """,
+    )
+    assert line == _line(tmp_path, "return a.gather(-1, t)")
+    made = _line(tmp_path, "self.sqrt_alphas_cumprod = torch.sqrt(")
+    assert (
+        "self.sqrt_alphas_cumprod is a plain tensor attribute of GaussianDiffusion "
+        f"(made at model.py:{made})" in message
+    )
+    assert 'self.register_buffer("sqrt_alphas_cumprod", ..., persistent=False)' in message
+    assert (
+        "GaussianDiffusion keeps self.betas and self.sqrt_one_minus_alphas_cumprod the same way, "
+        "on the CPU: register them alike." in message
+    )
