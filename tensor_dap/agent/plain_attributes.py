@@ -187,6 +187,4 @@ def _others_text(attribute: PlainAttribute) -> str:
     shown = [*others[:4], f"{len(others) - 4} more"] if len(others) > 4 else list(others)
     listed = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
     these = "it" if len(others) == 1 else "them"
-    return (
-        f" {attribute.owner} keeps {listed} the same way, on the CPU: register {these} alike."
-    )
+    return f" {attribute.owner} keeps {listed} the same way, on the CPU: register {these} alike."
