@@ -91,7 +91,7 @@ def _attribute_of(
     itself)."""
     local_values = {id(v) for v in frames.read_locals(frame).values()}
     code = frame.f_code
-    candidates: list[tuple[int, str, Any, Optional[Prov]]] = []
+    candidates: list[tuple[Optional[int], str, Any, Optional[Prov]]] = []
     for name, value in vars(owner).items():
         if not isinstance(value, _Tensor) or not value.is_cpu or id(value) in local_values:
             continue
@@ -99,7 +99,7 @@ def _attribute_of(
         if prov is not None and _made_in(prov, code):  # (bound by this very call)
             continue
         candidates.append((_distance(operand, value, provenance), name, value, prov))
-    reached = [c for c in candidates if c[0] is not None]
+    reached = [(d, name, value, prov) for d, name, value, prov in candidates if d is not None]
     if not reached:
         return None
     _, name, value, prov = min(reached, key=lambda c: c[0])
