@@ -148,7 +148,8 @@ def _is_dispatch(code: types.CodeType) -> bool:
 
 
 def print_user_traceback(error: BaseException) -> None:
-    """The traceback Python would print, without tensor-dap's own frames."""
+    """The traceback Python would print, without tensor-dap's own frames; through the
+    program's ``sys.excepthook`` when it set one, as Python would."""
     tb = error.__traceback__
     frames: list[types.TracebackType] = []
     while tb is not None:
@@ -166,6 +167,17 @@ def print_user_traceback(error: BaseException) -> None:
     head: Optional[types.TracebackType] = None
     for kept in reversed(frames):
         head = types.TracebackType(head, kept.tb_frame, kept.tb_lasti, kept.tb_lineno)
+    hook = sys.excepthook
+    if hook is not sys.__excepthook__:  # the program's own (rich.traceback.install()...)
+        try:
+            hook(type(error), error.with_traceback(head), head)
+            return
+        except Exception as failed:  # as Python does when the hook itself raises
+            sys.stderr.write("Error in sys.excepthook:\n")
+            hook_frames = failed.__traceback__.tb_next if failed.__traceback__ else None
+            shown = traceback.format_exception(type(failed), failed, hook_frames, chain=False)
+            sys.stderr.write("".join(shown))
+            sys.stderr.write("\nOriginal exception was:\n")
     lines = traceback.format_exception(type(error), error, head)
     sys.stderr.write("".join(lines))
     sys.stderr.flush()

@@ -31,6 +31,17 @@ SCRIPTS = {
     "interrupted.py": "raise KeyboardInterrupt\n",
     "torch_raises.py": RAISES_IN_TORCH,
     "backward.py": "import torch\nx = torch.ones(3)\nx.sum().backward()\n",
+    # rich.traceback.install(), loguru: the program's own hook prints what it raised
+    "own_hook.py": (
+        "import sys\nimport torch\n"
+        "sys.excepthook = lambda kind, error, tb: print(f'[hook] {kind.__name__}: {error}', "
+        "file=sys.stderr)\n"
+        "torch.ones(3).sum(dim=4)\n"
+    ),
+    "failing_hook.py": (
+        "import sys\ndef hook(kind, error, tb):\n    raise RuntimeError('hook broke')\n"
+        "sys.excepthook = hook\nraise ValueError('boom')\n"
+    ),
 }
 
 
@@ -90,3 +101,19 @@ def test_a_traceback_through_torch_is_pythons(tmp_path: Path, command: str) -> N
     )
     assert "IndexError" in plain.stderr
     assert _traceback(done.stderr) == _traceback(plain.stderr)
+
+
+@pytest.mark.parametrize("name", ["own_hook.py", "failing_hook.py"])
+def test_the_programs_excepthook_prints_its_error(tmp_path: Path, name: str) -> None:
+    """A program that set ``sys.excepthook`` has it print its uncaught error under the tool,
+    as without it; a hook that raises is reported as Python reports it."""
+    done = _run(tmp_path, "check", name)
+    plain = subprocess.run(
+        [sys.executable, str(tmp_path / name)], capture_output=True, text=True, cwd=tmp_path
+    )
+    own = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("tensor-dap"))
+    assert own.strip() == plain.stderr.strip()
+    assert done.returncode == plain.returncode == 1
+    traced = _run(tmp_path, "trace", "own_hook.py")  # (trace prints its lines on stderr too)
+    assert "[hook] IndexError: Dimension out of range" in traced.stderr
+    assert "Traceback" not in traced.stderr
