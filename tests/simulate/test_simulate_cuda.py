@@ -38,6 +38,7 @@ def _found(run) -> list[tuple[str, int]]:
         "api",
         "accelerator_api",
         "checkpoint",
+        "pickling",
         "grad_checkpoint",
         "custom_backward",
         "module_moves",

@@ -142,6 +142,17 @@ class AcceleratorTensor(torch.Tensor):
         r._elem = elem
         return r
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickled as the CPU data it holds, rebuilt on the device: torch's own reduction
+        would rebuild a wrapper without that data, on the device Python is told it is on (under
+        the CUDA simulation a CUDA tensor, which this CPU build aborts on at its first use)."""
+        if torch._C._has_torch_function_unary(self):
+            return torch.overrides.handle_torch_function(
+                AcceleratorTensor.__reduce_ex__, (self,), self, protocol
+            )
+        state = {k: v for k, v in vars(self).items() if k != "_elem"}  # (``_is_param``...)
+        return (_rebuild, (type(self), self._elem, self.requires_grad, state))
+
     # ``param.data = other`` (used by ``nn.Module._apply`` for ``model.double()`` and the like)
     # swaps the C++ tensor's metadata only; keep the CPU data in step with it.
     @property
@@ -214,6 +225,16 @@ class AcceleratorTensor(torch.Tensor):
 
 #: the class op results are wrapped in, and the device name PyTorch's errors give it
 _presentation: dict[str, Any] = {"class": AcceleratorTensor, "name": f"{BACKEND_NAME}:0"}
+
+
+def _rebuild(
+    kind: type, data: torch.Tensor, requires_grad: bool, state: dict[str, Any]
+) -> torch.Tensor:
+    """An unpickled :class:`AcceleratorTensor` (of the subclass ``kind``) holding ``data``, with
+    the attributes it had (a parameter's ``_is_param``)."""
+    tensor = kind(data)
+    vars(tensor).update(state)
+    return tensor.requires_grad_(requires_grad) if requires_grad else tensor
 
 
 def present_as(tensor_class: type, device_name: str, device_type: str) -> None:
