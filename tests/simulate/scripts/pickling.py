@@ -15,7 +15,8 @@ assert w.grad.tolist() == [2.0, 2.0]
 base = torch.arange(6.0, device=device)
 first, second = pickle.loads(pickle.dumps((base[:3], base[3:])))
 first.add_(10)
-assert first.device.type == second.device.type == device.type and first.tolist() == [10.0, 11.0, 12.0]
+assert first.device.type == second.device.type == device.type
+assert first.tolist() == [10.0, 11.0, 12.0]
 
 model = nn.Linear(2, 1).to(device)
 copy = pickle.loads(pickle.dumps(model))
