@@ -232,7 +232,7 @@ def _rebuild(
 ) -> torch.Tensor:
     """An unpickled :class:`AcceleratorTensor` (of the subclass ``kind``) holding ``data``, with
     the attributes it had (a parameter's ``_is_param``)."""
-    tensor = kind(data)
+    tensor: torch.Tensor = kind(data)
     vars(tensor).update(state)
     return tensor.requires_grad_(requires_grad) if requires_grad else tensor
 
