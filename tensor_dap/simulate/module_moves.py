@@ -10,7 +10,10 @@ parameters where the GPU run has one) and that optimizer trains stale CPU copies
 PyTorch's own answer for wrapper subclasses is to swap the tensors' contents in place
 (``torch.utils.swap_tensors``, the path ``_apply`` takes for traceable wrapper subclasses and
 under ``torch.__future__.set_swap_module_params_on_conversion(True)``); the simulation takes
-it for every move to, from or on the simulated device: the same objects, as on a GPU.
+it for every move to, from or on the simulated device: the same objects, as on a GPU, with the
+attributes the program set on them. (Their class is the simulated tensor's: a subclass of
+``nn.Parameter`` is still a parameter, ``isinstance(p, nn.Parameter)``, but no longer an
+instance of its own class.)
 
 A swap needs the tensor held by nothing else. The old ``nn.utils.weight_norm`` and
 ``spectral_norm`` keep the weight they compute from the module's parameters as a plain attribute
@@ -54,6 +57,7 @@ def install() -> None:
         computed = _computed_weights(self)
         for hook in computed:  # (its graph holds the parameters to swap)
             vars(self).pop(hook.name, None)
+        attributes = _parameter_attributes(self)
         try:
             if not any(isinstance(p, SimulatedCudaTensor) for p in self._parameters.values()):
                 return original_apply(self, fn, recurse)
@@ -66,9 +70,29 @@ def install() -> None:
         finally:
             for hook in computed:
                 _remake(self, hook)
+            _keep_attributes(self, attributes)
 
     _apply.__doc__ = original_apply.__doc__
     torch.nn.Module._apply = _apply  # type: ignore[method-assign]
+
+
+def _parameter_attributes(module: torch.nn.Module) -> dict[str, dict[str, Any]]:
+    """The attributes the program set on the module's own parameters (``p.sequence_parallel =
+    True``, ``p.group = "no_decay"``): a swap gives each object the moved tensor's, and on a GPU
+    the parameter keeps its own."""
+    return {
+        name: {k: v for k, v in vars(p).items() if k != "_elem"}
+        for name, p in module._parameters.items()
+        if p is not None and vars(p)
+    }
+
+
+def _keep_attributes(module: torch.nn.Module, attributes: dict[str, dict[str, Any]]) -> None:
+    for name, held in attributes.items():
+        parameter = module._parameters.get(name)
+        if parameter is not None:
+            for key, value in held.items():
+                vars(parameter).setdefault(key, value)
 
 
 def _computed_weights(module: torch.nn.Module) -> list[Any]:

@@ -54,4 +54,13 @@ out = normed(torch.randn(5, 4, device=device))
 out.pow(2).mean().backward()
 assert out.device.type == device.type and normed[2].weight_g.grad is not None
 normed.cpu()
+
+# flags set on parameters (Megatron's sequence_parallel, an optimizer's grouping) move with them
+tagged = nn.Linear(3, 2)
+tagged.bias.no_decay = True
+tagged.to(device)
+assert tagged.bias.no_decay and isinstance(tagged.bias, nn.Parameter)
+assert tagged.bias.device.type == device.type
+tagged.cpu()
+assert tagged.bias.no_decay
 print("OK")
