@@ -59,6 +59,9 @@ HOST_ARGUMENTS = {
     "rnn_tanh": (1,),
     "rnn_relu": (1,),
     "ctc_loss": (1, 2, 3),
+    # a jagged nested tensor's min and max sequence lengths (kept as the sizes of empty host
+    # tensors, on every device)
+    "_nested_view_from_jagged": (5, 6),
 }
 #: of those, the ones a user's code copies to the host for: a packing's lengths, CTC's targets
 #: and lengths (a packed RNN's batch sizes come from the packing, not from the user)
@@ -66,7 +69,10 @@ HOST_ARGUMENTS_COPIED_FOR = {
     name: HOST_ARGUMENTS[name] for name in ("_pack_padded_sequence", "ctc_loss")
 }
 #: the keywords those arguments go by
-HOST_KEYWORDS = frozenset(("lengths", "batch_sizes", "targets", "input_lengths", "target_lengths"))
+HOST_KEYWORDS = frozenset(
+    ("lengths", "batch_sizes", "targets", "input_lengths", "target_lengths")
+    + ("min_seqlen", "max_seqlen")
+)
 
 
 #: names of tensors meant to be learned: ViT's ``cls_token`` / ``pos_embedding``, DETR's

@@ -72,3 +72,20 @@ def allowed_indexing() -> None:
 def test_what_pytorch_allows_is_not_reported(program, engine_path) -> None:  # noqa: ANN001
     program()  # runs, as on CUDA
     assert _findings(program) == []
+
+
+def test_a_jagged_nested_tensors_sequence_lengths_are_host_tensors() -> None:
+    """``torch.nested.nested_tensor(..., layout=torch.jagged)`` keeps its min and max sequence
+    lengths as the sizes of empty host tensors, on every device: the view it makes of device
+    values and offsets with them is no mismatch."""
+    import contextlib
+
+    from torch.nested._internal.nested_tensor import _nt_view_dummy
+
+    device = accelerator_device()
+    values = torch.ones(6, 3, device=device)
+    offsets = torch.tensor([0, 2, 6], device=device)
+    lengths = torch.zeros(2, 0), torch.zeros(4, 0)
+    with tensor_dap.watch(rules=["device-mismatch"]) as watch, contextlib.suppress(Exception):
+        torch._nested_view_from_jagged(values, offsets, _nt_view_dummy(), None, 1, *lengths)
+    assert watch.findings == []

@@ -99,7 +99,9 @@ def _without_host_arguments(
     packed, and an ``hx`` left on the CPU is the mismatch this rule is for."""
     kept = tuple(
         None
-        if position in host and isinstance(arg, _Tensor) and not arg.is_floating_point()
+        if position in host
+        and isinstance(arg, _Tensor)
+        and (not arg.is_floating_point() or arg.numel() == 0)  # (a jagged tensor's lengths)
         else arg
         for position, arg in enumerate(args)
     )
