@@ -276,9 +276,16 @@ def name_tensors(
 
 
 def _attribute_of_local_module(frame: FrameType, obj: Any) -> Optional[str]:
-    """``model.fc1.weight`` when a module held in a variable of ``frame`` owns ``obj``."""
+    """``model.fc1.weight`` when a module held in a variable of ``frame`` owns ``obj``, or
+    ``self.model.fc1.weight`` when one is an attribute of the frame's ``self`` (a trainer's
+    method stepping ``self.optimizer``)."""
     try:
-        scopes = list(frames.read_locals(frame).items()) + list(frame.f_globals.items())
+        local = frames.read_locals(frame)
+        scopes = list(local.items()) + list(frame.f_globals.items())
+        owner = local.get("self")
+        if owner is not None and not isinstance(owner, torch.nn.Module):
+            held = vars(owner) if hasattr(owner, "__dict__") else {}
+            scopes += [(f"self.{k}", v) for k, v in held.items()]
     except Exception:
         return None
     for var, value in scopes:

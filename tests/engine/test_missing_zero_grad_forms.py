@@ -208,3 +208,46 @@ def test_a_zero_grad_once_an_epoch_is_told_to_move_into_the_batch_loop() -> None
         "calls step() (once before it, or once an epoch): move it into that loop, i.e. call "
         "opt.zero_grad() before loss.backward() in each step."
     )
+
+
+class AccumulatingTrainer:
+    """A trainer whose ``_optimizer_step()`` helper clips and steps, called every ``accum``
+    batches by its epoch's loop; its ``zero_grad()`` runs once, before that loop."""
+
+    def __init__(self, accum: int) -> None:
+        self.model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.accum = accum
+
+    def _optimizer_step(self) -> None:
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+
+    def train_epoch(self, batches: list[torch.Tensor]) -> None:
+        self.optimizer.zero_grad()
+        for i, x in enumerate(batches):
+            (self.model(x).pow(2).mean() / self.accum).backward()
+            if (i + 1) % self.accum == 0:
+                self._optimizer_step()
+
+
+def test_an_accumulating_step_in_a_helper_is_told_to_zero_after_it() -> None:
+    """Gradient accumulation whose ``zero_grad()`` runs once before the epoch's loop: the fix
+    is a ``zero_grad()`` right after each ``step()``, under its condition (not before each
+    backward, which would undo the accumulation); the parameters are named as the helper's
+    ``self`` holds them."""
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        trainer = AccumulatingTrainer(accum=2)
+        trainer.train_epoch([torch.randn(8, 4) for _ in range(8)])
+    lines, first = inspect.getsourcelines(AccumulatingTrainer)
+    zero = first + next(i for i, t in enumerate(lines) if "self.optimizer.zero_grad()" in t)
+    step = first + next(i for i, t in enumerate(lines) if "self.optimizer.step()" in t)
+    assert {f.line for f in watch.findings} == {step}
+    (message,) = {f.message for f in watch.findings}
+    assert "(self.model.0.weight (3, 4), self.model.0.bias (3,), " in message
+    assert message.endswith(
+        "step() runs under a condition in its loop (gradient accumulation) "
+        f"(self.optimizer.zero_grad() at test_missing_zero_grad_forms.py:{zero} runs once, "
+        "before that loop): call self.optimizer.zero_grad() right after each step(), under "
+        "that condition."
+    )

@@ -75,7 +75,7 @@ def install(state: RuleState) -> list[Any]:
             return None
         user = frames.user_frame(caller)
         name = naming.object_name(user, optimizer) or "optimizer"
-        placed = _placed_zero_grad(user, name)
+        placed = _placed_zero_grad(user, optimizer, name)
         message = _message(len(stale), len(_params(optimizer)), name, placed)
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
@@ -183,22 +183,46 @@ def _was_zeroed(grad: Any, zeroed: Any) -> bool:
 
 
 #: where a ``zero_grad()`` is found that does not run before each step: under a condition
-#: in the step's loop, or outside that loop
-_CONDITIONAL, _OUTSIDE = "conditional", "outside"
+#: in the step's loop, or outside that loop; and the ``step()`` itself under a condition in its
+#: loop (gradient accumulation), with that ``zero_grad()`` outside the loop or none
+_CONDITIONAL, _OUTSIDE, _ACCUMULATING = "conditional", "outside", "accumulating"
+#: user frames looked up from the step's for the loop that runs it (a trainer's
+#: ``_optimizer_step()`` helper, called from its epoch's loop)
+_STEP_CALLERS = 2
 
 
 def _placed_zero_grad(
-    user: Optional[FrameType], optimizer: str
-) -> Optional[tuple[str, tuple[str, int]]]:
-    """Read statically, a ``zero_grad()`` of ``optimizer`` that runs, but not before each step:
-    under an ``if`` in the loop around the ``step()`` line (``if (i + 1) % accum == 0:
-    optimizer.zero_grad()``: gradient accumulation whose ``step()`` was left out of the
-    condition), else in the same function outside that loop (once before it, or once an epoch
-    around an inner loop of batches); as ``(kind, (path, line))``, None when neither."""
-    tree = naming.module_tree(user.f_code.co_filename) if user is not None else None
-    if user is None or tree is None:
-        return None
-    line, path = user.f_lineno, user.f_code.co_filename
+    user: Optional[FrameType], optimizer: Any, name: str
+) -> Optional[tuple[str, Optional[tuple[str, int]], str]]:
+    """Read statically, a ``zero_grad()`` of ``optimizer`` (``name`` in the step's frame) that
+    runs, but not before each step: under an ``if`` in the loop around the ``step()`` line
+    (``if (i + 1) % accum == 0: optimizer.zero_grad()``: gradient accumulation whose ``step()``
+    was left out of the condition), else in the same function outside that loop (once before
+    it, or once an epoch around an inner loop of batches). The loop is looked for around the
+    step, else around the line of a user frame above calling it (``self._optimizer_step()`` in
+    the epoch's loop). A step under a condition in its loop (gradient accumulation) with no
+    ``zero_grad()`` in the loop is :data:`_ACCUMULATING`. As ``(kind, (path, line) of the
+    zero_grad() or None, the optimizer's name in that frame)``, None when none of these."""
+    frame = user
+    for _ in range(_STEP_CALLERS + 1):
+        if frame is None:
+            return None
+        if frames.is_user_code(frame.f_code):
+            named = name if frame is user else naming.object_name(frame, optimizer)
+            tree = naming.module_tree(frame.f_code.co_filename) if named else None
+            found = _placed_in(tree, frame, named) if tree is not None and named else None
+            if found is not None:
+                return found if found[0] else None
+        frame = frame.f_back
+    return None
+
+
+def _placed_in(
+    tree: ast.AST, frame: FrameType, optimizer: str
+) -> Optional[tuple[str, Optional[tuple[str, int]], str]]:
+    """:func:`_placed_zero_grad` in the frame's function; ``("", None, optimizer)`` for a loop
+    around the line with nothing to say, None for no loop around it."""
+    line, path = frame.f_lineno, frame.f_code.co_filename
 
     def around(node: ast.AST) -> bool:
         first = getattr(node, "lineno", 0)
@@ -220,20 +244,23 @@ def _placed_zero_grad(
     loop = max(loops, key=lambda node: node.lineno)  # the innermost
     for branch in ast.walk(loop):
         if isinstance(branch, ast.If) and not around(branch) and zero_grads(branch):
-            return _CONDITIONAL, (path, zero_grads(branch)[0])
+            return _CONDITIONAL, (path, zero_grads(branch)[0]), optimizer
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
     scopes = [n for n in ast.walk(tree) if isinstance(n, functions) and around(n)]
     scope = max(scopes, key=lambda node: node.lineno) if scopes else tree
     end = loop.end_lineno or loop.lineno
     outside = [n for n in zero_grads(scope) if not loop.lineno <= n <= end]
-    return (_OUTSIDE, (path, outside[0])) if outside else None
+    conditional = any(isinstance(branch, ast.If) and around(branch) for branch in ast.walk(loop))
+    if conditional and not zero_grads(loop):
+        return _ACCUMULATING, ((path, outside[0]) if outside else None), optimizer
+    return (_OUTSIDE, (path, outside[0]), optimizer) if outside else ("", None, optimizer)
 
 
 def _message(
     stale: int,
     total: int,
     optimizer: str,
-    placed: Optional[tuple[str, tuple[str, int]]] = None,
+    placed: Optional[tuple[str, Optional[tuple[str, int]], str]] = None,
 ) -> Any:
     """``optimizer``: the name the user's code gives the optimizer (``opt``, ``self.opt``);
     ``placed``: its ``zero_grad()`` that does not run before each step, if there is one
@@ -249,17 +276,24 @@ def _message(
         each_step = f"{optimizer}.zero_grad() before loss.backward() in each step."
         if placed is None:
             return f"{text} Call {each_step}"
-        kind, (path, line) = placed
-        where = f"{os.path.basename(path)}:{line}"
+        kind, at, named = placed
+        where = f"{os.path.basename(at[0])}:{at[1]}" if at is not None else ""
+        if kind == _ACCUMULATING:
+            once = f" ({named}.zero_grad() at {where} runs once, before that loop)" if at else ""
+            return (
+                f"{text} step() runs under a condition in its loop (gradient accumulation)"
+                f"{once}: call {named}.zero_grad() right after each step(), under that "
+                "condition."
+            )
         if kind == _OUTSIDE:
             return (
-                f"{text} {optimizer}.zero_grad() at {where} runs outside the loop that calls "
+                f"{text} {named}.zero_grad() at {where} runs outside the loop that calls "
                 f"step() (once before it, or once an epoch): move it into that loop, i.e. "
                 f"call {each_step}"
             )
         return (
-            f"{text} {optimizer}.zero_grad() at {where} runs under a condition, this step() at "
-            f"every iteration: to accumulate gradients, call {optimizer}.step() under the same "
+            f"{text} {named}.zero_grad() at {where} runs under a condition, this step() at "
+            f"every iteration: to accumulate gradients, call {named}.step() under the same "
             f"condition, just before that zero_grad(); otherwise call {each_step}"
         )
 
