@@ -64,10 +64,12 @@ def start(kind: str) -> None:
         legacy_types,
         mode,
         module_moves,
+        subclasses,
         tensor,
     )
 
     tensor.install()
+    subclasses.install()
     cuda_api.install()
     accelerator_api.install()
     in_backward.install()

@@ -39,6 +39,7 @@ def _found(run) -> list[tuple[str, int]]:
         "accelerator_api",
         "checkpoint",
         "pickling",
+        "subclasses",
         "grad_checkpoint",
         "custom_backward",
         "module_moves",

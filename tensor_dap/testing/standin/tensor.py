@@ -219,6 +219,10 @@ class AcceleratorTensor(torch.Tensor):
     ) -> Any:
         if func in _METADATA_OPS:
             return func(args[0]._elem, *args[1:])
+        if any(not issubclass(kind, AcceleratorTensor) for kind in types):
+            # another subclass among the arguments (a program's logging tensor wrapping ours):
+            # its __torch_dispatch__ first, which unwraps it, as the protocol asks
+            return NotImplemented
         # Internal aten calls must not look like user operations to a TorchFunctionMode the
         # user (or tensor-dap's engine) has active.
         with torch._C.DisableTorchFunction():
