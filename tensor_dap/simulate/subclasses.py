@@ -43,9 +43,7 @@ class _DefaultTorchFunction(torch.Tensor):
     default itself.)"""
 
     @classmethod
-    def __torch_function__(
-        cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
-    ) -> Any:
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return _DEFAULT(cls, func, types, args, kwargs)
 
 
