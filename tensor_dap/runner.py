@@ -8,6 +8,7 @@ back as :class:`ExitInfo` instead of escaping, so the caller can still report an
 from __future__ import annotations
 
 import builtins
+import importlib.machinery
 import io
 import os
 import sys
@@ -78,7 +79,9 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
     main.__file__ = path
     main.__dict__["__builtins__"] = builtins
     main.__spec__ = None
-    main.__loader__ = None
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)  # (as python's)
+    main.__cached__ = None  # type: ignore[attr-defined]
+    main.__dict__["__annotations__"] = {}
     sys.modules["__main__"] = main  # classes defined in the script pickle as __main__.X
     try:
         with io.open_code(path) as source_file:

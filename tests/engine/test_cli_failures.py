@@ -38,6 +38,10 @@ SCRIPTS = {
         "file=sys.stderr)\n"
         "torch.ones(3).sum(dim=4)\n"
     ),
+    "main_module.py": (
+        "print(type(__loader__).__name__, __cached__, __spec__, __annotations__)\n"
+        "print(sorted(k for k in globals() if k.startswith('__')))\n"
+    ),
     "failing_hook.py": (
         "import sys\ndef hook(kind, error, tb):\n    raise RuntimeError('hook broke')\n"
         "sys.excepthook = hook\nraise ValueError('boom')\n"
@@ -117,3 +121,14 @@ def test_the_programs_excepthook_prints_its_error(tmp_path: Path, name: str) -> 
     traced = _run(tmp_path, "trace", "own_hook.py")  # (trace prints its lines on stderr too)
     assert "[hook] IndexError: Dimension out of range" in traced.stderr
     assert "Traceback" not in traced.stderr
+
+
+def test_the_script_runs_as_a_main_module_python_made(tmp_path: Path) -> None:
+    """The script's module has what ``python script.py`` gives it: a ``SourceFileLoader``,
+    ``__cached__`` and ``__annotations__``, and no more."""
+    done = _run(tmp_path, "check", "main_module.py")
+    plain = subprocess.run(
+        [sys.executable, str(tmp_path / "main_module.py")], capture_output=True, text=True
+    )
+    assert done.stdout == plain.stdout
+    assert plain.stdout.startswith("SourceFileLoader None None {}")
