@@ -8,8 +8,9 @@ child. Either way every Python process it starts gets the agent too (see
 the trace store; the report at the end merges them all, each labelled with its rank, DataLoader
 worker or pid.
 
-Exit status: the program's own when it failed (``sys.exit(3)``: 3; an uncaught exception: 1; a
-signal: 128 + its number, as a shell shows it), as without the tool; else 1 when anything was
+Exit status: the program's own when it failed (``sys.exit(3)``: 3; an uncaught exception: 1; an
+uncaught ``KeyboardInterrupt``: the process ends by SIGINT after the report, as Python's does; a
+command killed by a signal: 128 + its number, as a shell shows it), as without the tool; else 1 when anything was
 found in any process or a rule failed (and was switched off: the run was not fully checked), 0
 when nothing was; 2 for a usage error (reported before anything runs, or a command that cannot
 be started).
@@ -36,7 +37,7 @@ from tensor_dap.agent.recorder import TraceRecorder
 from tensor_dap.agent.spread import ChildConfig, Exported, child_environment
 from tensor_dap.agent.trace_session import TraceSession
 from tensor_dap.findings import Finding
-from tensor_dap.runner import ExitInfo, run_script
+from tensor_dap.runner import ExitInfo, end_as_interrupted, run_script
 from tensor_dap.tracedb import (
     TraceStoreError,
     TraceWriter,
@@ -145,6 +146,7 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
         if os._exit is exit_now:
             os._exit = real_exit
         status = finish(exit_info)
+    end_as_interrupted(exit_info)
     return status
 
 

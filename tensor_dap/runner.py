@@ -11,6 +11,7 @@ import builtins
 import importlib.machinery
 import io
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -102,6 +103,19 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
         sys.argv = saved_argv
         if saved_path0 is not None:
             sys.path[0] = saved_path0
+
+
+def end_as_interrupted(exit_info: ExitInfo) -> None:
+    """After the report: a script ended by an uncaught ``KeyboardInterrupt`` ends the process by
+    ``SIGINT``, as Python does (a parent waiting on it sees death by signal, a shell 130)."""
+    interrupted = exit_info.status == "exception" and (exit_info.exception or "").startswith(
+        "KeyboardInterrupt"
+    )
+    if interrupted and os.name == "posix":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _where(error: BaseException) -> str:

@@ -19,7 +19,7 @@ from tensor_dap.linetrace.backends import make_backend
 from tensor_dap.linetrace.output import Sink
 from tensor_dap.linetrace.store import LineStore
 from tensor_dap.linetrace.tracer import Tracer
-from tensor_dap.runner import ExitInfo, run_script
+from tensor_dap.runner import ExitInfo, end_as_interrupted, run_script
 from tensor_dap.tracedb import default_trace_path, process_label, run_command
 
 
@@ -63,4 +63,5 @@ def run_trace(
             report.print_summary(watch.findings, watch.counts, simulated=simulate)
         if session.error:
             report.warn(f"trace store not written: {session.error}")
+    end_as_interrupted(exit_info)
     return exit_info.code

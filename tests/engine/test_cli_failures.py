@@ -82,11 +82,16 @@ def test_check_says_how_the_script_failed(tmp_path: Path, name: str, summary: st
     assert re.match(rf"tensor-dap: (no findings|1 finding\(s\)); {re.escape(summary)}", header)
 
 
-@pytest.mark.parametrize(("name", "status"), [("exits.py", 3), ("interrupted.py", 130)])
-def test_trace_exits_as_the_script_would(tmp_path: Path, name: str, status: int) -> None:
-    """``sys.exit(3)`` exits 3; an uncaught KeyboardInterrupt 130 (what a shell sees of
-    Python's own exit by SIGINT)."""
-    assert _run(tmp_path, "trace", name).returncode == status
+@pytest.mark.parametrize("command", ["check", "trace"])
+@pytest.mark.parametrize("name", ["exits.py", "interrupted.py"])
+def test_the_tool_exits_as_the_script_would(tmp_path: Path, name: str, command: str) -> None:
+    """``sys.exit(3)`` exits 3; an uncaught KeyboardInterrupt ends the process by SIGINT, as
+    Python's own exit does (a shell sees 130), after the report."""
+    done = _run(tmp_path, command, name)
+    plain = subprocess.run([sys.executable, str(tmp_path / name)], capture_output=True)
+    assert done.returncode == plain.returncode == (3 if name == "exits.py" else -2)
+    if command == "check":
+        assert "tensor-dap: no findings; the script failed" in done.stderr
 
 
 def _traceback(stderr: str) -> str:
