@@ -10,10 +10,10 @@ worker or pid.
 
 Exit status: the program's own when it failed (``sys.exit(3)``: 3; an uncaught exception: 1; an
 uncaught ``KeyboardInterrupt``: the process ends by SIGINT after the report, as Python's does; a
-command killed by a signal: 128 + its number, as a shell shows it), as without the tool; else 1 when anything was
-found in any process or a rule failed (and was switched off: the run was not fully checked), 0
-when nothing was; 2 for a usage error (reported before anything runs, or a command that cannot
-be started).
+command killed by a signal: 128 + its number, as a shell shows it), as without the tool; else 1
+when anything was found in any process or a rule failed (and was switched off: the run was not
+fully checked), 0 when nothing was; 2 for a usage error (reported before anything runs, or a
+command that cannot be started).
 """
 
 from __future__ import annotations
