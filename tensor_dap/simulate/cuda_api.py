@@ -18,6 +18,7 @@ from tensor_dap.simulate import distributed
 from tensor_dap.simulate import tensor as simulated
 from tensor_dap.simulate.mode import check_index, is_cuda_device, to_standin
 from tensor_dap.simulate.stop import refuse
+from tensor_dap.testing.standin import accelerator_device
 
 __all__ = ["install"]
 
@@ -206,6 +207,31 @@ def _set_default_device(original: Callable[..., Any]) -> Callable[..., Any]:
     return set_default_device
 
 
+def _get_default_device(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.get_default_device()`` after ``set_default_device("cuda")``: ``cuda:0``, as the
+    tensors made by default say, not the stand-in that simulates it."""
+
+    def get_default_device() -> torch.device:
+        device: torch.device = original()
+        return simulated.DEVICE if device == accelerator_device() else device
+
+    get_default_device.__doc__ = original.__doc__
+    return get_default_device
+
+
+def _save_on_cpu(original: type) -> type:
+    """``torch.autograd.graph.save_on_cpu(pin_memory=True)``: pinned host memory is plain host
+    memory here (the stand-in backend has no pinned allocator), as ``Tensor.pin_memory``."""
+
+    class save_on_cpu(original):  # type: ignore[misc]
+        __doc__ = original.__doc__
+
+        def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+            super().__init__(pin_memory=False, device_type=device_type)
+
+    return save_on_cpu
+
+
 class _Generator(torch.Generator):
     """``torch.Generator(device="cuda")``: the simulated device's data is made by the CPU."""
 
@@ -268,6 +294,9 @@ def install() -> None:
         "torch.compile", "compiled CUDA kernels need a GPU; the model runs uncompiled on one"
     )
     torch.set_default_device = _set_default_device(torch.set_default_device)
+    torch.get_default_device = _get_default_device(torch.get_default_device)
+    graph = torch.autograd.graph
+    graph.save_on_cpu = _save_on_cpu(graph.save_on_cpu)  # type: ignore[assignment,misc]
     torch.Generator = _Generator  # type: ignore[misc]
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
     distributed.install()

@@ -13,7 +13,13 @@ made = [
 ]
 torch.set_default_device(device)
 made.append(torch.ones(2))
+assert torch.get_default_device() == made[-1].device
 torch.set_default_device(None)
+# activations kept on the host for backward, in pinned memory (a GPU run's memory saver)
+weight = torch.randn(3, 3, device=device, requires_grad=True)
+with torch.autograd.graph.save_on_cpu(pin_memory=True):
+    (weight * weight).sum().backward()
+assert weight.grad.device.type == torch.device(device).type
 cnn = nn.Sequential(
     nn.Conv2d(1, 8, 3),
     nn.BatchNorm2d(8),
