@@ -64,3 +64,16 @@ def _site_around(path: str, line: int) -> Optional[tuple[str, int]]:
 def _is_switch(path: str, node: ast.AST) -> bool:
     text = "".join((naming._segment(path, node) or "").split())
     return any(switch in text for switch in _SWITCHES)
+
+
+def block_statements(path: str, line: int) -> list[int]:
+    """The first lines of the statements the ``with`` block switching gradients off at
+    ``line`` runs directly (a distillation's ``with torch.no_grad():`` around the teacher's
+    forward, and by mistake the student's); none for a decorator."""
+    tree = naming._tree(path)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+            item.context_expr.lineno == line for item in node.items
+        ):
+            return [statement.lineno for statement in node.body]
+    return []

@@ -151,6 +151,33 @@ def test_a_no_grad_block_is_named_as_the_cut() -> None:
     assert "Compute loss outside that block" in message
 
 
+def distillation_with_the_student_in_the_teachers_block() -> None:
+    """The student's forward indented into the teacher's ``no_grad`` block, after the teacher
+    was evaluated over the data (the Linear call site is sampled by then: the student's output
+    has no record of its own)."""
+    teacher, student = nn.Linear(6, 3), nn.Linear(6, 3)
+    with torch.no_grad():  # evaluation: torch's Linear call site runs 7 of its 8 samples
+        for _ in range(7):
+            teacher(torch.randn(8, 6)).argmax(1)
+    x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    with torch.no_grad():
+        teacher_logits = teacher(x)
+        student_logits = student(x)
+    soft = F.kl_div(F.log_softmax(student_logits, 1), F.softmax(teacher_logits, 1))
+    loss = soft + F.cross_entropy(student_logits, y)
+    loss.backward()
+
+
+def test_a_no_grad_blocks_other_lines_are_named_too() -> None:
+    """Which line of the block should have trained is the user's call: the message names the
+    block's lines, the student's among them, whichever the history was followed to."""
+    ((_, message),) = _grad_lost(distillation_with_the_student_in_the_teachers_block)
+    program = distillation_with_the_student_in_the_teachers_block
+    student = _line_of(program, "student_logits = student(x)")
+    assert f"test_grad_lost_history.py:{student} `student_logits = student(x)`" in message
+    assert "Compute loss outside that block" in message
+
+
 def chain_through_a_hot_line() -> None:
     w = torch.randn(3, requires_grad=True)
     z = w.detach()

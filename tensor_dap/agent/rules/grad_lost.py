@@ -34,6 +34,7 @@ from tensor_dap.agent import frames, grad_scaler, module_zero_grad, naming, opti
 from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import upstream_leaves
 from tensor_dap.agent.lineage import NO_GRADIENT, argument_items
+from tensor_dap.agent.no_grad_source import block_statements
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.provenance import (
@@ -391,10 +392,15 @@ def _explain(prov: Optional[Prov]) -> Any:
         cut = first_cut(prov)
         if cut is not None and cut.cut_site is not None:
             site = Prov(*cut.cut_site, op="")
+            # (the block's other lines: the one meant to train may be among them, unsampled)
+            others = [n for n in block_statements(*cut.cut_site) if n != cut.line]
+            also = "".join(f" and {naming.place(cut.path, n)}" for n in others[:2])
+            also += f" and {len(others) - 2} more lines" if len(others) > 2 else ""
             return (
                 f"{head}: its gradient history was cut at {_where(site)}, which turns "
-                f"gradients off around {_where(cut)} ({cut.op} ran without recording them). "
-                f"Compute {name} outside that block, or remove it where gradients are needed."
+                f"gradients off around {_where(cut)} ({cut.op} ran without recording them)"
+                f"{also}. Compute {name} outside that block, or remove it where gradients are "
+                "needed."
             )
         if cut is not None:
             return (
