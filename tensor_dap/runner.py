@@ -94,7 +94,10 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
     except BaseException as error:  # noqa: BLE001 - everything the script raised is reported
         if reraise:
             raise
-        print_user_traceback(error)
+        try:
+            print_user_traceback(error)
+        except SystemExit as stop:  # the program's excepthook ended it
+            return _exit_info(stop)
         status = 130 if isinstance(error, KeyboardInterrupt) else 1  # as Python's exit status
         return ExitInfo("exception", status, f"{type(error).__name__}: {error}", _where(error))
     finally:
@@ -154,7 +157,7 @@ def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
     if args.exc_value is None:
         _PYTHONS_THREAD_HOOK(args)
         return
-    print_user_traceback(args.exc_value)
+    print_user_traceback(args.exc_value, hook=False)
 
 
 def _is_dispatch(code: types.CodeType) -> bool:
@@ -164,9 +167,10 @@ def _is_dispatch(code: types.CodeType) -> bool:
     )
 
 
-def print_user_traceback(error: BaseException) -> None:
+def print_user_traceback(error: BaseException, hook: bool = True) -> None:
     """The traceback Python would print, without tensor-dap's own frames; through the
-    program's ``sys.excepthook`` when it set one, as Python would."""
+    program's ``sys.excepthook`` when it set one and ``hook`` (an uncaught error of the main
+    thread: a thread's goes to ``threading.excepthook`` alone), as Python would."""
     tb = error.__traceback__
     frames: list[types.TracebackType] = []
     while tb is not None:
@@ -184,10 +188,10 @@ def print_user_traceback(error: BaseException) -> None:
     head: Optional[types.TracebackType] = None
     for kept in reversed(frames):
         head = types.TracebackType(head, kept.tb_frame, kept.tb_lasti, kept.tb_lineno)
-    hook = sys.excepthook
-    if hook is not sys.__excepthook__:  # the program's own (rich.traceback.install()...)
-        try:
-            hook(type(error), error.with_traceback(head), head)
+    own = sys.excepthook
+    if hook and own is not sys.__excepthook__:  # the program's own (rich.traceback.install())
+        try:  # (a SystemExit it raises ends the program, as Python's: run_script takes it)
+            own(type(error), error.with_traceback(head), head)
             return
         except Exception as failed:  # as Python does when the hook itself raises
             sys.stderr.write("Error in sys.excepthook:\n")

@@ -638,16 +638,40 @@ static PyTypeObject ShadowType = {
     .tp_new = shadow_new,
 };
 
-/* Whether torch's `types` (the types of the op's arguments that have a __torch_function__)
- * hold a tensor subclass with one of its own: `loss.backward()` hands the mode
- * `(torch.Tensor,)`, whose reads need no guard (mode.has_subclass). 1, 0, or -1 on an error. */
-static int has_subclass(PyObject *types) {
+/* Whether a tensor of `values` (a tuple, or a dict's values) is of a type not plain: a
+ * subclass. 1, 0, or -1 on an error. */
+static int holds_subclass(PyObject *values) {
+    if (values == NULL || values == Py_None) return 0;
+    PyObject *items = PyDict_Check(values) ? PyDict_Values(values) : Py_NewRef(values);
+    if (items == NULL) return -1;
+    int found = 0;
+    PyObject *fast = PySequence_Fast(items, "tensor-dap: the op's arguments");
+    Py_DECREF(items);
+    if (fast == NULL) return -1;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast) && !found; i++) {
+        PyObject *value = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyObject_TypeCheck(value, (PyTypeObject *)TENSOR_TYPE)) continue;
+        int plain = PySet_Contains(PLAIN_TYPES, (PyObject *)Py_TYPE(value));
+        found = plain < 0 ? -1 : !plain;
+    }
+    Py_DECREF(fast);
+    return found;
+}
+
+/* Whether the op's arguments hold a tensor subclass with a __torch_function__ of its own (the
+ * rules' reads then run with subclasses' torch functions off). torch's `types` say so, but
+ * `loss.backward(gradient=g)` hands the mode `(torch.Tensor,)` for `loss` alone: plain types
+ * there are checked against the arguments themselves, one level deep (mode.has_subclass).
+ * 1, 0, or -1 on an error. */
+static int has_subclass(PyObject *types, PyObject *args, PyObject *kwargs) {
     if (!PyTuple_Check(types)) return PyObject_IsTrue(types);
+    if (PyTuple_GET_SIZE(types) == 0) return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {
         int plain = PySet_Contains(PLAIN_TYPES, PyTuple_GET_ITEM(types, i));
         if (plain <= 0) return plain < 0 ? -1 : 1;
     }
-    return 0;
+    int in_args = holds_subclass(args);
+    return in_args != 0 ? in_args : holds_subclass(kwargs);
 }
 
 /* -- TorchFunction: the watch mode's __torch_function__ ------------------------------------ */
@@ -711,7 +735,7 @@ static PyObject *torch_function_vectorcall(PyObject *callable, PyObject *const *
         out = call_op(func, call_tuple, kwargs);
     else
     {
-        int subclasses = has_subclass(args[2]);
+        int subclasses = has_subclass(args[2], call_tuple, kwargs);
         out = subclasses < 0 ? NULL
                              : run_op(mode, func, func, call_tuple, kwargs, (PyObject *)frame,
                                       subclasses);

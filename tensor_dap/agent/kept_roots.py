@@ -197,7 +197,9 @@ def _append_site(
                 break  # (the call handing it the tensor: the frame's, found below)
             if line:
                 return callee.code.co_filename, line, named
-    line = _append_line(scope, name, tensor_names, handed=True)
+    owner = frames.read_locals(frame).get(name.split("[", 1)[0].split(".", 1)[0])
+    library_owner = isinstance(owner, (torch.nn.Module, torch.optim.Optimizer))
+    line = _append_line(scope, name, tensor_names, handed=True, library_owner=library_owner)
     return (scope.code.co_filename, line, name) if line else None
 
 
@@ -340,6 +342,7 @@ def _append_line(
     tensor_names: Sequence[str] = (),
     handed: bool = False,
     depth: int = 0,
+    library_owner: bool = False,
 ) -> int:
     """The first line of the scope's function appending to ``name``, else the first calling
     a function or a method of ``self`` of the program's that appends to it
@@ -398,7 +401,7 @@ def _append_line(
                 # module.training_step(batch)`)
                 if word and not named.search(found.groupdict().get("args") or text):
                     continue
-                if _writes(found):
+                if _writes(found, library_owner):
                     return line
     return 0
 
@@ -412,18 +415,19 @@ _READERS = frozenset(
 _READER_MODULES = frozenset(("torch", "np", "numpy", "math", "statistics", "F", "json"))
 
 
-#: methods of torch's that a list's owner (a module keeping ``self._logged``) is called with,
+#: methods of torch's that a list's owner, a module keeping ``self._logged``, is called with,
 #: which never take the tensor: ``model.to(device)``, ``model.train(True)``
 _LIBRARY_METHODS = frozenset(
     name for kind in (torch.nn.Module, torch.optim.Optimizer) for name in vars(kind)
 )
 
 
-def _writes(found: re.Match[str]) -> bool:
+def _writes(found: re.Match[str], library_owner: bool = False) -> bool:
     """Whether a match may be the line keeping the list: not a call that only reads it, nor
-    a method of torch's called on the list's owner."""
+    a method of torch's called on the list's owner when that is a module or an optimizer
+    (``model.to(device)``; a tracker's own ``meter.step(loss)`` may keep it)."""
     named = found.groupdict()
-    if named.get("method") in _LIBRARY_METHODS:
+    if library_owner and named.get("method") in _LIBRARY_METHODS:
         return False
     callee = named.get("callee")
     if callee is None:

@@ -115,10 +115,18 @@ def _with_subclasses_off(
         return handle_op(mode, op, run, args, kwargs, caller)
 
 
-def has_subclass(types: Any) -> bool:
-    """Whether torch's ``types`` hold a tensor subclass with a ``__torch_function__`` of its own
-    (``loss.backward()`` hands the mode ``(torch.Tensor,)``: plain tensors need no guard)."""
-    return any(kind not in operator_shadows.PLAIN for kind in types) if types else False
+def has_subclass(types: Any, args: Args, kwargs: Kwargs) -> bool:
+    """Whether the op's arguments hold a tensor subclass with a ``__torch_function__`` of its
+    own: torch's ``types`` say so, but ``loss.backward(gradient=g)`` hands the mode
+    ``(torch.Tensor,)`` for ``loss`` alone, so plain types there are checked against the
+    arguments themselves, one level deep (plain tensors need no guard)."""
+    if not types:
+        return False
+    plain = operator_shadows.PLAIN
+    if any(kind not in plain for kind in types):
+        return True
+    values = (*args, *(kwargs or {}).values())
+    return any(isinstance(v, torch.Tensor) and type(v) not in plain for v in values)
 
 
 def sampled_arguments(args: tuple[Any, ...], kwargs: Any) -> tuple[Any, ...]:
@@ -178,7 +186,7 @@ class WatchMode(TorchFunctionMode):
             caller = caller.f_back
         elif code is _DISPATCH_CODE and caller.f_back is not None:  # see _DISPATCH_CODE
             caller = caller.f_back.f_back or caller
-        return handle_op(self, func, func, args, kwargs, caller, has_subclass(types))
+        return handle_op(self, func, func, args, kwargs, caller, has_subclass(types, args, kwargs))
 
     def enter(self) -> None:
         """Push this mode on the calling thread's torch-function stack."""

@@ -112,7 +112,12 @@ def _attribute_of(
             and prov.op in LEARNED_INITIAL_VALUES
         )
     )
-    others = tuple(f"self.{n}" for _, n, _, _ in candidates if n != name)
+    # (a 0-dim one rides along with device tensors; a learned one is fixed otherwise)
+    others = tuple(
+        f"self.{n}"
+        for _, n, v, _ in candidates
+        if n != name and v.dim() > 0 and not v.requires_grad and not LEARNED_TENSOR_NAME.search(n)
+    )
     owner_name = type(owner).__name__
     return PlainAttribute(f"self.{name}", name, owner_name, made_at, bare, learned, others)
 

@@ -34,6 +34,7 @@ from torch.__future__ import (
 )
 
 from tensor_dap.simulate.tensor import SimulatedCudaTensor
+from tensor_dap.testing.standin.tensor import attributes
 
 __all__ = ["install"]
 
@@ -80,11 +81,12 @@ def _parameter_attributes(module: torch.nn.Module) -> dict[str, dict[str, Any]]:
     """The attributes the program set on the module's own parameters (``p.sequence_parallel =
     True``, ``p.group = "no_decay"``): a swap gives each object the moved tensor's, and on a GPU
     the parameter keeps its own."""
-    return {
-        name: {k: v for k, v in vars(p).items() if k != "_elem"}
+    found = {
+        name: {k: v for k, v in attributes(p).items() if k != "_is_param"}
         for name, p in module._parameters.items()
-        if p is not None and vars(p)
+        if p is not None
     }
+    return {name: held for name, held in found.items() if held}
 
 
 def _keep_attributes(module: torch.nn.Module, attributes: dict[str, dict[str, Any]]) -> None:

@@ -42,6 +42,21 @@ SCRIPTS = {
         "print(type(__loader__).__name__, __cached__, __spec__, __annotations__)\n"
         "print(sorted(k for k in globals() if k.startswith('__')))\n"
     ),
+    # a thread's error goes to threading.excepthook alone; the program goes on
+    "thread_with_hook.py": (
+        "import sys, threading\n"
+        "sys.excepthook = lambda *a: print('[hook]', a[1], file=sys.stderr)\n"
+        "def work():\n    raise ValueError('thread boom')\n"
+        "t = threading.Thread(target=work, name='worker')\nt.start(); t.join()\n"
+        "print('main goes on')\n"
+    ),
+    # a crash reporter's hook that ends the program itself
+    "exiting_hook.py": (
+        "import sys\n"
+        "def hook(kind, error, tb):\n    print('[reported]', error, file=sys.stderr)\n"
+        "    sys.exit(3)\n"
+        "sys.excepthook = hook\nraise ValueError('boom')\n"
+    ),
     "failing_hook.py": (
         "import sys\ndef hook(kind, error, tb):\n    raise RuntimeError('hook broke')\n"
         "sys.excepthook = hook\nraise ValueError('boom')\n"
@@ -112,17 +127,29 @@ def test_a_traceback_through_torch_is_pythons(tmp_path: Path, command: str) -> N
     assert _traceback(done.stderr) == _traceback(plain.stderr)
 
 
-@pytest.mark.parametrize("name", ["own_hook.py", "failing_hook.py"])
-def test_the_programs_excepthook_prints_its_error(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "status"),
+    [
+        ("own_hook.py", 1),
+        ("failing_hook.py", 1),
+        ("thread_with_hook.py", 0),
+        ("exiting_hook.py", 3),
+    ],
+)
+def test_the_programs_excepthook_prints_its_error(tmp_path: Path, name: str, status: int) -> None:
     """A program that set ``sys.excepthook`` has it print its uncaught error under the tool,
-    as without it; a hook that raises is reported as Python reports it."""
+    as without it: a hook that raises is reported as Python reports it, one that exits ends
+    the program with its status; a thread's error is not the hook's."""
     done = _run(tmp_path, "check", name)
     plain = subprocess.run(
         [sys.executable, str(tmp_path / name)], capture_output=True, text=True, cwd=tmp_path
     )
     own = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("tensor-dap"))
     assert own.strip() == plain.stderr.strip()
-    assert done.returncode == plain.returncode == 1
+    assert done.stdout == plain.stdout
+    assert done.returncode == plain.returncode == status
+    if status == 3:
+        assert "tensor-dap: no findings; the script failed: exit 3" in done.stderr
     traced = _run(tmp_path, "trace", "own_hook.py")  # (trace prints its lines on stderr too)
     assert "[hook] IndexError: Dimension out of range" in traced.stderr
     assert "Traceback" not in traced.stderr

@@ -2374,3 +2374,20 @@ def test_a_loss_logged_through_a_helper_of_the_logging_helper_is_reported_at_its
     assert message.startswith('`self.log_dict({"train_loss": loss.item() if FIXED else loss})`')
     assert "self._logged['train_loss'] keeps " in message
     assert check(script, "fixed", rules="graph-kept").pairs() == set()
+
+
+def test_a_total_is_still_reported_when_the_program_fails_after_it(check) -> None:  # noqa: ANN001
+    """Only a buffer written step by step is let go when the program raises (its loss's
+    backward() may be what it missed): a total kept with its graph is a finding still."""
+    script = Path(__file__).parent / "leak_programs" / "eval_total_then_unrelated_crash.py"
+    run = check(script, rules="graph-kept")
+    assert run.returncode == 1 and "FileNotFoundError" in run.stderr
+    assert run.pairs() == {("graph-kept", _line_of(script, "total += model(x)"))}, run.stderr
+
+
+def test_a_trackers_own_step_method_keeping_losses_is_reported(check) -> None:  # noqa: ANN001
+    """``meter.step(loss)`` appending each loss: a method named as torch's are, of the
+    program's own class, is the call handing it the loss."""
+    script = Path(__file__).parent / "leak_programs" / "tracker_with_a_step_method.py"
+    run = check(script, rules="graph-kept")
+    assert run.pairs() == {("graph-kept", _line_of(script, "meter.step(loss)"))}, run.stderr

@@ -251,3 +251,48 @@ def test_an_accumulating_step_in_a_helper_is_told_to_zero_after_it() -> None:
         "before that loop): call self.optimizer.zero_grad() right after each step(), under "
         "that condition."
     )
+
+
+def test_a_models_zero_grad_before_the_loop_is_named_as_written() -> None:
+    """The DCGAN tutorial zeroes the discriminator with ``netD.zero_grad()``; written once
+    before the loop, it is named as written and told to move into the loop."""
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        netD = nn.Sequential(nn.Linear(2, 4), nn.LeakyReLU(0.2), nn.Linear(4, 1))
+        optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4)
+        netD.zero_grad()
+        for _ in range(4):
+            netD(torch.randn(8, 2)).mean().backward()
+            optimizerD.step()
+    here = test_a_models_zero_grad_before_the_loop_is_named_as_written
+    zero = _line_of_source(here, "netD.zero_grad()")
+    (message,) = {f.message for f in watch.findings}
+    assert (
+        f"netD.zero_grad() at test_missing_zero_grad_forms.py:{zero} runs outside the loop that "
+        "calls step() (once before it, or once an epoch): move it into that loop, i.e. call "
+        "optimizerD.zero_grad() before loss.backward() in each step." in message
+    )
+
+
+def _line_of_source(function, text: str) -> int:  # noqa: ANN001
+    lines, first = inspect.getsourcelines(function)
+    return first + next(i for i, t in enumerate(lines) if t.strip() == text)
+
+
+def test_a_step_skipped_on_a_bad_batch_is_no_accumulation() -> None:
+    """``if math.isfinite(loss.item()): opt.step()`` guards against a bad batch, whose
+    gradients must then be zeroed: the fix stays a zero_grad() in each step (an accumulating
+    step's "zero right after step(), under the condition" would keep the bad gradients)."""
+    import math
+
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        opt.zero_grad()
+        for _ in range(6):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            if math.isfinite(loss.item()):
+                opt.step()
+    (message,) = {f.message for f in watch.findings}
+    assert "gradient accumulation" not in message
+    assert message.endswith("call opt.zero_grad() before loss.backward() in each step.")

@@ -260,6 +260,8 @@ x = torch.randn(3, 4).as_subclass(Logged)
 loss = model(x).pow(2).mean()
 loss.backward()
 total = (x * 2 + x).sum()
+out = model(torch.randn(3, 4))  # (a backward handed a logged gradient: torch's types say Tensor)
+out.backward(gradient=torch.ones_like(out).as_subclass(Logged))
 print(sorted(set(calls)), len(calls))
 """
 

@@ -366,6 +366,8 @@ def test_a_schedule_read_itself_is_named_before_what_it_was_computed_from(tmp_pa
                 alphas_cumprod = torch.cumprod(1.0 - betas, dim=0)
                 self.sqrt_alphas_cumprod = torch.sqrt(alphas_cumprod)
                 self.sqrt_one_minus_alphas_cumprod = torch.sqrt(1.0 - alphas_cumprod)
+                self.scale = torch.tensor(0.5)  # (0-dim: rides along with device tensors)
+                self.cls_token = torch.zeros(1, 2, requires_grad=True)  # (learned: a Parameter)
 
             @staticmethod
             def extract(a, t):

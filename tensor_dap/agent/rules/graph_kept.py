@@ -534,15 +534,16 @@ _DROPPED = OpInfo("dropped")
 def finish(state: Any) -> list[Report]:
     """At the end of the program (``tensor-dap check``): the chains whose total is still
     alive, no backward() having gone through it (a module-level evaluation loop's total), and
-    the losses a list keeps that no backward() went through — unless the program ended by an
-    exception: a seq2seq forward collecting its steps (``outputs[t] = output``) that raised
-    before ``loss.backward()`` never got to use them."""
+    the losses a list keeps that no backward() went through. A buffer written through an
+    index is left when the program ended by an exception: a seq2seq forward collecting its
+    steps (``outputs[t] = output``) for a loss that raised never got to its ``backward()``;
+    totals and lists are what a program that failed later still kept for nothing."""
     chains: dict[int, _Chain] = state.rule_state.get(_CHAINS) or {}
     reports = state.rule_state.pop(_WAITING, None) or []
-    if state.program_raised:  # (the backward() after the loop may be what it did not reach)
-        return reports
     reports += kept_roots.finish_unused(state)
     for chain in chains.values():
+        if chain.write and state.program_raised:  # (its backward() may be what it missed)
+            continue
         if chain.life is not None and chain.life.alive and chain.waiting():
             chain.reported = True
             chain.life.forget()

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import weakref
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
+
+import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
@@ -186,14 +189,30 @@ def _was_zeroed(grad: Any, zeroed: Any) -> bool:
 #: in the step's loop, or outside that loop; and the ``step()`` itself under a condition in its
 #: loop (gradient accumulation), with that ``zero_grad()`` outside the loop or none
 _CONDITIONAL, _OUTSIDE, _ACCUMULATING = "conditional", "outside", "accumulating"
+
+
+class _Placement(NamedTuple):
+    """What :func:`_placed_zero_grad` found: its kind (one of the three above, or ``""``: a
+    loop around the step with nothing to say), where that ``zero_grad()`` is, the optimizer's
+    name in its frame, and what the call is written on there (``optimizerD``, or the model
+    ``netD`` whose own ``zero_grad()`` zeroes the same gradients)."""
+
+    kind: str
+    at: Optional[tuple[str, int]]
+    optimizer: str
+    zeroer: str
+
+
+#: the condition of an accumulating step: every so many batches (``(i + 1) % accum == 0``),
+#: or as a library says (``accelerator.sync_gradients``); a guard such as ``if
+#: math.isfinite(loss.item()):`` skips a bad batch, whose gradients must then be zeroed
+_ACCUMULATION = re.compile(r"%|accum|sync_gradients", re.IGNORECASE)
 #: user frames looked up from the step's for the loop that runs it (a trainer's
 #: ``_optimizer_step()`` helper, called from its epoch's loop)
 _STEP_CALLERS = 2
 
 
-def _placed_zero_grad(
-    user: Optional[FrameType], optimizer: Any, name: str
-) -> Optional[tuple[str, Optional[tuple[str, int]], str]]:
+def _placed_zero_grad(user: Optional[FrameType], optimizer: Any, name: str) -> Optional[_Placement]:
     """Read statically, a ``zero_grad()`` of ``optimizer`` (``name`` in the step's frame) that
     runs, but not before each step: under an ``if`` in the loop around the ``step()`` line
     (``if (i + 1) % accum == 0: optimizer.zero_grad()``: gradient accumulation whose ``step()``
@@ -201,8 +220,8 @@ def _placed_zero_grad(
     it, or once an epoch around an inner loop of batches). The loop is looked for around the
     step, else around the line of a user frame above calling it (``self._optimizer_step()`` in
     the epoch's loop). A step under a condition in its loop (gradient accumulation) with no
-    ``zero_grad()`` in the loop is :data:`_ACCUMULATING`. As ``(kind, (path, line) of the
-    zero_grad() or None, the optimizer's name in that frame)``, None when none of these."""
+    ``zero_grad()`` in the loop is :data:`_ACCUMULATING`. A :class:`_Placement`, None when none
+    of these. A model's own ``zero_grad()`` counts as its optimizer's (``netD.zero_grad()``)."""
     frame = user
     for _ in range(_STEP_CALLERS + 1):
         if frame is None:
@@ -210,17 +229,35 @@ def _placed_zero_grad(
         if frames.is_user_code(frame.f_code):
             named = name if frame is user else naming.object_name(frame, optimizer)
             tree = naming.module_tree(frame.f_code.co_filename) if named else None
-            found = _placed_in(tree, frame, named) if tree is not None and named else None
+            zeroers = {named, *_models_of(frame, optimizer)} if named else set()
+            found = _placed_in(tree, frame, named, zeroers) if tree is not None and named else None
             if found is not None:
-                return found if found[0] else None
+                return found if found.kind else None
         frame = frame.f_back
     return None
 
 
+def _models_of(frame: FrameType, optimizer: Any) -> list[str]:
+    """The names the frame gives the modules whose parameters the optimizer steps (``netD`` of
+    ``optimizerD``: the DCGAN tutorial zeroes the model, ``netD.zero_grad()``)."""
+    stepped = {id(p) for p in _params(optimizer)}
+    try:
+        scopes = {**frame.f_globals, **frames.read_locals(frame)}
+    except Exception:
+        return []
+    return [
+        name
+        for name, value in scopes.items()
+        if isinstance(value, torch.nn.Module)
+        and any(id(p) in stepped for p in value.parameters(recurse=True))
+    ]
+
+
 def _placed_in(
-    tree: ast.AST, frame: FrameType, optimizer: str
-) -> Optional[tuple[str, Optional[tuple[str, int]], str]]:
-    """:func:`_placed_zero_grad` in the frame's function; ``("", None, optimizer)`` for a loop
+    tree: ast.AST, frame: FrameType, optimizer: str, zeroers: set[str]
+) -> Optional[_Placement]:
+    """:func:`_placed_zero_grad` in the frame's function (``zeroers``: the names whose
+    ``zero_grad()`` zeroes the optimizer's gradients); a placement of kind ``""`` for a loop
     around the line with nothing to say, None for no loop around it."""
     line, path = frame.f_lineno, frame.f_code.co_filename
 
@@ -228,15 +265,19 @@ def _placed_in(
         first = getattr(node, "lineno", 0)
         return bool(first <= line <= (getattr(node, "end_lineno", None) or first))
 
-    def zero_grads(node: ast.AST) -> list[int]:
+    def zero_grads(node: ast.AST) -> list[tuple[int, str]]:
+        calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
         return [
-            call.lineno
-            for call in ast.walk(node)
-            if isinstance(call, ast.Call)
-            and isinstance(call.func, ast.Attribute)
+            (call.lineno, ast.unparse(call.func.value))
+            for call in calls
+            if isinstance(call.func, ast.Attribute)
             and call.func.attr == "zero_grad"
-            and ast.unparse(call.func.value) == optimizer
+            and ast.unparse(call.func.value) in zeroers
         ]
+
+    def placement(kind: str, found: Optional[tuple[int, str]]) -> _Placement:
+        at = (path, found[0]) if found is not None else None
+        return _Placement(kind, at, optimizer, found[1] if found is not None else optimizer)
 
     loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While)) and around(n)]
     if not loops:
@@ -244,23 +285,28 @@ def _placed_in(
     loop = max(loops, key=lambda node: node.lineno)  # the innermost
     for branch in ast.walk(loop):
         if isinstance(branch, ast.If) and not around(branch) and zero_grads(branch):
-            return _CONDITIONAL, (path, zero_grads(branch)[0]), optimizer
+            return placement(_CONDITIONAL, zero_grads(branch)[0])
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
     scopes = [n for n in ast.walk(tree) if isinstance(n, functions) and around(n)]
     scope = max(scopes, key=lambda node: node.lineno) if scopes else tree
     end = loop.end_lineno or loop.lineno
-    outside = [n for n in zero_grads(scope) if not loop.lineno <= n <= end]
-    conditional = any(isinstance(branch, ast.If) and around(branch) for branch in ast.walk(loop))
+    outside = [z for z in zero_grads(scope) if not loop.lineno <= z[0] <= end]
+    conditional = any(
+        isinstance(branch, ast.If)
+        and around(branch)
+        and _ACCUMULATION.search(ast.unparse(branch.test))
+        for branch in ast.walk(loop)
+    )
     if conditional and not zero_grads(loop):
-        return _ACCUMULATING, ((path, outside[0]) if outside else None), optimizer
-    return (_OUTSIDE, (path, outside[0]), optimizer) if outside else ("", None, optimizer)
+        return placement(_ACCUMULATING, outside[0] if outside else None)
+    return placement(_OUTSIDE if outside else "", outside[0] if outside else None)
 
 
 def _message(
     stale: int,
     total: int,
     optimizer: str,
-    placed: Optional[tuple[str, Optional[tuple[str, int]], str]] = None,
+    placed: Optional[_Placement] = None,
 ) -> Any:
     """``optimizer``: the name the user's code gives the optimizer (``opt``, ``self.opt``);
     ``placed``: its ``zero_grad()`` that does not run before each step, if there is one
@@ -276,10 +322,10 @@ def _message(
         each_step = f"{optimizer}.zero_grad() before loss.backward() in each step."
         if placed is None:
             return f"{text} Call {each_step}"
-        kind, at, named = placed
+        kind, at, named, zeroer = placed
         where = f"{os.path.basename(at[0])}:{at[1]}" if at is not None else ""
         if kind == _ACCUMULATING:
-            once = f" ({named}.zero_grad() at {where} runs once, before that loop)" if at else ""
+            once = f" ({zeroer}.zero_grad() at {where} runs once, before that loop)" if at else ""
             return (
                 f"{text} step() runs under a condition in its loop (gradient accumulation)"
                 f"{once}: call {named}.zero_grad() right after each step(), under that "
@@ -287,12 +333,12 @@ def _message(
             )
         if kind == _OUTSIDE:
             return (
-                f"{text} {named}.zero_grad() at {where} runs outside the loop that calls "
+                f"{text} {zeroer}.zero_grad() at {where} runs outside the loop that calls "
                 f"step() (once before it, or once an epoch): move it into that loop, i.e. "
                 f"call {each_step}"
             )
         return (
-            f"{text} {named}.zero_grad() at {where} runs under a condition, this step() at "
+            f"{text} {zeroer}.zero_grad() at {where} runs under a condition, this step() at "
             f"every iteration: to accumulate gradients, call {named}.step() under the same "
             f"condition, just before that zero_grad(); otherwise call {each_step}"
         )

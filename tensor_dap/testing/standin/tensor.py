@@ -152,8 +152,7 @@ class AcceleratorTensor(torch.Tensor):
             return torch.overrides.handle_torch_function(
                 AcceleratorTensor.__reduce_ex__, (self,), self, protocol
             )
-        state = {k: v for k, v in vars(self).items() if k != "_elem"}  # (``_is_param``...)
-        return (_rebuild, (type(self), self._elem, self.requires_grad, state))
+        return (_rebuild, (type(self), self._elem, self.requires_grad, attributes(self)))
 
     # ``param.data = other`` (used by ``nn.Module._apply`` for ``model.double()`` and the like)
     # swaps the C++ tensor's metadata only; keep the CPU data in step with it.
@@ -231,6 +230,17 @@ class AcceleratorTensor(torch.Tensor):
 
 #: the class op results are wrapped in, and the device name PyTorch's errors give it
 _presentation: dict[str, Any] = {"class": AcceleratorTensor, "name": f"{BACKEND_NAME}:0"}
+
+
+def attributes(tensor: torch.Tensor) -> dict[str, Any]:
+    """What a stand-in tensor's ``__dict__`` holds beside its data: the program's attributes
+    and a parameter's ``_is_param``, without the size caches PyTorch keeps there (capsules,
+    which pickle refuses: ``Tensor._clear_non_serializable_cached_data`` drops them too)."""
+    return {
+        key: value
+        for key, value in vars(tensor).items()
+        if key != "_elem" and not key.startswith("_sym_")
+    }
 
 
 def _rebuild(

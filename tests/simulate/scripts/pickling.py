@@ -1,6 +1,7 @@
 """Pickle round-trips of CUDA tensors, as multiprocessing queues and hand-written checkpoints
 make them: a tensor that requires grad, a Parameter, views of one storage, a whole module."""
 
+import io
 import pickle
 
 import torch
@@ -25,4 +26,17 @@ assert torch.equal(copy.weight.detach().cpu(), model.weight.detach().cpu())
 loss = copy(torch.ones(3, 2, device=device)).sum()
 loss.backward()
 assert copy.weight.grad is not None and copy.weight.grad.device.type == device.type
+# after training: autograd and PyTorch's size caches have been at the tensors
+optimizer = torch.optim.SGD(copy.parameters(), lr=0.1)
+for _ in range(2):
+    optimizer.zero_grad()
+    copy(torch.randn(3, 2, device=device)).pow(2).mean().backward()
+    optimizer.step()
+buffer = io.BytesIO()
+torch.save(copy, buffer)
+again = pickle.loads(pickle.dumps(copy))
+assert again.weight.device.type == device.type
+copy.cpu()
+pickle.loads(pickle.dumps(copy))
+torch.save(copy, io.BytesIO())
 print("OK")
