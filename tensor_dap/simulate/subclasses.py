@@ -63,12 +63,23 @@ def install() -> None:
 
 def _on_the_standin(make: Callable[..., Any]) -> Callable[..., Any]:
     def make_wrapper_subclass(cls: type, *args: Any, **kwargs: Any) -> Any:
-        device = kwargs.get("device")
-        if device is not None and torch.device(device).type == "cuda":
+        if _on_cuda(kwargs.get("device")):
             kwargs["device"] = accelerator_device()
+        # (or given in its place: size, strides, storage_offset, memory_format, dtype, layout,
+        # device..., as torch's jagged nested tensor passes them)
+        if len(args) > _DEVICE_AT and _on_cuda(args[_DEVICE_AT]):
+            args = (*args[:_DEVICE_AT], accelerator_device(), *args[_DEVICE_AT + 1 :])
         return make(cls, *args, **kwargs)
 
     return make_wrapper_subclass
+
+
+#: where ``_make_wrapper_subclass`` takes its device among the arguments after ``cls``
+_DEVICE_AT = 6
+
+
+def _on_cuda(device: Any) -> bool:
+    return isinstance(device, (torch.device, str)) and torch.device(device).type == "cuda"
 
 
 def _as_subclass(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -71,4 +71,11 @@ labelled = Labelled(net.weight, "weights")
 assert labelled.label == "weights" and labelled.requires_grad
 assert labelled.device.type == device.type
 assert isinstance(labelled * 2, Labelled)
+# torch's own wrapper subclass: a jagged nested tensor of device values through a layer
+nested = torch.nested.nested_tensor(
+    [torch.ones(2, 4, device=device), torch.ones(3, 4, device=device)], layout=torch.jagged
+)
+padded = net(nested * 2).to_padded_tensor(0.0)
+assert padded.shape == (2, 3, 2) and padded.device.type == device.type
+padded.sum().backward()
 print("OK")
