@@ -140,8 +140,8 @@ def run_check(script: str, args: list[str], request: CheckRequest) -> int:
     os._exit = exit_now
     try:
         with watch:
-            exit_info = run_script(script, args)
-            watch.finish(raised=exit_info.status == "exception")
+            exit_info = run_script(script, args, on_raise=watch.program_failed)
+            watch.finish()
     finally:
         if os._exit is exit_now:
             os._exit = real_exit

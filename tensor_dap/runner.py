@@ -17,7 +17,7 @@ import threading
 import traceback
 import types
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 _TENSOR_DAP_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: Python's own hook for a thread's uncaught exception (``threading.__excepthook__`` is 3.10+;
@@ -59,11 +59,17 @@ class ExitInfo:
         return found
 
 
-def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
+def run_script(
+    path: str,
+    args: list[str],
+    reraise: bool = False,
+    on_raise: Optional[Callable[[], None]] = None,
+) -> ExitInfo:
     """Run ``path`` as ``__main__`` with ``args``; print a failure as Python would.
 
     ``reraise``: let an exception escape instead (under a debugger, so that its "uncaught
-    exception" breakpoint sees it as uncaught).
+    exception" breakpoint sees it as uncaught). ``on_raise``: called when the script raised,
+    before its frames (and what their variables hold) are let go.
     """
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [path, *args]  # as given, like python does
@@ -92,6 +98,8 @@ def run_script(path: str, args: list[str], reraise: bool = False) -> ExitInfo:
     except SystemExit as stop:
         return _exit_info(stop)
     except BaseException as error:  # noqa: BLE001 - everything the script raised is reported
+        if on_raise is not None:
+            on_raise()
         if reraise:
             raise
         try:

@@ -93,7 +93,7 @@ class Watch:
         self.recorder = recorder
         self.dedupe = dedupe
         self.findings: list[Finding] = []
-        #: the program ended with an uncaught exception (set by :meth:`finish`)
+        #: the program raised an uncaught exception (set by :meth:`program_failed`)
         self.program_raised = False
         self.counts: dict[tuple[str, str, int], int] = {}
         self.provenance = ProvenanceRegistry()
@@ -192,13 +192,16 @@ class Watch:
                 handle.remove()
         self._handles.clear()
 
-    def finish(self, raised: bool = False) -> None:
+    def program_failed(self) -> None:
+        """The program raised an uncaught exception (``tensor-dap check``), whose frames are
+        about to be let go: what it did not get to do, such as the ``backward()`` of a loss,
+        is then no finding (:attr:`program_raised`)."""
+        self.program_raised = True
+
+    def finish(self) -> None:
         """The program ended: the enabled rules' ``finish`` hooks report what only its end
         shows (a graph still kept by a total no ``backward()`` went through), at their lines,
-        without a frame to pause in (``tensor-dap check``, a watched child process).
-        ``raised``: it ended with an uncaught exception (what it did not get to do, such as the
-        ``backward()`` after a loop, is then no finding: :attr:`program_raised`)."""
-        self.program_raised = raised
+        without a frame to pause in (``tensor-dap check``, a watched child process)."""
         for rule_id in sorted(self.enabled - self.failed.keys()):
             hook = getattr(self._modules.get(rule_id), "finish", None)
             if hook is None:

@@ -2354,10 +2354,11 @@ def test_steps_collected_before_a_program_raised_are_no_finding(check) -> None: 
     nothing (told to detach there, the model would not train), and the program's own error
     is the end of the run as without the tool. When it trains, nothing either."""
     script = Path(__file__).parent / "leak_programs" / "seq2seq_raises_before_backward.py"
-    raised = check(script, "raise", rules="graph-kept")
-    assert raised.returncode == 1 and "RuntimeError" in raised.stderr, raised.stderr
-    assert raised.pairs() == set(), raised.stderr
-    assert check(script, rules="graph-kept").pairs() == set()
+    for where in ((), ("in_function",)):  # (at the end; freed as the error unwinds a function)
+        raised = check(script, "raise", *where, rules="graph-kept")
+        assert raised.returncode == 1 and "RuntimeError" in raised.stderr, raised.stderr
+        assert raised.pairs() == set(), raised.stderr
+        assert check(script, *where, rules="graph-kept").pairs() == set()
 
 
 def test_a_loss_logged_through_a_helper_of_the_logging_helper_is_reported_at_its_call(

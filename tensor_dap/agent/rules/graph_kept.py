@@ -462,7 +462,11 @@ def _first_target(args: Args, kwargs: Kwargs) -> Any:
 def _graph_gone(chain: _Chain, state: Any, life: GraphLife) -> None:
     """The chain's graph is freed (the program dropped its total and nothing it became, such
     as ``total / n``, holds it): report it at its line unless a backward() went through it,
-    paused in the frame running now."""
+    paused in the frame running now. A buffer written step by step is not, once the program
+    raised: an exception unwinding the forward that filled it for a loss (a seq2seq decoder's
+    ``outputs[t] = output``) frees it, and the loss's backward() never came."""
+    if chain.write and state.program_raised:  # (freed as the program's error unwinds)
+        return
     if chain.life is life and chain.waiting():
         chain.reported = True
         _emit_dropped(state, _left_report(chain, None))
