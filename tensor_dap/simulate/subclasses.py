@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import torch
 
+from tensor_dap.simulate.mode import is_cuda_device
 from tensor_dap.simulate.tensor import SimulatedCudaTensor
 from tensor_dap.testing.standin import accelerator_device
 
@@ -63,11 +64,11 @@ def install() -> None:
 
 def _on_the_standin(make: Callable[..., Any]) -> Callable[..., Any]:
     def make_wrapper_subclass(cls: type, *args: Any, **kwargs: Any) -> Any:
-        if _on_cuda(kwargs.get("device")):
+        if is_cuda_device(kwargs.get("device")):
             kwargs["device"] = accelerator_device()
         # (or given in its place: size, strides, storage_offset, memory_format, dtype, layout,
         # device..., as torch's jagged nested tensor passes them)
-        if len(args) > _DEVICE_AT and _on_cuda(args[_DEVICE_AT]):
+        if len(args) > _DEVICE_AT and is_cuda_device(args[_DEVICE_AT]):
             args = (*args[:_DEVICE_AT], accelerator_device(), *args[_DEVICE_AT + 1 :])
         return make(cls, *args, **kwargs)
 
@@ -76,10 +77,6 @@ def _on_the_standin(make: Callable[..., Any]) -> Callable[..., Any]:
 
 #: where ``_make_wrapper_subclass`` takes its device among the arguments after ``cls``
 _DEVICE_AT = 6
-
-
-def _on_cuda(device: Any) -> bool:
-    return isinstance(device, (torch.device, str)) and torch.device(device).type == "cuda"
 
 
 def _as_subclass(original: Callable[..., Any]) -> Callable[..., Any]:
