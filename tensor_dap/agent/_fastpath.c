@@ -889,12 +889,12 @@ static PyTypeObject PassThroughType = {
  * absolute path), memory._DEVICE_NAMES (torch.device -> str), frames.USER / LIBRARY, and
  * torch.UntypedStorage._expired / _free_weak_ref */
 static PyObject *BOOKS_KINDS, *BOOKS_PATHS, *BOOKS_DEVICES, *BOOKS_EXPIRED, *BOOKS_FREE_WEAK_REF,
-    *BOOKS_SLOW_BACKWARD, *BOOKS_AFTER_BACKWARD;
+    *BOOKS_SLOW_BACKWARD, *BOOKS_AFTER_BACKWARD, *BOOKS_GRAD_INFO;
 static long KIND_USER = -1, KIND_LIBRARY = -1;
 static PyObject *s_memory, *s_name, *s_untyped_storage, *s_cdata, *s_data_ptr, *s_weak_ref,
     *s_nbytes, *s_device, *s_entries, *s_live, *s_peak, *s_by_site, *s_since_sweep, *s_limit,
     *s_add, *s_insert, *s_pending, *s_over, *s_interval, *s_backward_line, *s_grad_leaves,
-    *s_backward;
+    *s_backward, *s_table, *s_grad;
 
 /* storage.<name>() as a Python int (a new reference), NULL on an error */
 static PyObject *call_noargs(PyObject *obj, PyObject *name) {
@@ -1237,6 +1237,79 @@ done:
     return status;
 }
 
+/* memory.after_backward in C: `backward()` returned, so the `.grad` of the leaves its line's
+ * graph accumulates into (the books' grad_leaves[backward_line], a TensorMap) go to the books
+ * under that line. The Python function does it where reading `.grad` could run Python: a torch
+ * function mode on the stack, or a leaf that is not a plain tensor or parameter (a subclass's
+ * `__torch_function__`). 0, or -1 with an error set. */
+static int books_backward_grads(PyObject *ledger, PyObject *ledger_dict, PyObject *const *args) {
+    PyObject *name = PyObject_GetAttr(args[0], s_name);
+    if (name == NULL) return -1;
+    int is_grad = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "grad") == 0;
+    Py_DECREF(name);
+    if (is_grad) return 0; /* torch.autograd.grad writes no .grad */
+    int status = -1;
+    PyObject *line = NULL, *by_line = NULL, *table = NULL, *grads = NULL;
+    line = PyObject_GetAttr(ledger, s_backward_line);
+    if (line == NULL) goto done;
+    if (line == Py_None) {
+        status = 0;
+        goto done;
+    }
+    by_line = PyObject_GetAttr(ledger, s_grad_leaves);
+    if (by_line == NULL) goto done;
+    PyObject *leaves = PyDict_Check(by_line) ? PyDict_GetItemWithError(by_line, line) : NULL;
+    if (leaves == NULL) {
+        status = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    table = PyObject_GetAttr(leaves, s_table);
+    if (table == NULL) goto done;
+    PyObject *modes = PyObject_CallNoArgs(MODE_ENABLED);
+    int moded = modes == NULL ? -1 : PyObject_IsTrue(modes);
+    Py_XDECREF(modes);
+    if (moded < 0) goto done;
+    if (moded || !PyDict_Check(table)) goto in_python;
+    grads = PyList_New(0);
+    if (grads == NULL) goto done;
+    Py_ssize_t position = 0;
+    PyObject *key, *entry;
+    while (PyDict_Next(table, &position, &key, &entry)) {
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 1) goto in_python;
+        PyObject *ref = PyTuple_GET_ITEM(entry, 0);
+        if (!PyWeakref_Check(ref)) goto in_python;
+        PyObject *leaf = PyWeakref_GetObject(ref); /* borrowed; None once the leaf is gone */
+        if (leaf == NULL) goto done;
+        if (leaf == Py_None) continue;
+        int plain = PySet_Contains(PLAIN_TYPES, (PyObject *)Py_TYPE(leaf));
+        if (plain < 0) goto done;
+        if (!plain) goto in_python;
+        PyObject *grad = PyObject_GetAttr(leaf, s_grad);
+        if (grad == NULL) goto done;
+        int appended = grad == Py_None ? 0 : PyList_Append(grads, grad);
+        Py_DECREF(grad);
+        if (appended < 0) goto done;
+    }
+    /* (each added once the table is read: adding may run the Python methods) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(grads); i++) {
+        PyObject *grad = PyList_GET_ITEM(grads, i);
+        if (!PyObject_TypeCheck(grad, (PyTypeObject *)TENSOR_TYPE)) continue;
+        if (books_add(ledger, ledger_dict, grad, BOOKS_GRAD_INFO, line) < 0) goto done;
+    }
+    status = 0;
+    goto done;
+in_python:;
+    PyObject *done_value = PyObject_Vectorcall(BOOKS_AFTER_BACKWARD, args, 6, NULL);
+    status = done_value == NULL ? -1 : 0;
+    Py_XDECREF(done_value);
+done:
+    Py_XDECREF(line);
+    Py_XDECREF(by_line);
+    Py_XDECREF(table);
+    Py_XDECREF(grads);
+    return status;
+}
+
 /* watch.memory: the watch's books (a new reference; None when it keeps none), NULL on an error */
 static PyObject *watch_books(PyObject *watch) {
     PyObject *watch_dict = instance_dict(watch);
@@ -1266,14 +1339,12 @@ static PyObject *books_after(PyObject *module, PyObject *const *args, Py_ssize_t
         status = -1;
     } else if (PyObject_TypeCheck(out, (PyTypeObject *)TENSOR_TYPE)) {
         status = books_add(ledger, ledger_dict, out, info, caller);
-    } else if (out == Py_None) { /* backward() returned: the .grad it wrote (Python) */
+    } else if (out == Py_None) { /* backward() returned: the .grad it wrote */
         PyObject *backward = PyObject_GetAttr(info, s_backward);
         int is_backward = backward == NULL ? -1 : PyObject_IsTrue(backward);
         Py_XDECREF(backward);
         if (is_backward > 0) {
-            PyObject *done = PyObject_Vectorcall(BOOKS_AFTER_BACKWARD, args, 6, NULL);
-            Py_XDECREF(done);
-            if (done == NULL) status = -1;
+            status = books_backward_grads(ledger, ledger_dict, args);
         } else if (is_backward < 0) {
             status = -1;
         }
@@ -1343,10 +1414,11 @@ static PyObject *books_before_backward(PyObject *module, PyObject *const *args,
 
 static PyObject *fastpath_configure_books(PyObject *module, PyObject *const *args,
                                           Py_ssize_t nargs) {
-    if (nargs != 9 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2])) {
+    if (nargs != 10 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "configure_books(kinds, paths, device_names, user_kind, "
                                          "library_kind, expired, free_weak_ref, "
-                                         "before_backward, after_backward)");
+                                         "before_backward, after_backward, grad_info)");
         return NULL;
     }
     long user = PyLong_AsLong(args[3]), library = PyLong_AsLong(args[4]);
@@ -1358,6 +1430,7 @@ static PyObject *fastpath_configure_books(PyObject *module, PyObject *const *arg
     Py_XSETREF(BOOKS_FREE_WEAK_REF, Py_NewRef(args[6]));
     Py_XSETREF(BOOKS_SLOW_BACKWARD, Py_NewRef(args[7]));
     Py_XSETREF(BOOKS_AFTER_BACKWARD, Py_NewRef(args[8]));
+    Py_XSETREF(BOOKS_GRAD_INFO, Py_NewRef(args[9]));
     if (SITE_CACHE == NULL && (SITE_CACHE = PyDict_New()) == NULL) return NULL;
     KIND_USER = user;
     KIND_LIBRARY = library;
@@ -1403,7 +1476,7 @@ static PyMethodDef fastpath_functions[] = {
      "ranks_differ, dispatch_code)."},
     {"configure_books", (PyCFunction)(void (*)(void))fastpath_configure_books, METH_FASTCALL,
      "configure_books(kinds, paths, device_names, user_kind, library_kind, expired, "
-     "free_weak_ref, before_backward, after_backward)."},
+     "free_weak_ref, before_backward, after_backward, grad_info)."},
     {"books_before_backward", (PyCFunction)(void (*)(void))books_before_backward,
      METH_FASTCALL,
      "books_before_backward($module, op, args, kwargs, caller, state, /)\n--\n\n"
@@ -1463,10 +1536,12 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     s_backward_line = PyUnicode_InternFromString("backward_line");
     s_grad_leaves = PyUnicode_InternFromString("grad_leaves");
     s_backward = PyUnicode_InternFromString("backward");
+    s_table = PyUnicode_InternFromString("_table");
+    s_grad = PyUnicode_InternFromString("grad");
     if (!s_memory || !s_name || !s_untyped_storage || !s_cdata || !s_data_ptr || !s_weak_ref ||
         !s_nbytes || !s_device || !s_entries || !s_live || !s_peak || !s_by_site ||
         !s_since_sweep || !s_limit || !s_add || !s_insert || !s_pending || !s_over ||
-        !s_interval || !s_backward_line || !s_grad_leaves || !s_backward)
+        !s_interval || !s_backward_line || !s_grad_leaves || !s_backward || !s_table || !s_grad)
         return NULL;
     if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0 ||
         PyType_Ready(&PassThroughType) < 0)

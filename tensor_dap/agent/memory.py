@@ -408,7 +408,8 @@ def _observe_all(tensors: list[Any], op: Any, caller: Any, state: Any) -> None:
 def _native_hooks() -> tuple[Any, Any]:
     """``_after`` and ``before_backward`` in C (``_fastpath.books_after``: ``_add`` and
     ``_insert`` for a plain storage under its device's peak and limit, the Python methods for
-    the rest, :func:`after_backward` for an op returning ``None``; ``books_before_backward``,
+    the rest, :func:`after_backward` for an op returning ``None`` where reading ``.grad`` could
+    run Python (a mode on the stack, a leaf of a tensor subclass); ``books_before_backward``,
     :func:`before_backward` for a line whose leaves are not known yet) where it is built."""
     fastpath = native.fastpath
     if fastpath is None:
@@ -423,6 +424,7 @@ def _native_hooks() -> tuple[Any, Any]:
         _free_weak_ref,
         before_backward,
         after_backward,
+        _GRAD,
     )
     return fastpath.books_after, fastpath.books_before_backward
 

@@ -264,6 +264,43 @@ def test_gradients_count_as_backward_returns_also_without_an_optimizer(native: b
     assert source[rows["grad"]["line"] - 1].endswith("# backward line")
 
 
+class _Logged(torch.Tensor):
+    """A tensor subclass of the program's (its ``__torch_function__`` is torch's default)."""
+
+
+class _UserMode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("case", ["plain", "subclass leaf", "user mode"])
+def test_gradients_are_counted_whatever_reading_them_runs(case: str) -> None:
+    """The ``.grad`` of a leaf of a tensor subclass, or read while the program's own torch
+    function mode is on, is counted under the ``backward()`` line as a plain parameter's is
+    (the C path hands those to the Python function, which reads them with torch functions
+    disabled)."""
+    import contextlib
+
+    watch = Watch(rules=[], memory=True)
+    w = torch.zeros(1000)
+    if case == "subclass leaf":
+        w = w.as_subclass(_Logged)
+    w.requires_grad_()
+    x = torch.randn(1000)
+    user_mode = _UserMode() if case == "user mode" else contextlib.nullcontext()
+    with watch, user_mode:
+        for _ in range(2):
+            w.grad = None
+            (w * x).sum().backward()  # backward line
+            assert watch.memory is not None
+            rows = {row["op"]: row for row in watch.memory.live_top("cpu")[1]}
+    assert rows["grad"]["bytes"] == 4000
+    source = Path(__file__).read_text().splitlines()
+    # (under the program's own mode its __torch_function__ is the nearest user frame)
+    written = "return func(" if case == "user mode" else "# backward line"
+    assert written in source[rows["grad"]["line"] - 1]
+
+
 def test_tensor_types_the_books_did_not_write_count_their_real_memory() -> None:
     """Sparse (COO: indices and values; CSR), quantized, nested and wrapper-subclass tensors:
     counted by the storages that hold their data; meta and empty tensors hold none."""
