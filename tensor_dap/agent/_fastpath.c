@@ -414,10 +414,12 @@ static PyObject *run_op(PyObject *mode, PyObject *op, PyObject *func, PyObject *
         out = call_torch_op(func, args, kwargs);
         goto done;
     }
-    if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 4) {
+    if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) < 4 || PyTuple_GET_SIZE(plan) > 5) {
         PyErr_SetString(PyExc_TypeError, "tensor-dap: a plan is (info, before, after, observers)");
         goto done;
     }
+    /* the program replaced this torch method: torch's original runs (plans.make_plan) */
+    if (PyTuple_GET_SIZE(plan) == 5) func = PyTuple_GET_ITEM(plan, 4);
     guard = subclasses ? subclasses_off() : NULL;
     if (subclasses && guard == NULL) goto done;
     int before_failed = run_before(watch, PyTuple_GET_ITEM(plan, 1), PyTuple_GET_ITEM(plan, 0),
@@ -777,7 +779,7 @@ static PyTypeObject TorchFunctionType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *slow, *special, *keywords, *busy, *on_error;
+    PyObject *slow, *special, *keywords, *busy, *on_error, *replaced;
 } PassThrough;
 
 static PyObject *pass_through_vectorcall(PyObject *callable, PyObject *const *args,
@@ -795,6 +797,11 @@ static PyObject *pass_through_vectorcall(PyObject *callable, PyObject *const *ar
         special = 0;
     }
     if (special) goto slow;
+    if (PyDict_GET_SIZE(self->replaced)) { /* the program's replacement: torch's original */
+        PyObject *original = PyDict_GetItemWithError(self->replaced, func);
+        if (original != NULL) func = original;
+        else if (PyErr_Occurred()) PyErr_Clear(); /* (an unhashable callable: not one) */
+    }
     if (kwargs != Py_None) {
         if (!PyDict_Check(kwargs)) goto slow;
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->keywords); i++) {
@@ -823,22 +830,28 @@ slow:
 }
 
 static PyObject *pass_through_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *slow, *special, *keywords, *busy, *on_error = Py_None;
+    PyObject *slow, *special, *keywords, *busy, *on_error = Py_None, *replaced = NULL;
     if (kwargs != NULL && PyDict_GET_SIZE(kwargs)) {
         PyErr_SetString(PyExc_TypeError, "PassThrough() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OO!O!O|O:PassThrough", &slow, &PyFrozenSet_Type, &special,
-                          &PyTuple_Type, &keywords, &busy, &on_error))
+    if (!PyArg_ParseTuple(args, "OO!O!O|OO!:PassThrough", &slow, &PyFrozenSet_Type, &special,
+                          &PyTuple_Type, &keywords, &busy, &on_error, &PyDict_Type, &replaced))
         return NULL;
+    replaced = replaced != NULL ? Py_NewRef(replaced) : PyDict_New();
+    if (replaced == NULL) return NULL;
     PassThrough *self = (PassThrough *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
+    if (self == NULL) {
+        Py_DECREF(replaced);
+        return NULL;
+    }
     self->vectorcall = pass_through_vectorcall;
     self->slow = Py_NewRef(slow);
     self->special = Py_NewRef(special);
     self->keywords = Py_NewRef(keywords);
     self->busy = Py_NewRef(busy);
     self->on_error = Py_NewRef(on_error);
+    self->replaced = replaced; /* (the reference taken above) */
     return (PyObject *)self;
 }
 
@@ -848,6 +861,7 @@ static int pass_through_traverse(PassThrough *self, visitproc visit, void *arg) 
     Py_VISIT(self->keywords);
     Py_VISIT(self->busy);
     Py_VISIT(self->on_error);
+    Py_VISIT(self->replaced);
     return 0;
 }
 
@@ -857,6 +871,7 @@ static int pass_through_clear(PassThrough *self) {
     Py_CLEAR(self->keywords);
     Py_CLEAR(self->busy);
     Py_CLEAR(self->on_error);
+    Py_CLEAR(self->replaced);
     return 0;
 }
 
@@ -873,9 +888,10 @@ static PyTypeObject PassThroughType = {
     .tp_call = PyVectorcall_Call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR |
                 Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "PassThrough(slow, special, keywords, busy, on_error=None): a mode's "
-              "__torch_function__ calling the op from C unless the call needs `slow` (a "
-              "method: bound to the mode); on_error(exception) may reword the op's error.",
+    .tp_doc = "PassThrough(slow, special, keywords, busy, on_error=None, replaced={}): a "
+              "mode's __torch_function__ calling the op from C unless the call needs `slow` (a "
+              "method: bound to the mode); on_error(exception) may reword the op's error; "
+              "replaced maps the program's replacement of a torch method to torch's.",
     .tp_descr_get = shadow_get,
     .tp_new = pass_through_new,
     .tp_traverse = (traverseproc)pass_through_traverse,

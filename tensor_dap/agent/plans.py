@@ -8,8 +8,12 @@ function, not once per op. A plan is
 - :data:`PASS`: no rule looks at this function (metadata reads such as ``t.grad`` or
   ``t.shape``): the op runs untouched, nothing is sampled;
 - or a tuple ``(info, before, after, observers)`` with ``before`` of ``(rule id, check,
-  screen)``, ``after`` and ``observers`` of ``(rule id, hook)``. The C path reads these tuples
-  by position (``_fastpath.c``: ``run_op``, ``run_before``): keep the layout.
+  screen)``, ``after`` and ``observers`` of ``(rule id, hook)``;
+- or, for the program's replacement of a torch method (:mod:`replaced_methods`), that tuple
+  planned for torch's original, followed by the original: the op runs it instead.
+
+The C path reads these tuples by position (``_fastpath.c``: ``run_op``, ``run_before``): keep
+the layout.
 
 A plan depends on nothing but the function, the rules and whether an accelerator was seen, so
 watches share them: a watch started per call (``@tensor_dap.snoop`` on a function called in a
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from tensor_dap.agent import accelerators
+from tensor_dap.agent import accelerators, replaced_methods
 from tensor_dap.agent.op_kinds import classify
 
 if TYPE_CHECKING:
@@ -70,6 +74,13 @@ def make_plan(watch: Watch, func: Any) -> Any:
         watch._saw_accelerator()
     plans = watch._plans
     active, accelerator_seen = plans[_PLANNED_FOR]
+    original = replaced_methods.original_of(func)
+    if original is not None:  # (planned as torch's, with the original to run)
+        planned = make_plan(watch, original)
+        if planned is PASS:
+            planned = (classify(original), (), (), ())
+        redirect = plans[func] = (*planned, original)
+        return redirect
     info = classify(func)
     modules = {**watch._modules, **watch.hooks} if watch.hooks else watch._modules
     if info.passthrough:

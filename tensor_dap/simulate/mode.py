@@ -17,6 +17,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tensor_dap.agent import native
+from tensor_dap.agent.replaced_methods import REPLACED
 from tensor_dap.agent.threads import NewThreads
 from tensor_dap.simulate.autocast import autocast_arguments
 from tensor_dap.simulate.tensor import COUNT
@@ -70,6 +71,7 @@ class SimulationMode(TorchFunctionMode):
                 kwargs = dict(kwargs, pin_memory=False)
         else:
             kwargs = {}
+        func = REPLACED.get(func, func)  # (see tensor_dap.agent.replaced_methods)
         if func is _TO:
             args = tuple(to_standin(a) for a in args)
         elif func is _CUDA:
@@ -135,7 +137,7 @@ def _pass_through_in_c() -> None:
     special = frozenset((_TO, _CUDA, *_CTC_LOSSES))
     slow = SimulationMode.__torch_function__
     SimulationMode.__torch_function__ = fastpath.PassThrough(  # type: ignore[method-assign]
-        slow, special, ("device", "pin_memory"), busy, cuda_words
+        slow, special, ("device", "pin_memory"), busy, cuda_words, REPLACED
     )
 
 

@@ -366,3 +366,64 @@ def test_saved_tensor_hooks_run_only_when_the_program_unpacks() -> None:
     watched = _checkpointed_training(lambda: tensor_dap.watch(rules="all", memory=True))
     assert plain[:2] == (6, 3)  # forward + recomputation each step; forward only
     assert watched == plain
+
+
+PATCHED = """
+import collections
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+calls = collections.Counter()
+
+
+def counted(name, original):
+    def replacement(*args, **kwargs):
+        calls[name] += 1
+        return original(*args, **kwargs)
+    return replacement
+
+
+NAMES = ("__getitem__", "__setitem__", "__len__", "__iter__", "__neg__", "__rsub__", "__iadd__")
+for name in NAMES:
+    setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
+F.relu = counted("relu", F.relu)
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 4, device=device)
+for step in range(3):
+    optimizer.zero_grad()
+    loss = (model(x[:, :4]) - x[:, :1]).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+x[0] = 0
+x += 1
+rows = [len(r) for r in x]
+print(sorted(calls.items()), (1 - -x).shape, len(rows))
+"""
+
+
+@pytest.mark.parametrize("simulate", [False, True], ids=["check", "simulate-cuda"])
+def test_a_programs_own_replacement_of_a_torch_method_runs_once_per_call(
+    tmp_path: Path,
+    check,
+    engine_path,
+    simulate: bool,  # noqa: ANN001
+) -> None:
+    """A program (or a library) that replaces ``torch.Tensor.__getitem__`` or ``F.relu`` with a
+    function calling the original sees its replacement run once per call under ``check``, as
+    without it (torch hands a mode the replacement while the original runs: the watch's mode,
+    and the simulation's below it, ran it again)."""
+    import subprocess
+
+    script = tmp_path / "patched.py"
+    script.write_text(PATCHED)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    extra = ("--simulate", "cuda") if simulate else ()
+    run = check(script, rules="all", extra=extra, env=engine_path)
+    assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
+    assert "('__getitem__', 6)" in plain.stdout and "('relu', 3)" in plain.stdout
