@@ -73,6 +73,13 @@ def code_kind(code: CodeType) -> int:
     return kind
 
 
+def treat_as_torch(code: CodeType) -> None:
+    """Count ``code`` as torch's from now on: the program's replacement of a torch method
+    (:mod:`tensor_dap.agent.replaced_methods`), whose line is not where its op was called."""
+    _CODES[id(code)] = code
+    _KIND[id(code)] = INTERNAL
+
+
 def is_tensor_dap_code(code: CodeType) -> bool:
     """Whether ``code`` is tensor-dap's own (not torch's, which is INTERNAL too)."""
     return code_kind(code) == INTERNAL and os.path.abspath(code.co_filename).startswith(

@@ -8,7 +8,8 @@ Torch hands a torch-function mode the function *as it is named now*: ``Tensor.__
 what it is handed runs the replacement a second time (its counter counts twice, its log prints
 twice; under ``--simulate cuda`` three times). So the plan of a replacement
 (:func:`tensor_dap.agent.plans.make_plan`) runs torch's original instead: what the original
-would have run with no mode on, and the rules see the op by its torch name.
+would have run with no mode on, and the rules see the op by its torch name, at the line that
+called it (the replacement's own frame counts as torch's).
 
 The originals are read when this module is imported: ``tensor-dap check`` and ``trace`` import
 it before the program runs; a program that patches before it starts a watch itself has its
@@ -44,7 +45,12 @@ def original_of(func: Any) -> Optional[Any]:
     other function. Asked once per function (planning), so it may scan the namespaces."""
     if not isinstance(func, types.FunctionType):
         return None
-    if frames.code_kind(func.__code__) == frames.INTERNAL:  # torch's own Python functions
+    known = REPLACED.get(func)
+    if known is not None:
+        return known
+    # torch's own Python functions (by their file: a replacement's code counts as torch's
+    # once planned, and one factory may make the replacements of several methods)
+    if frames.classify_path(func.__code__.co_filename) == frames.INTERNAL:
         return None
     for namespace, originals in _ORIGINALS:
         for name, value in list(vars(namespace).items()):
@@ -55,5 +61,6 @@ def original_of(func: Any) -> Optional[Any]:
                 original = getattr(torch._C.TensorBase, name, None)
             if original is not None and original is not func:
                 REPLACED[func] = original
+                frames.treat_as_torch(func.__code__)
                 return original
     return None

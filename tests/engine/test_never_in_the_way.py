@@ -427,3 +427,27 @@ def test_a_programs_own_replacement_of_a_torch_method_runs_once_per_call(
     run = check(script, rules="all", extra=extra, env=engine_path)
     assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
     assert "('__getitem__', 6)" in plain.stdout and "('relu', 3)" in plain.stdout
+
+
+def test_a_finding_through_a_replaced_torch_function_names_the_line_calling_it(
+    tmp_path: Path,
+    check,  # noqa: ANN001
+) -> None:
+    """The rules judge the op by torch's name (``mse_loss``) at the program's line that called
+    the replacement, not inside the replacement (which stands for torch's function)."""
+    script = tmp_path / "replaced_loss.py"
+    script.write_text(
+        "import torch\n"
+        "import torch.nn.functional as F\n"
+        "original = F.mse_loss\n"
+        "def logged_mse(input, target, *args, **kwargs):\n"
+        "    return original(input, target, *args, **kwargs)\n"
+        "F.mse_loss = logged_mse\n"
+        "pred = torch.randn(4, 1, requires_grad=True)\n"
+        "y = torch.randn(4)\n"
+        "loss = F.mse_loss(pred, y)\n"
+        "loss.backward()\n"
+    )
+    run = check(script)
+    findings = [(f["rule"], f["line"]) for f in run.findings]
+    assert findings == [("broadcast", 9)], run.stderr[-2000:]
