@@ -451,3 +451,45 @@ def test_a_finding_through_a_replaced_torch_function_names_the_line_calling_it(
     run = check(script)
     findings = [(f["rule"], f["line"]) for f in run.findings]
     assert findings == [("broadcast", 9)], run.stderr[-2000:]
+
+
+THREADS = """
+import os
+import threading
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+results = []
+
+
+def work(i):
+    results.append(float((torch.ones(3) * i).sum()))
+
+
+workers = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+for worker in workers:
+    worker.start()
+for thread in threading.enumerate():  # join every thread but this one
+    if thread is not threading.current_thread():
+        thread.join()
+data = TensorDataset(torch.arange(8.0))
+loader = DataLoader(data, batch_size=4, num_workers=2, multiprocessing_context="fork")
+batches = [float(b.sum()) for (b,) in loader]
+print(sorted(results), batches, threading.active_count(), len(threading.enumerate()))
+"""
+
+
+def test_tensor_dap_threads_are_not_the_programs(tmp_path: Path, check) -> None:  # noqa: ANN001
+    """The trace's flusher thread is not in ``threading.enumerate()`` or ``active_count()``: a
+    program joining every thread but its own finishes (it waited for the flusher for ever), and
+    forked DataLoader workers still start and end."""
+    import subprocess
+
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    run = check(script)
+    assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
+    assert plain.stdout.endswith(" 1 1\n")
