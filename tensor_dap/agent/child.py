@@ -197,6 +197,8 @@ class ProcessAgent:
             return
         self._finished = True
         with contextlib.suppress(Exception):
+            if _ended_by_an_error():
+                self.watch.program_failed()
             self.watch.finish()
         with contextlib.suppress(Exception):
             if self.session is not None:
@@ -254,3 +256,13 @@ def _call(method: str) -> None:
         getattr(_current, method)()
     except Exception:
         log.warning("tensor-dap: %s failed", method, exc_info=True)
+
+
+def _ended_by_an_error() -> bool:
+    """Whether the process is ending on an uncaught exception of its program: Python sets
+    ``sys.last_exc`` (3.12+) or ``sys.last_value`` as it prints one, before the exit handlers
+    run (``tensor-dap check`` learns it from its runner; a process the program started, from
+    this). What the program then did not get to do is no finding (``Watch.program_failed``)."""
+    return (
+        getattr(sys, "last_exc", None) is not None or getattr(sys, "last_value", None) is not None
+    )

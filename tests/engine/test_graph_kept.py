@@ -7,6 +7,7 @@ Each program below is a function; a line ending in ``# kept`` is where the findi
 from __future__ import annotations
 
 import inspect
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -2359,6 +2360,24 @@ def test_steps_collected_before_a_program_raised_are_no_finding(check) -> None: 
         assert raised.returncode == 1 and "RuntimeError" in raised.stderr, raised.stderr
         assert raised.pairs() == set(), raised.stderr
         assert check(script, *where, rules="graph-kept").pairs() == set()
+
+
+def test_a_process_the_program_started_that_raised_reports_no_collected_steps(
+    check,  # noqa: ANN001
+) -> None:
+    """As above in a process the run starts (``check -- python prog.py``, a launcher's child):
+    its agent learns the program raised from Python itself, before its exit handlers report
+    what the graphs kept; a total kept with its graph is still a finding there."""
+    here = Path(__file__).parent / "leak_programs"
+    script = here / "seq2seq_raises_before_backward.py"
+    for where in ((), ("in_function",)):
+        raised = check(script, "raise", *where, rules="graph-kept", extra=("--", sys.executable))
+        assert raised.returncode == 1 and "RuntimeError" in raised.stderr, raised.stderr
+        assert raised.pairs() == set(), raised.stderr
+    script = here / "eval_total_then_unrelated_crash.py"
+    run = check(script, rules="graph-kept", extra=("--", sys.executable))
+    assert run.returncode == 1 and "FileNotFoundError" in run.stderr
+    assert run.pairs() == {("graph-kept", _line_of(script, "total += model(x)"))}, run.stderr
 
 
 def test_a_loss_logged_through_a_helper_of_the_logging_helper_is_reported_at_its_call(
