@@ -3,13 +3,15 @@ cannot be simulated.
 
 The program asks ``torch.cuda`` whether a device is there, what it is called, how much memory
 it holds; it seeds, synchronises and empties caches. Those are answered here from the
-simulation (one device, ``cuda:0``; memory from the live simulated tensors). What has no CPU
-meaning (streams, events, CUDA graphs, RNG state of the device, ``torch.compile``) stops the
-run with one line naming the call and the user's line, never an obscure crash later.
+simulation (one device, ``cuda:0``; memory from the live simulated tensors); ``torch.compile``
+runs the model uncompiled. What has no CPU meaning (streams, events, CUDA graphs, RNG state of
+the device) stops the run with one line naming the call and the user's line, never an obscure
+crash later.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import torch
@@ -17,7 +19,7 @@ import torch
 from tensor_dap.simulate import distributed
 from tensor_dap.simulate import tensor as simulated
 from tensor_dap.simulate.mode import check_index, is_cuda_device, to_standin
-from tensor_dap.simulate.stop import refuse
+from tensor_dap.simulate.stop import caller_line, refuse
 from tensor_dap.testing.standin import accelerator_device
 
 __all__ = ["install"]
@@ -197,6 +199,41 @@ def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
     return self
 
 
+def _uncompiled(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compile`` runs what it is given uncompiled, as its ``disable=True`` does: its CUDA
+    kernels need a GPU, and the bugs looked for here are the same in eager code. A module is
+    still wrapped as compile wraps it (``OptimizedModule``: its ``state_dict()`` keys start
+    with ``_orig_mod.`` as on the GPU); ``@torch.compile`` and ``torch.compile(mode=...)`` as
+    a decorator work too. Said once on stderr, at the first call. The rules look inside (a
+    compiled module's own ``__call__`` runs with the watch's mode off: compile_guard)."""
+    from torch._dynamo.eval_frame import DisableContext, OptimizedModule
+
+    class EagerModule(OptimizedModule):
+        __call__ = torch.nn.Module.__call__
+
+    EagerModule.__name__ = EagerModule.__qualname__ = OptimizedModule.__name__
+    said: list[bool] = []
+
+    def compile(model: Any = None, **options: Any) -> Any:
+        if model is None:  # torch.compile(mode=...) used as a decorator
+            return lambda function: compile(function, **options)
+        if options.get("disable"):
+            return original(model, **options)
+        if not said:
+            said.append(True)
+            print(
+                f"tensor-dap --simulate cuda: torch.compile{caller_line()} runs uncompiled "
+                "(compiled CUDA kernels need a GPU)",
+                file=sys.stderr,
+            )
+        if isinstance(model, torch.nn.Module):
+            return EagerModule(model, DisableContext())
+        return model
+
+    compile.__doc__ = original.__doc__
+    return compile
+
+
 def _set_default_device(original: Callable[..., Any]) -> Callable[..., Any]:
     """``torch.set_default_device("cuda")``: the simulated device is the default."""
 
@@ -290,9 +327,7 @@ def install() -> None:
             if module is cuda or hasattr(module, name):
                 stop = refuse(f"torch.cuda.{name}", "CUDA streams, events and graphs")
                 setattr(module, name, stop)
-    torch.compile = refuse(
-        "torch.compile", "compiled CUDA kernels need a GPU; the model runs uncompiled on one"
-    )
+    torch.compile = _uncompiled(torch.compile)  # type: ignore[assignment]
     torch.set_default_device = _set_default_device(torch.set_default_device)
     torch.get_default_device = _get_default_device(torch.get_default_device)
     graph = torch.autograd.graph

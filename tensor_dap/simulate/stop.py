@@ -10,14 +10,16 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-__all__ = ["NotSimulated", "refuse"]
+__all__ = ["NotSimulated", "caller_line", "refuse"]
 
 
 class NotSimulated(SystemExit):
     """A call the simulation cannot run: ends the program with one line (exit status 1)."""
 
 
-def _user_line() -> str:
+def caller_line() -> str:
+    """`` (at path:line)`` of the program's line that called the caller of this function (a
+    call the simulation refuses or changes), or ``""`` when no user frame is on the stack."""
     from tensor_dap.agent.frames import is_user_code
 
     frame = sys._getframe(2)
@@ -33,7 +35,7 @@ def refuse(name: str, why: str) -> Callable[..., Any]:
 
     def stop(*args: Any, **kwargs: Any) -> Any:
         raise NotSimulated(
-            f"tensor-dap --simulate cuda: {name}{_user_line()} cannot be simulated on the CPU "
+            f"tensor-dap --simulate cuda: {name}{caller_line()} cannot be simulated on the CPU "
             f"({why}); run this part on a GPU"
         )
 

@@ -47,6 +47,7 @@ def _found(run) -> list[tuple[str, int]]:
         "amp_dtypes",
         "factories",
         "host_arguments",
+        "compiled",
     ],
 )
 def test_clean_cuda_scripts_run_to_the_end_with_no_finding(check, name: str) -> None:
@@ -86,7 +87,14 @@ def test_cuda_idioms_behave_as_on_a_gpu(check, name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["seed_accumulator", "seed_scalar_accumulator", "seed_forward", "seed_checkpoint", "seed_mask"],
+    [
+        "seed_accumulator",
+        "seed_scalar_accumulator",
+        "seed_forward",
+        "seed_checkpoint",
+        "seed_mask",
+        "seed_compiled",
+    ],
 )
 def test_seeded_device_bugs_are_found_only_under_the_simulation(check, name: str) -> None:
     script = SCRIPTS / f"{name}.py"
@@ -203,3 +211,16 @@ def test_pytorchs_errors_name_the_tensors_as_cuda_does(check) -> None:
     assert "modified by an inplace operation: [torch.cuda.FloatTensor [4, 3]]" in run.stderr
     assert "accel" not in run.stderr
     assert "torch.cuda.FloatTensor" in run.report["exit"]["exception"]
+
+
+def test_compiled_code_runs_uncompiled_and_watched(check) -> None:
+    """``torch.compile`` (its CUDA kernels need a GPU) runs the model uncompiled, said once on
+    stderr at the program's first call, and wraps a module as compile does (its
+    ``state_dict()`` keys as on a GPU); decorated functions run. The device bug inside a
+    compiled model's forward is found (seed_compiled: the run stopped at torch.compile)."""
+    script = SCRIPTS / "compiled.py"
+    run = check(script, extra=SIMULATE)
+    keys = "['_orig_mod.0.bias', '_orig_mod.0.weight'] OptimizedModule OK"
+    assert run.stdout.strip() == keys, run.stderr
+    note = f"tensor-dap --simulate cuda: torch.compile (at {script}:7) runs uncompiled"
+    assert run.stderr.count("runs uncompiled") == 1 and note in run.stderr, run.stderr
