@@ -327,7 +327,7 @@ def install() -> None:
             if module is cuda or hasattr(module, name):
                 stop = refuse(f"torch.cuda.{name}", "CUDA streams, events and graphs")
                 setattr(module, name, stop)
-    torch.compile = _uncompiled(torch.compile)  # type: ignore[assignment]
+    torch.compile = _uncompiled(torch.compile)
     torch.set_default_device = _set_default_device(torch.set_default_device)
     torch.get_default_device = _get_default_device(torch.get_default_device)
     graph = torch.autograd.graph
