@@ -90,6 +90,52 @@ def _device_properties(device: Any = None) -> DeviceProperties:
     return DeviceProperties()
 
 
+def _rng_state(device: Any = "cuda") -> torch.Tensor:
+    """``torch.cuda.get_rng_state()``: a state of CUDA's size (16 bytes) that restores nothing:
+    the simulated device's random numbers come from the CPU generator, whose state
+    ``torch.random.fork_rng()`` and checkpoints save and restore beside it."""
+    return torch.zeros(16, dtype=torch.uint8)
+
+
+def _set_rng_state(new_state: Any, device: Any = "cuda") -> None:
+    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
+        raise TypeError("RNG state must be a torch.ByteTensor")
+
+
+def _set_rng_state_all(new_states: Any) -> None:
+    for state in new_states:
+        _set_rng_state(state)
+
+
+def _mem_get_info(device: Any = None) -> tuple[int, int]:
+    """(free, total) bytes: the simulated device's size less its live tensors."""
+    total = DeviceProperties.total_memory
+    return max(total - _memory_allocated(), 0), total
+
+
+def _memory_stats(device: Any = None) -> dict[str, int]:
+    """The keys programs read of ``memory_stats()`` (allocated and reserved, now and peak)."""
+    now, peak = _memory_allocated(), _max_memory_allocated()
+    return {
+        "allocated_bytes.all.current": now,
+        "allocated_bytes.all.peak": peak,
+        "reserved_bytes.all.current": now,
+        "reserved_bytes.all.peak": peak,
+        "active_bytes.all.current": now,
+        "active_bytes.all.peak": peak,
+        "num_alloc_retries": 0,
+        "num_ooms": 0,
+    }
+
+
+def _memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    now, peak = _memory_allocated(), _max_memory_allocated()
+    return (
+        f"{DEVICE_NAME}: {now / 2**20:.1f} MiB of tensors allocated now, "
+        f"{peak / 2**20:.1f} MiB at most\n"
+    )
+
+
 _ANSWERS: dict[str, Callable[..., Any]] = {
     "is_available": lambda: True,
     "device_count": lambda: simulated.COUNT,
@@ -121,6 +167,14 @@ _ANSWERS: dict[str, Callable[..., Any]] = {
     "max_memory_reserved": _max_memory_allocated,
     "reset_peak_memory_stats": _reset_peak,
     "reset_max_memory_allocated": _reset_peak,
+    "get_rng_state": _rng_state,
+    "get_rng_state_all": lambda: [_rng_state() for _ in range(simulated.COUNT)],
+    "set_rng_state": _set_rng_state,
+    "set_rng_state_all": _set_rng_state_all,
+    "mem_get_info": _mem_get_info,
+    "memory_stats": _memory_stats,
+    "memory_summary": _memory_summary,
+    "set_per_process_memory_fraction": _nothing,
 }
 
 #: torch.cuda names with no CPU meaning: calling them stops the run
@@ -135,14 +189,6 @@ _UNSUPPORTED = (
     "current_stream",
     "default_stream",
     "set_stream",
-    "get_rng_state",
-    "get_rng_state_all",
-    "set_rng_state",
-    "set_rng_state_all",
-    "mem_get_info",
-    "memory_summary",
-    "memory_stats",
-    "set_per_process_memory_fraction",
 )
 
 
@@ -232,6 +278,35 @@ def _uncompiled(original: Callable[..., Any]) -> Callable[..., Any]:
 
     compile.__doc__ = original.__doc__
     return compile
+
+
+def _export(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.export.export`` of a model or inputs on the simulated device stops the run with
+    one line: export traces with fake tensors of the real device's kernels (on the stand-in it
+    aborted the process). On host tensors it runs as without the simulation."""
+
+    def export(mod: Any, args: Any = (), kwargs: Any = None, *rest: Any, **options: Any) -> Any:
+        tensors = [*_tensors_in(args), *_tensors_in(kwargs or {})]
+        if isinstance(mod, torch.nn.Module):
+            tensors += [*mod.parameters(), *mod.buffers()]
+        if any(isinstance(t, simulated.SimulatedCudaTensor) for t in tensors):
+            refuse("torch.export.export", "it traces the model for CUDA kernels")()
+        return original(mod, args, kwargs, *rest, **options)
+
+    export.__doc__ = original.__doc__
+    return export
+
+
+def _tensors_in(value: Any) -> list[Any]:
+    """The tensors in nested dicts, lists and tuples."""
+    found: list[Any] = []
+
+    def keep(tensor: torch.Tensor) -> torch.Tensor:
+        found.append(tensor)
+        return tensor
+
+    _map(value, keep)
+    return found
 
 
 def _set_default_device(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -328,6 +403,9 @@ def install() -> None:
                 stop = refuse(f"torch.cuda.{name}", "CUDA streams, events and graphs")
                 setattr(module, name, stop)
     torch.compile = _uncompiled(torch.compile)
+    from torch import export as torch_export
+
+    torch_export.export = _export(torch_export.export)
     torch.set_default_device = _set_default_device(torch.set_default_device)
     torch.get_default_device = _get_default_device(torch.get_default_device)
     graph = torch.autograd.graph

@@ -110,7 +110,11 @@ def test_seeded_device_bugs_are_found_only_under_the_simulation(check, name: str
 
 @pytest.mark.parametrize(
     ("name", "call", "line"),
-    [("unsupported", "torch.cuda.Stream", 5), ("cuda_only_kernel", "myext::fused", 9)],
+    [
+        ("unsupported", "torch.cuda.Stream", 5),
+        ("cuda_only_kernel", "myext::fused", 9),
+        ("exported", "torch.export.export", 4),  # (it aborted the process)
+    ],
 )
 def test_what_cannot_be_simulated_stops_with_one_line(check, name, call, line) -> None:
     script = SCRIPTS / f"{name}.py"

@@ -64,4 +64,18 @@ assert torch.ones(2).type("torch.cuda.HalfTensor").dtype == torch.float16
 assert labels.type(torch.FloatTensor).device.type == "cpu"  # back to the host, as on a GPU
 torch.set_default_tensor_type(torch.cuda.FloatTensor)  # older repos: every tensor on the GPU
 assert torch.zeros(2).is_cuda and torch.zeros(2).dtype == torch.float32
+torch.set_default_tensor_type(torch.FloatTensor)
+# reproducibility helpers save and restore every device's RNG state around a block; logging
+# reads the device's free memory and the allocator's statistics
+with torch.random.fork_rng():
+    first = torch.rand(2, device="cuda")
+assert torch.equal(torch.rand(2, device="cuda"), first)
+state = torch.cuda.get_rng_state()
+assert state.dtype == torch.uint8 and len(torch.cuda.get_rng_state_all()) == 1
+torch.cuda.set_rng_state(state)
+free, total = torch.cuda.mem_get_info()
+assert total == properties.total_memory and 0 < free <= total
+stats = torch.cuda.memory_stats()
+assert stats["allocated_bytes.all.current"] == torch.cuda.memory_allocated()
+assert "MiB" in torch.cuda.memory_summary()
 print("OK")
