@@ -40,7 +40,7 @@ MODE_ATTRIBUTES = ("watch",)  # on the mode (tensor_dap.agent.mode.WatchMode)
 WATCH_INSTANCE_ATTRIBUTES = ("_mode", "_plans", "_site_hits", "_raise_hooks", "memory")
 WATCH_METHODS = ("_plan", "_sample", "_emit", "_rule_failed", "_raised")  # of the Watch
 #: of torch.Tensor (``ndim``: the broadcast rule's screen; the others: the memory books')
-TENSOR_ATTRIBUTES = ("ndim", "untyped_storage", "device")
+TENSOR_ATTRIBUTES = ("ndim", "untyped_storage", "device", "grad")
 #: keyword arguments of an op it reads (``inplace``: the flag inplace-saved screens by)
 KEYWORDS = ("inplace",)
 WATCH_ATTRIBUTES = WATCH_INSTANCE_ATTRIBUTES + WATCH_METHODS
@@ -62,6 +62,8 @@ LEDGER_PROPERTIES = ("backward_line", "grad_leaves")
 LEDGER_METHODS = ("_add", "_insert")
 STORAGE_ATTRIBUTES = ("_cdata", "data_ptr", "_weak_ref", "nbytes")
 OP_INFO_ATTRIBUTES = ("name", "backward")
+#: of the TensorMap of a backward() line's leaves (``id -> (weak reference, value)``)
+TENSOR_MAP_ATTRIBUTES = ("_table",)
 #: of torch.ops' OpOverloadPacket / OpOverload: the C function their ``__call__`` calls
 OP_ATTRIBUTES = ("_op", "_has_torchbind_op_overload")
 BOOKS_ATTRIBUTES = (
@@ -70,6 +72,7 @@ BOOKS_ATTRIBUTES = (
     + LEDGER_METHODS
     + STORAGE_ATTRIBUTES
     + OP_INFO_ATTRIBUTES
+    + TENSOR_MAP_ATTRIBUTES
 )
 
 

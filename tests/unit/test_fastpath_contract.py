@@ -13,6 +13,7 @@ import tensor_dap
 from tensor_dap.agent import native
 from tensor_dap.agent.mode import WatchMode
 from tensor_dap.agent.op_kinds import OpInfo
+from tensor_dap.agent.tensor_map import TensorMap
 
 SOURCE = Path(native.__file__).with_name("_fastpath.c").read_text()
 
@@ -57,6 +58,8 @@ def test_the_listed_names_exist_where_the_c_path_reads_them() -> None:
             assert hasattr(torch.ones(1).untyped_storage(), name), name
         for name in native.OP_INFO_ATTRIBUTES:
             assert hasattr(OpInfo("add"), name), name
+        for name in native.TENSOR_MAP_ATTRIBUTES:
+            assert name in vars(TensorMap()), name
         assert hasattr(torch.ops.aten.add, "_op") and hasattr(torch.ops.aten.add.Tensor, "_op")
         # (read from the instance dict; a torch without it has no torchbind branch either)
         assert "_has_torchbind_op_overload" in vars(torch.ops.aten.add)
