@@ -254,3 +254,35 @@ def test_a_view_of_a_factorys_tensor_written_step_by_step_is_told_its_factory(
     assert "outputs[1:].view(-1, 5) is on cpu (created at script.py:13 by view)" in message
     assert "is computed from torch.zeros(...) at script.py:7: pass it device=device." in message
     assert "Move " not in message
+
+
+def test_a_dtype_conversion_of_a_stack_is_not_taken_for_a_factory(tmp_path: Path) -> None:
+    """``torch.stack([...]).float()`` made the CPU tensor from what it stacked: it is not to be
+    "created with device=" (``.float()`` takes none), nor named as a ``torch.float(...)``; a
+    ``torch.zeros(...).float()`` is still its factory's tensor, told at the factory."""
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        x = torch.arange(4.0)
+        a = torch.stack([x, torch.full_like(x, 16)]).float()
+        b = torch.ones(2, 4, device=device)
+        b[:1] - a[:1]
+        """,
+    )
+    assert "torch.float(" not in message and "Create " not in message, message
+    assert message.endswith("Move a[:1] to that device with .to(device)."), message
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        a = torch.zeros(2, 4).float()
+        b = torch.ones(2, 4, device=device)
+        b[:1] - a[:1]
+        """,
+    )
+    assert "is computed from torch.zeros(...) at script.py:5: pass it device=device." in message

@@ -473,10 +473,10 @@ for worker in workers:
 for thread in threading.enumerate():  # join every thread but this one
     if thread is not threading.current_thread():
         thread.join()
+print(sorted(results), threading.active_count(), len(threading.enumerate()))
 data = TensorDataset(torch.arange(8.0))
 loader = DataLoader(data, batch_size=4, num_workers=2, multiprocessing_context="fork")
-batches = [float(b.sum()) for (b,) in loader]
-print(sorted(results), batches, threading.active_count(), len(threading.enumerate()))
+print([float(b.sum()) for (b,) in loader])
 """
 
 
@@ -492,4 +492,4 @@ def test_tensor_dap_threads_are_not_the_programs(tmp_path: Path, check) -> None:
     assert plain.returncode == 0, plain.stderr
     run = check(script)
     assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
-    assert plain.stdout.endswith(" 1 1\n")
+    assert plain.stdout.startswith("[0.0, 3.0, 6.0] 1 1\n")

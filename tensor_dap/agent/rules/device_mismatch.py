@@ -260,11 +260,23 @@ def _accelerator_argument(caller: Any) -> Optional[_Argument]:
 
 
 def _made_by_factory(prov: Any) -> bool:
-    """Whether a Prov's op (a name, or source text when read statically) built the tensor."""
+    """Whether a Prov's op (a name, or source text when read statically) built the tensor: a
+    dtype conversion (``torch.zeros(3).float()``) did when what it converted was a factory's
+    (``torch.stack([...]).float()`` is computed from what was stacked)."""
     if prov is None:
         return False
+    if prov.op in DTYPE_CONVERSIONS and prov.parents:
+        return len(prov.parents) == 1 and _made_by_factory(prov.parents[0])
     match = re.match(r"`?(?:torch\.)?(\w+)\(", prov.op)
     return prov.op in _FACTORIES or bool(match and match.group(1) in _FACTORIES)
+
+
+def _factory(prov: Any) -> Any:
+    """The factory's record of a tensor :func:`_made_by_factory` (past its dtype conversions:
+    ``torch.zeros(...)`` of ``torch.zeros(3).float()``), as the advice names it."""
+    while prov.op in DTYPE_CONVERSIONS and len(prov.parents) == 1:
+        prov = prov.parents[0]
+    return prov
 
 
 #: creation records looked at, walking back from a CPU operand to the factories it comes from
@@ -329,7 +341,9 @@ def _message(
         for i, d in enumerate(described):  # (a view of a factory's tensor: the factory)
             base = (bases or {}).get(i)
             if d in cpu and d.name not in fresh and not roots_of[d.name] and base is not None:
-                roots_of[d.name] = [base] if _made_by_factory(base) else _factory_roots(base)
+                roots_of[d.name] = (
+                    [_factory(base)] if _made_by_factory(base) else _factory_roots(base)
+                )
         made = [d.prov for d in cpu] + [r for roots in roots_of.values() for r in roots]
         if argument is not None and all(argument.holds(prov) for prov in made):
             # (all made in a method: the device its input is on)
