@@ -251,14 +251,18 @@ def _uncompiled(original: Callable[..., Any]) -> Callable[..., Any]:
     still wrapped as compile wraps it (``OptimizedModule``: its ``state_dict()`` keys start
     with ``_orig_mod.`` as on the GPU); ``@torch.compile`` and ``torch.compile(mode=...)`` as
     a decorator work too. Said once on stderr, at the first call. The rules look inside (a
-    compiled module's own ``__call__`` runs with the watch's mode off: compile_guard)."""
-    from torch._dynamo.eval_frame import DisableContext, OptimizedModule
-
-    class EagerModule(OptimizedModule):
-        __call__ = torch.nn.Module.__call__
-
-    EagerModule.__name__ = EagerModule.__qualname__ = OptimizedModule.__name__
+    compiled module's own ``__call__`` runs with the watch's mode off: compile_guard). Dynamo
+    is imported at the first call (a second of every simulated process's start otherwise)."""
     said: list[bool] = []
+
+    def wrapped(model: torch.nn.Module) -> Any:
+        from torch._dynamo.eval_frame import DisableContext, OptimizedModule
+
+        class EagerModule(OptimizedModule):
+            __call__ = torch.nn.Module.__call__
+
+        EagerModule.__name__ = EagerModule.__qualname__ = OptimizedModule.__name__
+        return EagerModule(model, DisableContext())
 
     def compile(model: Any = None, **options: Any) -> Any:
         if model is None:  # torch.compile(mode=...) used as a decorator
@@ -273,7 +277,7 @@ def _uncompiled(original: Callable[..., Any]) -> Callable[..., Any]:
                 file=sys.stderr,
             )
         if isinstance(model, torch.nn.Module):
-            return EagerModule(model, DisableContext())
+            return wrapped(model)
         return model
 
     compile.__doc__ = original.__doc__
