@@ -82,6 +82,12 @@ RULES: tuple[Rule, ...] = (
         module="missing_zero_grad",
     ),
     Rule(
+        "stale-copy",
+        "Stale parameter copy",
+        "The program computes with a copy of a tensor an optimizer updates (w = w.to(device)).",
+        module="stale_copy",
+    ),
+    Rule(
         "graph-kept",
         "Graph kept across steps",
         "A tensor carrying autograd history is accumulated across loop iterations.",

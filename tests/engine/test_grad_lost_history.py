@@ -805,3 +805,51 @@ def test_an_unused_pooler_with_a_logged_norm_and_a_stacked_mask_is_not_a_cut() -
             optimizer.step()
 
     assert _step_findings(train) == []
+
+
+class _TemperatureAgent:
+    """SAC's entropy temperature: ``alpha`` read out with ``.item()`` for the other losses,
+    and (the bug) for its own loss, whose ``detach()`` on the log-probabilities is meant."""
+
+    def __init__(self) -> None:
+        self.log_alpha = torch.zeros(1, requires_grad=True)
+        self.target_entropy = -2.0
+
+    @property
+    def alpha(self) -> float:
+        return self.log_alpha.exp().item()
+
+    def update(self, logp: torch.Tensor) -> None:
+        alpha_loss = -(self.alpha * (logp + self.target_entropy).detach()).mean()
+        alpha_loss.backward()
+
+
+def test_a_number_read_out_with_item_is_named_beside_a_meant_detach() -> None:
+    torch.manual_seed(0)
+    logp = torch.randn(8, requires_grad=True)
+    agent = _TemperatureAgent()
+    ((line, message),) = _grad_lost(agent.update, logp)
+    assert line == _line_of(_TemperatureAgent.update, "alpha_loss.backward()")
+    cut = _line_of(_TemperatureAgent.update, "alpha_loss = ")
+    read = _line_of(_TemperatureAgent, "return self.log_alpha.exp().item()")
+    assert f"its gradient history was cut at test_grad_lost_history.py:{cut} " in message
+    assert (
+        "by detach(), and `self.alpha` there is a Python number, read out of the graph by "
+        f".item() at test_grad_lost_history.py:{read} `return self.log_alpha.exp().item()`: a "
+        "number carries no gradient. Use the tensor `self.log_alpha.exp()` in place of "
+        "`self.alpha` there (the detach() can stay if it is meant)."
+    ) in message
+
+
+def test_a_detach_with_no_number_read_out_is_named_alone() -> None:
+    def update(logp: torch.Tensor, log_alpha: torch.Tensor) -> None:
+        scale = 2.0
+        loss_value = log_alpha.exp().sum().item()  # read, but not used by the cut's line
+        alpha_loss = -(scale * logp.detach()).mean()
+        alpha_loss.backward()
+        assert loss_value
+
+    logp = torch.randn(8, requires_grad=True)
+    ((_, message),) = _grad_lost(update, logp, torch.zeros(1, requires_grad=True))
+    assert "by detach(). Compute alpha_loss from tensors that keep their grad_fn there." in message
+    assert ".item()" not in message

@@ -23,6 +23,7 @@ each loop, which is where such a bug shows.
 
 from __future__ import annotations
 
+import ast
 import collections
 from types import FrameType
 from typing import Any, Iterable, Optional
@@ -89,7 +90,8 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     for tensor in targets:
         if not tensor.requires_grad:
             prov = state.provenance.lookup(tensor)
-            return Report(tensors=[tensor], message=_explain(prov))
+            reads = tuple(state.rule_state.get(_HANDED, ()))
+            return Report(tensors=[tensor], message=_explain(prov, reads))
         if graph_node(tensor) is None:  # a leaf: backward() reaches nothing but itself
             prov = state.provenance.lookup(tensor)
             cut = first_cut(prov) if prov is not None else None
@@ -383,7 +385,10 @@ def _where(prov: Prov) -> str:
     return naming.place(prov.path, prov.line)
 
 
-def _explain(prov: Optional[Prov]) -> Any:
+def _explain(prov: Optional[Prov], handed: tuple[tuple[int, Prov], ...] = ()) -> Any:
+    """``handed``: the newest reads out of a graph (:data:`_HANDED`), for a Python number the
+    cut's line uses (:func:`_number_read_out`)."""
+
     def build(described: list[Any], expression: str) -> str:
         name = described[0].name
         head = f"`{expression}`: {name} has no grad_fn and does not require grad"
@@ -401,6 +406,15 @@ def _explain(prov: Optional[Prov]) -> Any:
                 f"gradients off around {_where(cut)} ({cut.op} ran without recording them)"
                 f"{also}. Compute {name} outside that block, or remove it where gradients are "
                 "needed."
+            )
+        number = _number_read_out(cut, handed) if cut is not None else None
+        if cut is not None and number is not None:
+            used, read, tensor = number
+            return (
+                f"{head}: its gradient history was cut at {_where(cut)} by {cut.cut}, and "
+                f"`{used}` there is a Python number, read out of the graph by .item() at "
+                f"{_where(read)}: a number carries no gradient. Use the tensor `{tensor}` in "
+                f"place of `{used}` there (the {cut.cut} can stay if it is meant)."
             )
         if cut is not None:
             return (
@@ -427,3 +441,57 @@ def _explain(prov: Optional[Prov]) -> Any:
         )
 
     return build
+
+
+def _number_read_out(
+    cut: Prov, handed: tuple[tuple[int, Prov], ...]
+) -> Optional[tuple[str, Prov, str]]:
+    """A Python number the cut's line uses that ``.item()`` read out of a graph — SAC's
+    ``alpha_loss = -(self.alpha * (logp + target).detach()).mean()`` with an ``alpha`` property
+    returning ``self.log_alpha.exp().item()``: the ``detach()`` is meant, the number is the
+    cut. (the name the line uses, where it was read, the tensor read), or None."""
+    statement = naming.parsed_statement(naming.statement_text(cut.path, cut.line))
+    if statement is None:
+        return None
+    used: dict[str, str] = {}
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name):
+            used.setdefault(node.id, node.id)
+        elif isinstance(node, ast.Attribute):
+            used.setdefault(node.attr, ast.unparse(node))
+    for _, read in reversed(handed):
+        if read.op != "item":
+            continue
+        tensor = _item_receiver(read)
+        target = naming.assignment_target(read.path, read.line) or _returned_by(read)
+        name = target.rsplit(".", 1)[-1] if target else None
+        if tensor is not None and name in used:
+            return used[name], read, tensor
+    return None
+
+
+def _item_receiver(read: Prov) -> Optional[str]:
+    """``self.log_alpha.exp()`` of the line ``... = self.log_alpha.exp().item()``."""
+    statement = naming.parsed_statement(naming.statement_text(read.path, read.line))
+    for node in ast.walk(statement) if statement is not None else ():
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "item"
+        ):
+            return ast.unparse(node.func.value)
+    return None
+
+
+def _returned_by(read: Prov) -> Optional[str]:
+    """The function whose ``return`` is the line (a property's name: ``alpha``)."""
+    tree = naming.module_tree(read.path)
+    found: Optional[str] = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            returns = [
+                r for r in ast.walk(node) if isinstance(r, ast.Return) and r.lineno == read.line
+            ]
+            if returns:
+                found = node.name  # (the innermost: ast.walk goes outside in)
+    return found
