@@ -146,6 +146,28 @@ def test_the_message_says_the_usual_cause_and_its_fix() -> None:
     ]
 
 
+def test_a_mean_loss_over_only_ignored_targets_is_said_to_be_0_over_0() -> None:
+    """A masked-LM batch in which no token was masked: every label is ``-100``; the operands are
+    named as the line writes them though the call has keywords."""
+    import tensor_dap
+    import torch.nn.functional as F
+
+    logits = torch.randn(6, 10, requires_grad=True)
+    labels = torch.full((6,), -100)
+    with tensor_dap.watch(rules=["nan-inf"]) as watch:
+        F.cross_entropy(logits.view(-1, 10), labels.view(-1), ignore_index=-100)
+        F.nll_loss(logits.log_softmax(-1), torch.full((6,), 3), ignore_index=3, reduction="sum")
+        labels[0] = 2  # one kept target: a finite mean
+        F.cross_entropy(logits, labels)
+    (finding,) = watch.findings
+    assert finding.message.split("from finite ", 1)[1] == (
+        "logits.view(-1, 10) (6, 10), labels.view(-1) (6,). Every target in labels.view(-1) "
+        "equals ignore_index (-100), so the mean is over no target: 0 / 0. Skip such a batch "
+        "(`if (targets != ignore_index).any():`), or sum the loss (reduction=\"sum\") and divide "
+        "by the count of kept targets, at least 1."
+    )
+
+
 def test_the_rules_reads_are_not_seen_by_the_programs_modes_subclasses_or_traces() -> None:
     """nan-inf reads each result: the program's dispatch mode does not see those reads, a
     subclass of the program's that dispatches in Python is not read (it would run its code),

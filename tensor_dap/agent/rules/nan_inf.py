@@ -155,7 +155,7 @@ def _inputs(args: Args, kwargs: Kwargs) -> tuple[list[Any], bool]:
             if items:
                 inputs.extend(items)
                 direct = False
-    return inputs, direct and not kwargs
+    return inputs, direct  # (a tensor passed by keyword comes after the positional ones)
 
 
 def after(
@@ -191,7 +191,7 @@ def after(
             return None
         if _handled_by_program(caller):
             return None
-        message = _message(op.name, out, inputs, args)
+        message = _message(op.name, out, inputs, args, kwargs)
         _mark_reported(out)
     except Exception:  # a tensor type that cannot be judged: skip this op, not the rule
         return None
@@ -302,7 +302,7 @@ def _mark_reported(out: Any) -> None:
         node.metadata[_REPORTED] = True
 
 
-def _message(op_name: str, out: Any, inputs: list[Any], args: Args) -> Any:
+def _message(op_name: str, out: Any, inputs: list[Any], args: Args, kwargs: Kwargs) -> Any:
     nans = infs = 0
     parts = _parts(out) or []
     with torch._C.DisableTorchFunction(), _unseen([*parts, *inputs]):
@@ -311,7 +311,12 @@ def _message(op_name: str, out: Any, inputs: list[Any], args: Args) -> Any:
             infs += int(torch.isinf(part).sum())
         try:
             written = bool(inputs) and inputs[0] is out  # (an in-place op: its input is gone)
-            hint = _written_hint(op_name, args) if written else _forward_hint(op_name, inputs, args)
+            if written:
+                hint = _written_hint(op_name, args)
+            else:
+                hint = _ignored_targets_hint(op_name, inputs, args, kwargs) or _forward_hint(
+                    op_name, inputs, args
+                )
         except Exception:  # a tensor type that cannot be compared: no advice, still the finding
             hint = _no_hint
 
@@ -351,6 +356,34 @@ def _written_hint(op_name: str, args: Args) -> Callable[[list[str], str], str]:
             "first (`.clamp_min(1e-8)`)."
         )
     return _no_hint
+
+
+#: losses averaging over the targets not equal to ``ignore_index``
+_IGNORING = frozenset(("cross_entropy", "nll_loss"))
+
+
+def _ignored_targets_hint(
+    op_name: str, inputs: list[Any], args: Args, kwargs: Kwargs
+) -> Optional[Callable[[list[str], str], str]]:
+    """A mean loss over targets that all equal ``ignore_index`` (a masked-LM batch with no
+    masked token, a padded batch of padding): 0 / 0. None when that is not the cause."""
+    named = kwargs or {}
+    if op_name not in _IGNORING or named.get("reduction", "mean") != "mean" or len(inputs) < 2:
+        return None
+    ignore = named.get("ignore_index", -100)
+    target = inputs[1]
+    if not isinstance(ignore, int) or target.is_floating_point() or target.numel() == 0:
+        return None
+    try:
+        if bool((target != ignore).any()):
+            return None
+    except Exception:  # (a target type that cannot say: no advice)
+        return None
+    return lambda names, _dtype: (
+        f" Every target in {_named(names, 1)} equals ignore_index ({ignore}), so the mean is "
+        "over no target: 0 / 0. Skip such a batch (`if (targets != ignore_index).any():`), or "
+        "sum the loss (reduction=\"sum\") and divide by the count of kept targets, at least 1."
+    )
 
 
 def _forward_hint(op_name: str, inputs: list[Any], args: Args) -> Callable[[list[str], str], str]:
