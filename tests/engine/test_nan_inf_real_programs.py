@@ -149,8 +149,9 @@ def test_the_message_says_the_usual_cause_and_its_fix() -> None:
 def test_a_mean_loss_over_only_ignored_targets_is_said_to_be_0_over_0() -> None:
     """A masked-LM batch in which no token was masked: every label is ``-100``; the operands are
     named as the line writes them though the call has keywords."""
-    import tensor_dap
     import torch.nn.functional as F
+
+    import tensor_dap
 
     logits = torch.randn(6, 10, requires_grad=True)
     labels = torch.full((6,), -100)
