@@ -164,7 +164,7 @@ def test_a_mean_loss_over_only_ignored_targets_is_said_to_be_0_over_0() -> None:
     assert finding.message.split("from finite ", 1)[1] == (
         "logits.view(-1, 10) (6, 10), labels.view(-1) (6,). Every target in labels.view(-1) "
         "equals ignore_index (-100), so the mean is over no target: 0 / 0. Skip such a batch "
-        "(`if (targets != ignore_index).any():`), or sum the loss (reduction=\"sum\") and divide "
+        '(`if (targets != ignore_index).any():`), or sum the loss (reduction="sum") and divide '
         "by the count of kept targets, at least 1."
     )
 

@@ -382,7 +382,7 @@ def _ignored_targets_hint(
     return lambda names, _dtype: (
         f" Every target in {_named(names, 1)} equals ignore_index ({ignore}), so the mean is "
         "over no target: 0 / 0. Skip such a batch (`if (targets != ignore_index).any():`), or "
-        "sum the loss (reduction=\"sum\") and divide by the count of kept targets, at least 1."
+        'sum the loss (reduction="sum") and divide by the count of kept targets, at least 1.'
     )
 
 
