@@ -6,12 +6,14 @@ teacher, a target network, a rollout and an evaluation under ``no_grad`` stay qu
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Callable
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 import tensor_dap
 
@@ -114,3 +116,60 @@ def test_parameters_meant_to_be_used_under_no_grad_stay_quiet(
     program: Callable[[], None],
 ) -> None:
     assert _found(program) == []
+
+
+class _Checkpointed(nn.Module):
+    """A deep MLP whose first segments run under a reentrant checkpoint, the batch first."""
+
+    def __init__(self, reentrant: bool, first_checkpointed: bool) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Linear(6, 8), nn.GELU())
+        self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 8)) for _ in "ab")
+        self.head = nn.Linear(8, 3)
+        self.reentrant, self.first = reentrant, first_checkpointed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x if self.first else self.stem(x)
+        for layer in ([self.stem] if self.first else []) + list(self.blocks):
+            h = checkpoint(layer, h, use_reentrant=self.reentrant)
+        return self.head(h)
+
+
+def train_checkpointed(reentrant: bool, first_checkpointed: bool) -> None:
+    torch.manual_seed(0)
+    model = _Checkpointed(reentrant, first_checkpointed)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(3):
+        x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def test_a_reentrant_checkpoint_fed_no_grad_input_is_found_at_its_call() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch's: "None of the inputs have requires_grad")
+        found = _found(lambda: train_checkpointed(reentrant=True, first_checkpointed=True))
+    ((line, message),) = set(found)
+    assert line == _line(_Checkpointed.forward, "h = checkpoint(")
+    step = _line(train_checkpointed, "opt.step()")
+    assert message == (
+        "`h = checkpoint(layer, h, use_reentrant=self.reentrant)`: none of this reentrant "
+        "checkpoint's inputs requires grad, so it ran its function under no_grad and backward() "
+        "never comes back to it: 10 of opt's 12 parameters (model.stem.0.weight, "
+        "model.stem.0.bias, model.blocks.0.0.weight, model.blocks.0.0.bias and 6 more) get no "
+        f"gradient, and opt.step() at test_trained_under_no_grad.py:{step} `opt.step()` leaves "
+        "them as they are. Pass use_reentrant=False, or make the input require grad "
+        "(`h.requires_grad_()`) before the first checkpoint."
+    )
+
+
+@pytest.mark.parametrize(
+    ("reentrant", "first_checkpointed"), [(True, False), (False, True), (False, False)]
+)
+def test_checkpoints_that_backward_comes_back_to_stay_quiet(
+    reentrant: bool, first_checkpointed: bool
+) -> None:
+    """Reentrant after an uncheckpointed stem (its input has history), or not reentrant."""
+    assert _found(lambda: train_checkpointed(reentrant, first_checkpointed)) == []

@@ -10,12 +10,21 @@ are meant. So this check asks for what none of those do: at a step, a ``backward
 the optimizer's previous step, *none* of the optimizer's parameters has a gradient, some were
 used under ``no_grad`` since that step, and none with gradients on.
 
+A reentrant ``torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=True)`` runs ``fn`` under
+``no_grad`` and replays it with gradients on in backward — unless none of its inputs requires
+grad (the first segment, fed the batch): then its output has no history, backward never comes
+back to it, and ``fn``'s parameters silently get no gradient (PyTorch only warns). That is
+reported whatever the other parameters got: at a step, the parameters without gradient used
+since the previous step under such a checkpoint and never with gradients on, at the line
+calling ``checkpoint``.
+
 Uses under ``no_grad`` are seen by grad-lost's sampled ``observe`` (the first 8 runs of each
 call site, then one in 64), as its uses with gradients on are.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import weakref
 from types import FrameType
@@ -32,13 +41,19 @@ from tensor_dap.agent.tensor_map import TensorMap
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
-#: rule_state keys: parameter -> (when, the user's line, the no_grad block's line) of its last
-#: use under no_grad; the time of the last backward(); optimizer -> the time of its last step
+#: rule_state keys: parameter -> (when, the user's line, the no_grad block's line, the line
+#: calling a reentrant checkpoint that ran it) of its last use under no_grad; the time of the
+#: last backward(); optimizer -> the time of its last step
 _USES = "grad-lost.no-grad-uses"
 _BACKWARD_AT = "grad-lost.backward-clock"
 _STEPPED = "grad-lost.no-grad-stepped"
 
 _Site = Optional[tuple[str, int]]
+_Use = tuple[int, _Site, _Site, _Site]
+#: torch's reentrant checkpoint: its autograd Function's forward runs the segment under no_grad
+_CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
+#: frames looked up from an op for a reentrant checkpoint's forward
+_CHECKPOINT_DEPTH = 12
 #: where torch's ops under no_grad are no forward: initialisation, a module's conversions
 #: (``model.to()``, ``load_state_dict``), gradient clipping, the optimizers' updates
 _HOUSEKEEPING_FILES = tuple(
@@ -56,7 +71,7 @@ def observe(args: Any, caller: Any, state: Any) -> None:
     """An op run under ``no_grad``: the parameters among its arguments, when and where; not
     torch's own housekeeping (``nn.init`` at construction, ``model.to()``, an optimizer's
     step), which no forward is."""
-    uses: Optional[TensorMap[tuple[int, _Site, _Site]]] = None
+    uses: Optional[TensorMap[_Use]] = None
     use = None
     for item in argument_items(args):
         # (Parameter's isinstance is a Python call: only tensors that could be one get there)
@@ -68,7 +83,7 @@ def observe(args: Any, caller: Any, state: Any) -> None:
             if caller is not None and _housekeeping(caller.f_code.co_filename):
                 return
             user = frames.user_frame(caller)
-            use = (next(CLOCK), frames.site(user), no_grad_site(user))
+            use = (next(CLOCK), frames.site(user), no_grad_site(user), _checkpoint_call(caller))
             uses = state.rule_state.get(_USES)
             if uses is None:
                 uses = state.rule_state[_USES] = TensorMap()
@@ -79,6 +94,19 @@ def observe(args: Any, caller: Any, state: Any) -> None:
 #: rule_state key: the last backward() ran from leaves only (a loss re-made with
 #: ``torch.tensor(..., requires_grad=True)``): it reaches no parameter for a reason of its own
 _FROM_LEAVES = "grad-lost.backward-from-leaves"
+
+
+def _checkpoint_call(frame: Optional[FrameType]) -> _Site:
+    """The user's line calling the reentrant checkpoint whose no_grad forward runs ``frame``,
+    if one does."""
+    depth = _CHECKPOINT_DEPTH
+    while frame is not None and depth > 0:
+        code = frame.f_code
+        if code.co_name == "forward" and code.co_filename.endswith(_CHECKPOINT_FILE):
+            return frames.site(frames.user_frame(frame.f_back))
+        frame = frame.f_back
+        depth -= 1
+    return None
 
 
 def last_backward(state: Any) -> int:
@@ -106,6 +134,9 @@ def check(optimizer: Any, caller: FrameType, state: Any, used_with_grad: Any) ->
     if state.rule_state.get(_FROM_LEAVES):  # (no graph at all: not for want of gradients on)
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
+    checkpointed = _checkpointed_without_grad(params, uses, previous, used_with_grad)
+    if checkpointed:
+        return _checkpoint_report(optimizer, caller, checkpointed, len(params))
     if not params or any(p.grad is not None for p in params):
         return None
     found = [(p, use) for p in params if (use := uses.get(p)) is not None and use[0] > previous]
@@ -117,7 +148,7 @@ def check(optimizer: Any, caller: FrameType, state: Any, used_with_grad: Any) ->
         return None
     user = frames.user_frame(caller)
     name = naming.object_name(user, optimizer) or "optimizer"
-    _, line, site = found[0][1]
+    _, line, site, _checkpoint = found[0][1]
     # (at the no_grad block, the line to change; paused at the step, where it shows)
     return Report(
         tensors=[p for p, _ in found[:4]],
@@ -126,6 +157,64 @@ def check(optimizer: Any, caller: FrameType, state: Any, used_with_grad: Any) ->
         frame=user,
         at=site,
     )
+
+
+def _checkpointed_without_grad(
+    params: list[Any], uses: Any, previous: int, used_with_grad: Any
+) -> list[tuple[Any, _Use]]:
+    """The parameters without gradient whose uses since the previous step ran under a
+    reentrant checkpoint no backward came back to (none with gradients on)."""
+    found = []
+    for param in params:
+        use = uses.get(param) if param.grad is None else None
+        if use is None or use[0] <= previous or use[3] is None:
+            continue
+        with_grad = used_with_grad.get(param) if used_with_grad else None
+        if with_grad is None or with_grad[0] <= previous:
+            found.append((param, use))
+    return found
+
+
+def _checkpoint_report(
+    optimizer: Any, caller: FrameType, found: list[tuple[Any, _Use]], total: int
+) -> Report:
+    user = frames.user_frame(caller)
+    name = naming.object_name(user, optimizer) or "optimizer"
+    step = _place(frames.site(user))
+    count = len(found)
+
+    def build(described: list[Any], expression: str) -> str:
+        listed = ", ".join(d.name for d in described)
+        if count > len(described):
+            listed += f" and {count - len(described)} more"
+        return (
+            f"`{expression}`: none of this reentrant checkpoint's inputs requires grad, so it "
+            f"ran its function under no_grad and backward() never comes back to it: {count} "
+            f"of {name}'s {total} parameters ({listed}) get no gradient, and {name}.step() at "
+            f"{step} leaves them as they are. Pass use_reentrant=False, or make the input "
+            f"require grad (`{_first_input(expression)}.requires_grad_()`) before the first "
+            "checkpoint."
+        )
+
+    return Report(
+        tensors=[p for p, _ in found[:4]],
+        message=build,
+        operands=False,
+        frame=user,
+        at=found[0][1][3],
+    )
+
+
+def _first_input(expression: str) -> str:
+    """``h`` of ``h = checkpoint(layer, h, use_reentrant=True)``; ``x`` when not found."""
+    statement = naming.parsed_statement(expression)
+    for node in ast.walk(statement) if statement is not None else ():
+        if isinstance(node, ast.Call) and len(node.args) > 1:
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            callee = node.func.id if isinstance(node.func, ast.Name) else callee
+            if callee == "checkpoint":
+                return ast.unparse(node.args[1])
+    return "x"
 
 
 def _message(name: str, total: int, used: int, line: _Site, site: _Site, step: str) -> Any:
