@@ -19,6 +19,11 @@ A swap needs the tensor held by nothing else. The old ``nn.utils.weight_norm`` a
 ``spectral_norm`` keep the weight they compute from the module's parameters as a plain attribute
 (``module.weight``, remade before each forward), whose graph holds those parameters: it is let
 go during the move and made anew after it (on a GPU it stays until the next forward remakes it).
+
+A lazy module's parameters (``nn.LazyLinear(7).to("cuda")``) have no data to move until the
+first forward: on a GPU they stay uninitialized with an empty CUDA tensor as their data, and
+``materialize`` makes them there. Here they stay uninitialized, told where they go, and
+``materialize`` makes them on the simulated device, swapped in place.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from torch.__future__ import (
     get_swap_module_params_on_conversion,
     set_swap_module_params_on_conversion,
 )
+from torch.nn.parameter import UninitializedTensorMixin, is_lazy  # type: ignore[attr-defined]
 
 from tensor_dap.simulate.tensor import SimulatedCudaTensor
 from tensor_dap.testing.standin.tensor import attributes
@@ -55,6 +61,16 @@ def install() -> None:
     original_apply: Callable[..., Any] = torch.nn.Module._apply
 
     def _apply(self: torch.nn.Module, fn: Callable[..., Any], recurse: bool = True) -> Any:
+        lazy = _lazy_moves(self, fn)
+        try:
+            return _apply_to_the_rest(self, fn, recurse)
+        finally:
+            for table, name, tensor in lazy:
+                table[name] = tensor
+
+    def _apply_to_the_rest(
+        self: torch.nn.Module, fn: Callable[..., Any], recurse: bool = True
+    ) -> Any:
         computed = _computed_weights(self)
         for hook in computed:  # (its graph holds the parameters to swap)
             vars(self).pop(hook.name, None)
@@ -75,6 +91,52 @@ def install() -> None:
 
     _apply.__doc__ = original_apply.__doc__
     torch.nn.Module._apply = _apply  # type: ignore[method-assign]
+    _materialize_where_told()
+
+
+#: attribute of an uninitialized parameter or buffer moved to the simulated device: the
+#: (device, dtype) its ``materialize`` makes it with
+_TOLD = "_tensor_dap_materialize_on"
+
+
+def _lazy_moves(module: torch.nn.Module, fn: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
+    """The module's uninitialized parameters and buffers that ``fn`` moves to or from the
+    simulated device: told where (an empty tensor of theirs, as ``fn`` moves it), and taken out
+    of the module for the move: (table, name, tensor) to put back."""
+    taken = []
+    for table in (module._parameters, module._buffers):
+        for name, tensor in list(table.items()):
+            if tensor is None or not is_lazy(tensor):
+                continue
+            device, dtype = vars(tensor).get(_TOLD, (tensor.data.device, tensor.data.dtype))
+            probe = fn(torch.empty(0, device=device, dtype=dtype))
+            if isinstance(probe, SimulatedCudaTensor) or _TOLD in vars(tensor):
+                vars(tensor)[_TOLD] = (probe.device, probe.dtype)
+                taken.append((table, name, tensor))
+                del table[name]
+    return taken
+
+
+def _materialize_where_told() -> None:
+    original: Callable[..., None] = UninitializedTensorMixin.materialize
+
+    def materialize(self: Any, shape: Any, device: Any = None, dtype: Any = None) -> None:
+        told = vars(self).pop(_TOLD, None)
+        if told is not None:
+            device, dtype = device or told[0], dtype or told[1]
+        if told is None or torch.device(device).type == "cpu":
+            original(self, shape, device=device, dtype=dtype)
+            return
+        data = torch.empty(shape, device=device, dtype=dtype)
+        made = (
+            torch.nn.Parameter(data, requires_grad=self.requires_grad)
+            if isinstance(self, torch.nn.Parameter)
+            else data
+        )
+        torch.utils.swap_tensors(self, made)  # type: ignore[no-untyped-call]
+
+    materialize.__doc__ = original.__doc__
+    UninitializedTensorMixin.materialize = materialize
 
 
 def _parameter_attributes(module: torch.nn.Module) -> dict[str, dict[str, Any]]:

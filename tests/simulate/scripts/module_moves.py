@@ -63,4 +63,18 @@ assert tagged.bias.no_decay and isinstance(tagged.bias, nn.Parameter)
 assert tagged.bias.device.type == device.type
 tagged.cpu()
 assert tagged.bias.no_decay
+
+# lazy modules moved before their first forward are made where they were moved to
+lazy = nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.LazyLinear(3), nn.LazyBatchNorm1d())
+lazy.to(device)
+lazy_optimizer = torch.optim.SGD(lazy.parameters(), lr=0.1)
+out = lazy(torch.randn(4, 5, device=device))
+assert out.shape == (4, 3) and lazy[0].weight.device.type == device.type
+assert lazy[3].running_mean.device.type == device.type
+assert isinstance(lazy[2].weight, nn.Parameter) and not nn.parameter.is_lazy(lazy[2].weight)
+out.sum().backward()
+lazy_optimizer.step()
+assert lazy[0].weight.grad is not None and lazy[0].weight.grad.device.type == device.type
+back = nn.LazyLinear(2).to(device, torch.float64).cpu()
+assert back(torch.randn(3, 4, dtype=torch.float64)).device.type == "cpu"
 print("OK")
