@@ -14,7 +14,9 @@ tensor subclass whose ops run on the CPU data):
 - :mod:`~tensor_dap.simulate.mode`: a ``TorchFunctionMode`` below the watch's that reads
   ``"cuda"`` devices (``device=``, ``.to(...)``, ``.cuda()``) as the simulated device;
 - :mod:`~tensor_dap.simulate.cuda_api`: ``torch.cuda``'s functions answered by the simulation,
-  ``torch.load``/``torch.save`` across it, and a clear stop for what cannot be simulated;
+  and a clear stop for what cannot be simulated;
+- :mod:`~tensor_dap.simulate.checkpoints`: ``torch.save``/``torch.load`` across the simulated
+  device, as on a GPU;
 - :mod:`~tensor_dap.simulate.accelerator_api`: ``torch.accelerator`` answered the same way;
 - :mod:`~tensor_dap.simulate.module_moves`: ``model.to("cuda")`` keeps the Parameter objects
   (tied weights, an optimizer built before the move), as on a GPU;

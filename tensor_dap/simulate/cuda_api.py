@@ -1,5 +1,4 @@
-"""``torch.cuda`` answered by the simulation, checkpoints across it, and a clear stop for what
-cannot be simulated.
+"""``torch.cuda`` answered by the simulation, and a clear stop for what cannot be simulated.
 
 The program asks ``torch.cuda`` whether a device is there, what it is called, how much memory
 it holds; it seeds, synchronises and empties caches. Those are answered here from the
@@ -16,8 +15,9 @@ from typing import Any, Callable
 
 import torch
 
-from tensor_dap.simulate import distributed
+from tensor_dap.simulate import checkpoints, distributed
 from tensor_dap.simulate import tensor as simulated
+from tensor_dap.simulate.checkpoints import map_tensors
 from tensor_dap.simulate.mode import check_index, is_cuda_device, to_standin
 from tensor_dap.simulate.stop import caller_line, refuse
 from tensor_dap.testing.standin import accelerator_device
@@ -192,53 +192,6 @@ _UNSUPPORTED = (
 )
 
 
-def _load(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``torch.load``: ``map_location`` naming CUDA loads onto the simulated device."""
-
-    def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if not is_cuda_device(map_location):
-            return original(f, map_location, *args, **kwargs)
-        return _map(original(f, "cpu", *args, **kwargs), simulated.to_simulated)
-
-    load.__doc__ = original.__doc__
-    return load
-
-
-def _save(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``torch.save``: simulated tensors are written as the CPU tensors they hold."""
-
-    def save(obj: Any, *args: Any, **kwargs: Any) -> Any:
-        return original(_map(obj, _to_host), *args, **kwargs)
-
-    save.__doc__ = original.__doc__
-    return save
-
-
-def _to_host(tensor: torch.Tensor) -> torch.Tensor:
-    if isinstance(tensor, simulated.SimulatedCudaTensor):
-        host = tensor.detach().cpu()
-        if isinstance(tensor, torch.nn.Parameter) or getattr(tensor, "_is_param", False):
-            return torch.nn.Parameter(host, requires_grad=tensor.requires_grad)
-        return host
-    return tensor
-
-
-def _map(value: Any, convert: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """``convert`` applied to every tensor in nested dicts, lists and tuples."""
-    if isinstance(value, torch.Tensor):
-        return convert(value)
-    if isinstance(value, dict):
-        mapped = type(value)() if type(value) is not dict else {}
-        for key, item in value.items():
-            mapped[key] = _map(item, convert)
-        if hasattr(value, "_metadata"):  # a state_dict's version info
-            mapped._metadata = value._metadata  # type: ignore[attr-defined]
-        return mapped
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_map(item, convert) for item in value)
-    return value
-
-
 def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
     """``Tensor.pin_memory``: pinned host memory is plain host memory here (also in the
     DataLoader's pin-memory thread, which the simulation's mode does not reach)."""
@@ -309,7 +262,7 @@ def _tensors_in(value: Any) -> list[Any]:
         found.append(tensor)
         return tensor
 
-    _map(value, keep)
+    map_tensors(value, keep)
     return found
 
 
@@ -417,8 +370,7 @@ def install() -> None:
     torch.Generator = _Generator  # type: ignore[misc]
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
     distributed.install()
-    torch.load = _load(torch.load)
-    torch.save = _save(torch.save)
+    checkpoints.install()
     from_dlpack = _from_dlpack(torch.utils.dlpack.from_dlpack)
     torch.from_dlpack = torch.utils.dlpack.from_dlpack = from_dlpack  # type: ignore[attr-defined]
     cudnn = torch.backends.cudnn
