@@ -116,6 +116,26 @@ def copies_in_accumulated_micro_batches(where: str) -> None:
             optimizer.zero_grad()
 
 
+def second_loss_through_a_retained_graph(where: str) -> None:
+    """Two heads on a shared trunk whose weight is cast in the forward; the first head's
+    optimizer steps (the trunk's too) before the second loss backpropagates through the same
+    graph: one step between two backward passes of one forward."""
+    torch.manual_seed(0)
+    trunk = torch.randn(3, 4, requires_grad=True)
+    head_a, head_b = torch.randn(4, 1, requires_grad=True), torch.randn(4, 1, requires_grad=True)
+    opt_a = torch.optim.SGD([trunk, head_a], lr=0.1)
+    opt_b = torch.optim.SGD([trunk, head_b], lr=0.1)
+    for _ in range(4):
+        x = torch.randn(8, 3, dtype=torch.float64, device=_target(where))
+        hidden = x @ trunk.to(x.device, x.dtype)
+        opt_a.zero_grad()
+        (hidden @ head_a.to(x.device, x.dtype)).pow(2).mean().backward(retain_graph=True)
+        opt_a.step()
+        opt_b.zero_grad()
+        (hidden @ head_b.to(x.device, x.dtype)).pow(2).mean().backward()
+        opt_b.step()
+
+
 def _found(program: Callable[[str], object], where: str) -> list[tuple[int, str]]:
     with tensor_dap.watch(rules=["stale-copy"]) as watch:
         program(where)
@@ -132,13 +152,13 @@ def _marked(program: Callable[[str], object]) -> int:
 def test_a_leaf_moved_after_its_optimizer_is_found_at_the_move(where: str) -> None:
     ((line, message),) = _found(moved_after_the_optimizer, where)
     assert line == _marked(moved_after_the_optimizer)
-    made = "torch.float32" if where == "cpu" else str(_target(where))
+    made = "a torch.float32 copy" if where == "cpu" else f"a copy on {_target(where)}"
     assert message.startswith(
-        f"`emb = emb.to(device, torch.float32)` makes a {made} copy of a tensor that optimizer "
+        f"`emb = emb.to(device, torch.float32)` makes {made} of a tensor that optimizer "
         "updates (a leaf (10, 4)"
     )
     assert "The program computes with the copy, but optimizer.step() at " in message
-    assert "updates the original: the copy never changes" in message
+    assert "updates the original: the copy, made before those updates, does not follow" in message
     assert "make the copy a leaf of its own: " in message
     assert "`emb = emb.to(device, torch.float32).detach().requires_grad_()`" in message
 
@@ -150,6 +170,7 @@ def test_a_cast_after_the_optimizer_is_found_and_the_loss_is_as_without_the_tool
     assert "`w = w.double()` makes a torch.float64 copy of a tensor that optimizer updates" in (
         message
     )
+    assert message.endswith("`w = w.double().detach().requires_grad_()`.")
     assert "Create the tensor with dtype=torch.float64 at test_stale_copy.py:" in message
     assert cast_after_the_optimizer("cpu") == plain
 
@@ -161,6 +182,7 @@ def test_a_cast_after_the_optimizer_is_found_and_the_loss_is_as_without_the_tool
         module_moved_after_the_optimizer,
         frozen_copy_and_a_new_leaf,
         copies_in_accumulated_micro_batches,
+        second_loss_through_a_retained_graph,
     ],
 )
 @pytest.mark.parametrize("where", ["cpu", "accel"])

@@ -9,13 +9,14 @@ constructing optimizers for it"). ``model.to(device)`` moves a module's paramete
 is not this.
 
 How: a copy of a leaf that requires grad (``.to``, ``.cuda``, a dtype cast), made with grad
-mode on, gets a hook on its autograd node remembering the leaf's version at the copy. A
-backward running through that node after the leaf was changed in place (an optimizer's step) is
-a copy made before the update and used after it: the next ``step()`` of an optimizer holding the
-leaf is reported, at the copy's line. A copy made in each forward (a mixed-precision cast
-``self.weight.to(x.dtype)``, CPU offload) is used by the backward of its own step, before any
-update: never reported. No step pays for this rule until a stale copy was seen: its step hook
-is subscribed then.
+mode on, gets a hook on its autograd node remembering the leaf's version at the copy. Backward
+passes running through that node after the leaf was changed in place twice, each change seen
+by a backward through it (step, backward, step, backward), are a copy used across updates: the
+next ``step()`` of an optimizer holding the leaf is reported, at the copy's line. A copy made in
+each forward (a mixed-precision cast ``self.weight.to(x.dtype)``, CPU offload) is used by the
+backward passes of its own step — one step may come between two of them (a second loss's
+``backward()`` through a retained graph after the first optimizer stepped) — never reported.
+No step pays for this rule until a stale copy was seen: its step hook is subscribed then.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ _COPIES = frozenset(
 )
 #: rule_state key: this watch's :class:`_StaleCopies`
 _STALE = "stale-copy.stale"
+#: changes of the original a backward through the copy must have seen (one can come between
+#: two backward passes of one step)
+_CHANGES_SEEN = 2
+#: where a copy was made: (its user line, the op)
+_Copy = tuple[Optional[tuple[str, int]], str]
 
 _Tensor = torch.Tensor
 
@@ -73,7 +79,7 @@ def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: 
     user = frames.user_frame(caller)
     if user is None:
         return None
-    node.register_hook(stale.watcher(source, frames.site(user), out))
+    node.register_hook(stale.watcher(source, (frames.site(user), op.name), out))
     return None
 
 
@@ -83,34 +89,36 @@ class _StaleCopies:
 
     def __init__(self, state: RuleState) -> None:
         self.state = state
-        #: original -> (the copy's line, what the copy is: "cuda:0", "torch.float64")
-        self.pending: TensorMap[tuple[tuple[str, int], str]] = TensorMap()
+        #: original -> (the copy's line and op, what the copy is: "cuda:0", "torch.float64")
+        self.pending: TensorMap[tuple[_Copy, str]] = TensorMap()
         self.reported: set[tuple[str, int]] = set()
         self.subscriber: Optional[Subscriber] = None
         self._lock = threading.Lock()
 
-    def watcher(
-        self, source: Any, site: Optional[tuple[str, int]], copy: Any
-    ) -> Callable[..., None]:
+    def watcher(self, source: Any, copy_at: _Copy, copy: Any) -> Callable[..., None]:
         """The hook of a copy's node: the original's version is checked at each backward (the
         hook holds the original, as the node's own next node does; the watch weakly)."""
-        version = source._version
+        seen = [source._version, 0]  # (the version the last backward saw, changes seen)
         made = _what(source, copy)
         me = weakref.ref(self)
 
         def hook(_grad_inputs: Any, _grad_outputs: Any) -> None:
+            version = source._version
+            if version == seen[0]:
+                return
+            seen[0], seen[1] = version, seen[1] + 1
             stale = me()
-            if stale is not None and site is not None and source._version != version:
-                stale.found(source, site, made)
+            if stale is not None and copy_at[0] is not None and seen[1] >= _CHANGES_SEEN:
+                stale.found(source, copy_at, made)
 
         return hook
 
-    def found(self, source: Any, site: tuple[str, int], made: str) -> None:
+    def found(self, source: Any, copy_at: _Copy, made: str) -> None:
         """(in a backward, maybe on an autograd device thread)"""
-        if site in self.reported or RULE.id not in self.state.enabled:
+        if copy_at[0] in self.reported or RULE.id not in self.state.enabled:
             return
         with self._lock:
-            self.pending.set(source, (site, made))
+            self.pending.set(source, (copy_at, made))
             if self.subscriber is None:
                 check = _step.before_step(RULE.id, self.state, self.check)
                 self.subscriber = optimizers.subscribe(Subscriber(before_step=check))
@@ -122,7 +130,7 @@ class _StaleCopies:
                 found = self.pending.get(param)
                 if found is None:
                     continue
-                site, made = found
+                (site, op_name), made = found
                 with self._lock:
                     self.pending.pop(param)
                     self.reported.add(site)
@@ -130,7 +138,7 @@ class _StaleCopies:
                         self.remove()
                 user = frames.user_frame(caller)
                 name = naming.object_name(user, optimizer) or "optimizer"
-                message = _message(name, made, frames.site(user))
+                message = _message(name, made, op_name, site, frames.site(user))
                 return Report(tensors=[param], message=message, operands=False, frame=user, at=site)
         return None
 
@@ -152,24 +160,34 @@ def install(state: RuleState) -> list[Any]:
     return [stale]
 
 
-def _message(optimizer: str, made: str, step_at: Optional[tuple[str, int]]) -> Any:
+def _message(
+    optimizer: str,
+    made: str,
+    op_name: str,
+    site: tuple[str, int],
+    step_at: Optional[tuple[str, int]],
+) -> Any:
     """Worded at the copy's line (``expression``); ``made``: the copy's device or dtype."""
-    keyword = "dtype" if made.startswith("torch.") else "device"
+    dtype = made.startswith("torch.")
+    copy = f"a {made} copy" if dtype else f"a copy on {made}"
+    if dtype:
+        keyword = f"dtype={made}"
+    else:
+        keyword = "device=" + (naming.device_variable(site[0]) or f'"{made}"')
 
     def build(described: list[Any], expression: str) -> str:
         original = described[0]
         origin = original.origin
         created = f", created at {origin.short()}" if origin is not None else ""
-        value = made if keyword == "dtype" else "device"
         where = f" at {os.path.basename(origin.path)}:{origin.line}" if origin is not None else ""
         return (
-            f"`{expression}` makes a {made} copy of a tensor that {optimizer} updates (a leaf "
+            f"`{expression}` makes {copy} of a tensor that {optimizer} updates (a leaf "
             f"{original.shape_text} {original.dtype} on {original.device} that requires grad"
             f"{created}). The program computes with the copy, but {optimizer}.step()"
-            f"{_where(step_at)} updates the original: the copy never changes, and what is "
-            f"computed from it does not learn. Create the tensor with {keyword}={value}"
-            f"{where}, or, before creating {optimizer}, make the copy a leaf of its own: "
-            f"`{_as_leaf(expression)}`."
+            f"{_where(step_at)} updates the original: the copy, made before those updates, does "
+            f"not follow them, so what is computed from it trains on stale values. Create the "
+            f"tensor with {keyword}{where}, or, before creating {optimizer}, make the copy a "
+            f"leaf of its own: `{_as_leaf(expression, op_name)}`."
         )
 
     return build
@@ -179,10 +197,28 @@ def _where(at: Optional[tuple[str, int]]) -> str:
     return f" at {os.path.basename(at[0])}:{at[1]}" if at is not None else ""
 
 
-def _as_leaf(expression: str) -> str:
-    """The copy's line made a new leaf (``w = w.to(device).detach().requires_grad_()``)."""
+class _AsLeaf(ast.NodeTransformer):
+    """Each call of the copy's op, ``x.to(device)``, made ``x.to(device).detach()
+    .requires_grad_()``."""
+
+    def __init__(self, op_name: str) -> None:
+        self.op_name = op_name
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if not (isinstance(node.func, ast.Attribute) and node.func.attr == self.op_name):
+            return node
+        detached = ast.Call(ast.Attribute(node, "detach", ast.Load()), [], [])
+        return ast.Call(ast.Attribute(detached, "requires_grad_", ast.Load()), [], [])
+
+
+def _as_leaf(expression: str, op_name: str) -> str:
+    """The copy's line with each copy made a new leaf (``w = w.to(device).detach()
+    .requires_grad_()``, also in a tuple or a list comprehension)."""
     statement = naming.parsed_statement(expression)
-    if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):
-        targets = " = ".join(ast.unparse(target) for target in statement.targets)
-        return f"{targets} = {ast.unparse(statement.value)}.detach().requires_grad_()"
+    if statement is not None:
+        written = ast.unparse(statement)
+        made = ast.unparse(_AsLeaf(op_name).visit(statement))
+        if made != written:
+            return made
     return "copy = original.to(...).detach().requires_grad_()"
