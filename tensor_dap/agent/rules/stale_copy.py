@@ -88,7 +88,8 @@ class _StaleCopies:
     original steps (reported then); the step hook is subscribed only while some are pending."""
 
     def __init__(self, state: RuleState) -> None:
-        self.state = state
+        #: (weakly: the watch holds this in its rule_state, and a stopped watch must go at once)
+        self._state = weakref.ref(state)
         #: original -> (the copy's line and op, what the copy is: "cuda:0", "torch.float64")
         self.pending: TensorMap[tuple[_Copy, str]] = TensorMap()
         self.reported: set[tuple[str, int]] = set()
@@ -115,12 +116,13 @@ class _StaleCopies:
 
     def found(self, source: Any, copy_at: _Copy, made: str) -> None:
         """(in a backward, maybe on an autograd device thread)"""
-        if copy_at[0] in self.reported or RULE.id not in self.state.enabled:
+        state = self._state()
+        if state is None or copy_at[0] in self.reported or RULE.id not in state.enabled:
             return
         with self._lock:
             self.pending.set(source, (copy_at, made))
             if self.subscriber is None:
-                check = _step.before_step(RULE.id, self.state, self.check)
+                check = _step.before_step(RULE.id, state, self.check)
                 self.subscriber = optimizers.subscribe(Subscriber(before_step=check))
 
     def check(self, optimizer: Any, caller: FrameType) -> Optional[Report]:
