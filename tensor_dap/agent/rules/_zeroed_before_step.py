@@ -99,11 +99,15 @@ def _remember_zero_call(state: Any, user: Optional[FrameType]) -> None:
 
 def zeroed(state: Any, optimizer: Any) -> None:
     """An optimizer's ``zero_grad()`` returned (``Subscriber.zeroed``): when, where, and what
-    it left in each ``.grad`` (``None``, or a zeroed tensor and its version)."""
+    it left in each ``.grad`` (``None``, or a zeroed tensor and its version). Only the when in
+    the usual orders (no backward since the optimizer's last step): the rest is read only
+    when a backward came between."""
+    backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
+    if _table(state, _STEPPED).get(optimizer) == backwards:
+        return
     user = frames.user_frame(sys._getframe(1))
     at = frames.site(user)
     left = _grads_now(optimizer)
-    backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
     _remember_zero_call(state, user)
     _table(state, _ZEROED)[optimizer] = (backwards, at, left)
     _follow_zeros(state, left)
@@ -111,12 +115,17 @@ def zeroed(state: Any, optimizer: Any) -> None:
 
 def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
     """A module's ``zero_grad()`` returned (:mod:`tensor_dap.agent.module_zero_grad`): as
-    :func:`zeroed`, per parameter of the module (an optimizer stepping them is known later)."""
+    :func:`zeroed`, per parameter of the module (an optimizer stepping them is known later);
+    only the when if every optimizer stepped since the last backward (none has gradients
+    left to apply)."""
+    backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
+    stepped = list(_table(state, _STEPPED).values())
+    if stepped and min(stepped) == backwards:
+        return
     user = frames.user_frame(caller)
     at = frames.site(user)
     params = list(module.parameters())
     left = dict(zip(map(id, params), _grads_of(params)))
-    backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
     _remember_zero_call(state, user)
     _table(state, _MODULE_ZEROED)[module] = (backwards, at, left)
     _follow_zeros(state, left.values())
