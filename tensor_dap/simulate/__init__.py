@@ -18,8 +18,9 @@ tensor subclass whose ops run on the CPU data):
 - :mod:`~tensor_dap.simulate.checkpoints`: ``torch.save``/``torch.load`` across the simulated
   device, as on a GPU;
 - :mod:`~tensor_dap.simulate.accelerator_api`: ``torch.accelerator`` answered the same way;
-- :mod:`~tensor_dap.simulate.module_moves`: ``model.to("cuda")`` keeps the Parameter objects
-  (tied weights, an optimizer built before the move), as on a GPU;
+- :mod:`~tensor_dap.testing.standin.module_moves` (the stand-in's, set up with it):
+  ``model.to("cuda")`` keeps the Parameter objects (tied weights, an optimizer built before the
+  move), as on a GPU;
 - :mod:`~tensor_dap.simulate.in_backward`: the Python autograd runs in ``backward()`` (custom
   Functions, hooks, checkpointing's recomputation) under the simulation too;
 - :mod:`~tensor_dap.simulate.distributed`: torchrun ranks, NCCL answered by gloo;
@@ -65,7 +66,6 @@ def start(kind: str) -> None:
         in_backward,
         legacy_types,
         mode,
-        module_moves,
         subclasses,
         tensor,
     )
@@ -75,7 +75,6 @@ def start(kind: str) -> None:
     cuda_api.install()
     accelerator_api.install()
     in_backward.install()
-    module_moves.install()
     data_parallel.install()
     legacy_types.install()
     mode.install()

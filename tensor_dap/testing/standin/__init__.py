@@ -17,7 +17,8 @@ that reach the ``accel`` backend key itself (``torch.empty(..., device="accel")`
 device=...)``) are served by kernels registered with ``torch.library`` that do the same.  Ops
 PyTorch has only for GPUs (the fused LSTM/GRU cells) get CPU kernels
 (:mod:`~tensor_dap.testing.standin.rnn_kernels`); printing is in
-:mod:`~tensor_dap.testing.standin.printing`.
+:mod:`~tensor_dap.testing.standin.printing`; ``model.to(device)`` keeps the module's Parameter
+objects, as a GPU's does (:mod:`~tensor_dap.testing.standin.module_moves`).
 
 This relies on **private, experimental torch API** (the backend-registration helper, wrapper
 subclasses, ``torch._tensor_str`` internals for printing); the agent never imports it: tests do,
@@ -49,6 +50,7 @@ from typing import Any, Callable
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
+from tensor_dap.testing.standin import module_moves
 from tensor_dap.testing.standin import tensor as _tensor
 from tensor_dap.testing.standin.tensor import (
     BACKEND_NAME,
@@ -178,6 +180,7 @@ def _install() -> None:
         # program whose interpreter shuts down while that thread holds or waits for the GIL
         # aborts at exit ("terminate called without an active exception"), one run in a few.
         torch._C._set_multithreading_enabled(False)
+        module_moves.install()
         _installed = True
 
 
