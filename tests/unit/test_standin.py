@@ -311,6 +311,25 @@ def test_modules_and_gradients_live_on_the_device(dev: torch.device) -> None:
     assert type(model.weight) is nn.Parameter and model.weight.device.type == "cpu"
 
 
+def test_moving_a_model_keeps_its_parameter_objects_as_a_gpu_does(dev: torch.device) -> None:
+    """An optimizer built before ``model.to(device)`` trains the model, and tied weights stay
+    tied (on a GPU the move sets each parameter's data in place)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(8, 4), nn.Linear(4, 8, bias=False))
+    model[0].weight = model[1].weight
+    held = model[1].weight
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.to(dev)
+    assert model[0].weight is model[1].weight is held and on_dev(held)
+    before = held.detach().cpu().clone()
+    idx = torch.arange(8, device=dev)
+    F.cross_entropy(model(idx), idx).backward()
+    opt.step()
+    assert not torch.equal(held.detach().cpu(), before)
+    model.cpu()
+    assert model[0].weight is held and held.device.type == "cpu"
+
+
 def test_grad_modes(dev: torch.device) -> None:
     w = torch.randn(3, device=dev, requires_grad=True)
     with torch.no_grad():
