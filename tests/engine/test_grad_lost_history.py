@@ -853,3 +853,33 @@ def test_a_detach_with_no_number_read_out_is_named_alone() -> None:
     ((_, message),) = _grad_lost(update, logp, torch.zeros(1, requires_grad=True))
     assert "by detach(). Compute alpha_loss from tensors that keep their grad_fn there." in message
     assert ".item()" not in message
+
+
+def raw_weights_cut_after_use() -> None:
+    """A two-layer net of raw leaves (``torch.randn(..., requires_grad=True)``, as tutorials
+    write before nn.Module) whose hidden layer is detached: ``w1`` never gets a gradient."""
+    torch.manual_seed(0)
+    w1 = torch.randn(4, 3, requires_grad=True)
+    w2 = torch.randn(3, 1, requires_grad=True)
+    optimizer = torch.optim.SGD([w1, w2], lr=0.1)
+    for _ in range(3):
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        hidden = torch.tanh(x @ w1).detach()
+        loss = F.mse_loss(hidden @ w2, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_raw_leaf_weights_cut_after_their_use_are_found_at_the_step() -> None:
+    found = set(_grad_lost(raw_weights_cut_after_use))
+    ((line, message),) = found
+    assert line == _line_of(raw_weights_cut_after_use, "optimizer.step()")
+    cut = _line_of(raw_weights_cut_after_use, "hidden = torch.tanh(x @ w1).detach()")
+    assert message.startswith(
+        "`optimizer.step()`: 1 parameter(s) took part in this step's forward but got no "
+        "gradient: w1 (4, 3) (used at test_grad_lost_history.py:"
+    )
+    assert f"at test_grad_lost_history.py:{cut} `hidden = torch.tanh(x @ w1).detach()` by " in (
+        message
+    )

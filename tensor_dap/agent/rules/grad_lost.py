@@ -174,8 +174,9 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
             continue
         if not item.requires_grad:
             cut_inputs = True
-        # (Parameter's isinstance is a Python call: only tensors that could be one get there)
-        elif item is not out and isinstance(item, _Parameter):  # (not nn.init's fill-ins)
+        # (a leaf that requires grad: a Parameter, or a raw weight `torch.randn(..., requires_grad
+        # =True)` an optimizer steps; is_leaf is read in C, Parameter's isinstance in Python)
+        elif item is not out and item.is_leaf:  # (not nn.init's fill-ins)
             if used is None:
                 used = state.rule_state.get(_USED)
                 if used is None:
