@@ -481,3 +481,59 @@ def test_second_passes_that_replace_gradients_on_purpose_stay_quiet(
     program: Callable[[str], None],
 ) -> None:
     assert _found(program, "cpu") == []
+
+
+def accumulation_zeroed_inside_the_window(device: str) -> None:
+    """Gradient accumulation over 4 micro-batches whose zero_grad() stayed in the micro-batch
+    loop: each step applies the last micro-batch's gradients alone."""
+    model, optimizer, batches = _setup(device)
+    accumulation = 4
+    for i, (x, y) in enumerate(batches * 3):
+        optimizer.zero_grad()  # erased
+        loss = F.mse_loss(model(x), y) / accumulation
+        loss.backward()
+        if (i + 1) % accumulation == 0:
+            optimizer.step()
+
+
+def sam_through_one_backward_helper(device: str) -> None:
+    """SAM written with a helper whose one ``backward()`` line serves both passes."""
+    model, optimizer, batches = _setup(device)
+
+    def forward_backward(x: torch.Tensor, y: torch.Tensor) -> None:
+        F.mse_loss(model(x), y).backward()
+
+    for x, y in batches * 2:
+        forward_backward(x, y)
+        with torch.no_grad():
+            moves = [0.05 * p.grad / (p.grad.norm() + 1e-12) for p in model.parameters()]
+            for p, e in zip(model.parameters(), moves):
+                p.add_(e)
+        optimizer.zero_grad()
+        forward_backward(x, y)
+        with torch.no_grad():
+            for p, e in zip(model.parameters(), moves):
+                p.sub_(e)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_accumulation_whose_zero_grad_stayed_in_the_micro_batch_loop_is_found(device: str) -> None:
+    ((line, message),) = set(_found(accumulation_zeroed_inside_the_window, device))
+    assert line == _marked(accumulation_zeroed_inside_the_window)
+    backward = _marked(accumulation_zeroed_inside_the_window) + 2
+    assert message.startswith(
+        "`optimizer.zero_grad()` runs between the 4 backward() calls at "
+        f"test_zero_grad_before_step.py:{backward} whose gradients "
+        "optimizer.step() at test_zero_grad_before_step.py:"
+    )
+    assert message.endswith(
+        "accumulates: it erases the gradients of the 3 before it, so the step applies one "
+        "micro-batch's gradients, not 4. Call optimizer.zero_grad() right after "
+        "optimizer.step(), under the same condition."
+    )
+
+
+def test_two_passes_through_one_backward_helper_stay_quiet() -> None:
+    assert _found(sam_through_one_backward_helper, "cpu") == []

@@ -50,7 +50,7 @@ _ANY_ZEROED = "grad-lost.any-zeroed-at"
 #: scaling it in place (clipping, unscaling), which leaves zeros zeros
 _SCALED = "grad-lost.scaled-zeros"
 
-#: the newest backward() calls: (its number, its user line)
+#: the newest backward() calls: (its number, its user line, the user line calling that one)
 _BACKWARD_LINES = "grad-lost.backward-lines"
 _KEPT_BACKWARDS = 8
 #: the newest zero_grad()'s user frames, innermost first, as (code, line)
@@ -84,7 +84,8 @@ def on_backward(state: Any, caller: Any) -> None:
         lines = rule_state.get(_BACKWARD_LINES)
         if lines is None:
             lines = rule_state[_BACKWARD_LINES] = collections.deque(maxlen=_KEPT_BACKWARDS)
-        lines.append((rule_state[_BACKWARDS], at))
+        # (and the line calling it: a helper's one backward() line serves SAM's two passes)
+        lines.append((rule_state[_BACKWARDS], at, frames.site(frames.user_frame(user.f_back))))
 
 
 def _remember_zero_call(state: Any, user: Optional[FrameType]) -> None:
@@ -186,6 +187,9 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     usual = _applied(optimizer, state)
     if previous is not None and zeroed_at is not None and previous < zeroed_at < backwards:
         _forget_zeros(optimizer, state)  # (a backward came after the zeros: they are gone)
+        accumulated = _accumulation_erased(optimizer, caller, state, previous, zeroed_at)
+        if accumulated is not None:
+            return accumulated
         return _replaced(optimizer, caller, state, usual, zeroed_at)
     if previous is None or not previous < backwards or zeroed_at != backwards:
         _forget_zeros(optimizer, state)
@@ -225,21 +229,14 @@ def _replaced(
     """The report when the ``zero_grad()`` after backward() number ``zeroed_at`` erased the
     gradients of the backward the previous step applied and a later backward left others,
     which this step applies (see the module's docstring); None otherwise."""
-    lines = dict(state.rule_state.get(_BACKWARD_LINES, ()))
+    lines = {number: at for number, at, _ in state.rule_state.get(_BACKWARD_LINES, ())}
     erased_at, applied_at = lines.get(zeroed_at), state.rule_state.get(_BACKWARD_AT)
     if usual is None or erased_at != usual or applied_at in (None, usual):
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    own = _table(state, _ZEROED).get(optimizer)
-    zeroer: Any = None
-    if own is None or own[0] != zeroed_at:  # a module's zero_grad() of these parameters?
-        ids = {id(p) for p in params}
-        modules = _table(state, _MODULE_ZEROED).items()
-        zeroer = next(
-            (m for m, (n, _, g) in modules if n == zeroed_at and not ids.isdisjoint(g)), None
-        )
-        if zeroer is None:
-            return None
+    zeroed, zeroer = _zeroer(optimizer, params, state, zeroed_at)
+    if not zeroed:
+        return None
     user = frames.user_frame(caller)
     calls = state.rule_state.get(_ZERO_CALLS, [])
     # (a helper the loop calls zeroes and backpropagates: an attack, a saliency map; a loop
@@ -260,6 +257,66 @@ def _replaced(
     message = _replaced_message(name, zero, what, erased_at, applied_at, frames.site(user))
     return Report(
         tensors=params[:4], message=message, operands=False, frame=user, at=(code.co_filename, line)
+    )
+
+
+def _zeroer(optimizer: Any, params: list[Any], state: Any, zeroed_at: int) -> tuple[bool, Any]:
+    """Whether the ``zero_grad()`` after backward() number ``zeroed_at`` zeroed ``optimizer``'s
+    gradients, and the module whose own it was (None: the optimizer's)."""
+    own = _table(state, _ZEROED).get(optimizer)
+    if own is not None and own[0] == zeroed_at:
+        return True, None
+    ids = {id(p) for p in params}
+    modules = _table(state, _MODULE_ZEROED).items()
+    zeroer = next((m for m, (n, _, g) in modules if n == zeroed_at and not ids.isdisjoint(g)), None)
+    return zeroer is not None, zeroer
+
+
+def _accumulation_erased(
+    optimizer: Any, caller: FrameType, state: Any, previous: int, zeroed_at: int
+) -> Optional[Report]:
+    """Gradient accumulation with its ``zero_grad()`` inside the micro-batch loop: the
+    backward() calls since the optimizer's previous step all ran from one line (called from one
+    line), a ``zero_grad()`` of its gradients ran between them, and this step applies the last
+    micro-batch's gradients alone. The report, at that ``zero_grad()``; None otherwise."""
+    backwards = state.rule_state.get(_BACKWARDS, 0)
+    count = backwards - previous
+    recent = {n: (at, outer) for n, at, outer in state.rule_state.get(_BACKWARD_LINES, ())}
+    numbers = range(max(previous + 1, backwards - _KEPT_BACKWARDS + 1), backwards + 1)
+    sites = {recent.get(n) for n in numbers}
+    if count < 2 or len(sites) != 1 or None in sites:
+        return None
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    zeroed, zeroer = _zeroer(optimizer, params, state, zeroed_at)
+    calls = state.rule_state.get(_ZERO_CALLS, [])
+    user = frames.user_frame(caller)
+    if not zeroed or user is None:
+        return None
+    # (the zero_grad() in the loop calling step(), or a helper it calls: not inside the step, as
+    # LBFGS's closure zeroes and backpropagates several times)
+    code, line = next(((c, n) for c, n in calls if c is user.f_code), (None, user.f_lineno))
+    if code is None or line == user.f_lineno:
+        return None
+    name = naming.object_name(user, optimizer) or "optimizer"
+    zeroer_name = (naming.object_name(user, zeroer) or "model") if zeroer is not None else name
+    (site,) = sites
+    backward_at = site[0] if site is not None else None
+    erased = zeroed_at - previous
+    step_at = frames.site(user)
+    kept = count - erased
+    applied = "one micro-batch's gradients" if kept == 1 else f"{kept} micro-batches' gradients"
+
+    def build(_described: list[Any], expression: str) -> str:
+        return (
+            f"`{expression}` runs between the {count} backward() calls{_where(backward_at)} "
+            f"whose gradients {name}.step(){_where(step_at)} accumulates: it erases the "
+            f"gradients of the {erased} before it, so the step applies {applied}, not "
+            f"{count}. Call {zeroer_name}.zero_grad() right after {name}.step(), under the same "
+            "condition."
+        )
+
+    return Report(
+        tensors=params[:4], message=build, operands=False, frame=user, at=(code.co_filename, line)
     )
 
 
