@@ -883,3 +883,59 @@ def test_raw_leaf_weights_cut_after_their_use_are_found_at_the_step() -> None:
     assert f"at test_grad_lost_history.py:{cut} `hidden = torch.tanh(x @ w1).detach()` by " in (
         message
     )
+
+
+def maml_fast_weights_made_leaves() -> None:
+    """MAML's inner step made a new leaf: the query loss reaches the fast weights only, and the
+    meta-parameters never get a gradient."""
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(4, 1))
+    meta_optimizer = torch.optim.SGD([w], lr=0.1)
+    for _ in range(3):
+        x_s, y_s, x_q, y_q = (
+            torch.randn(8, 4),
+            torch.randn(8, 1),
+            torch.randn(8, 4),
+            torch.randn(8, 1),
+        )
+        support_loss = F.mse_loss(x_s @ w, y_s)
+        (g,) = torch.autograd.grad(support_loss, [w], create_graph=True)
+        fast = (w - 0.01 * g).detach().requires_grad_()
+        query_loss = F.mse_loss(x_q @ fast, y_q)
+        meta_optimizer.zero_grad()
+        query_loss.backward()
+        meta_optimizer.step()
+
+
+def reptile_outer_step_by_hand() -> None:
+    """Reptile: the inner loop trains a detached copy, the outer step sets ``w.grad`` by hand."""
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(4, 1))
+    meta_optimizer = torch.optim.SGD([w], lr=0.5)
+    for _ in range(3):
+        fast = w.detach().clone().requires_grad_()
+        for _ in range(2):
+            x, y = torch.randn(8, 4), torch.randn(8, 1)
+            (g,) = torch.autograd.grad(F.mse_loss(x @ fast, y), [fast])
+            fast = (fast - 0.1 * g).detach().requires_grad_()
+        meta_optimizer.zero_grad()
+        w.grad = w.detach() - fast.detach()
+        meta_optimizer.step()
+
+
+def test_maml_fast_weights_made_leaves_are_named_as_the_cut_at_the_step() -> None:
+    ((line, message),) = set(_grad_lost(maml_fast_weights_made_leaves))
+    assert line == _line_of(maml_fast_weights_made_leaves, "meta_optimizer.step()")
+    cut = _line_of(maml_fast_weights_made_leaves, "fast = (w - 0.01 * g)")
+    assert message.startswith(
+        "`meta_optimizer.step()`: 1 parameter(s) took part in this step's forward but got no "
+        "gradient: w (4, 1)"
+    )
+    assert (
+        f"at test_grad_lost_history.py:{cut} `fast = (w - 0.01 * g).detach().requires_grad_()` "
+        "by detach()."
+    ) in message
+
+
+def test_reptiles_outer_step_by_hand_stays_quiet() -> None:
+    assert _grad_lost(reptile_outer_step_by_hand) == []

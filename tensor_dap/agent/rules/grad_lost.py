@@ -177,6 +177,8 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
         # (a leaf that requires grad: a Parameter, or a raw weight `torch.randn(..., requires_grad
         # =True)` an optimizer steps; is_leaf is read in C, Parameter's isinstance in Python)
         elif item is not out and item.is_leaf:  # (not nn.init's fill-ins)
+            # (a plain tensor's: maybe a cut made a leaf again, `.detach().requires_grad_()`)
+            cut_inputs = cut_inputs or type(item) is _Tensor
             if used is None:
                 used = state.rule_state.get(_USED)
                 if used is None:
@@ -203,7 +205,14 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
     """Remember the cut behind each input without history that had one."""
     provenance = state.provenance
     for item in argument_items(args):
-        if not isinstance(item, _Tensor) or item.requires_grad:
+        if not isinstance(item, _Tensor):
+            continue
+        if item.requires_grad:  # a cut made a leaf again (`.detach().requires_grad_()`)?
+            prov = provenance.lookup(item) if item.is_leaf and type(item) is _Tensor else None
+            cut = prov.cut_at if prov is not None else None
+            if cut is not None and cut.cut_site is None:  # (written: not a no_grad block's)
+                kept = state.rule_state.setdefault(_REJOINED, collections.deque(maxlen=_KEPT_CUTS))
+                kept.append((next(CLOCK), cut))
             continue
         prov = provenance.lookup(item)
         if prov is None:  # made where the watch does not see: torch.from_numpy(array)
