@@ -939,3 +939,28 @@ def test_maml_fast_weights_made_leaves_are_named_as_the_cut_at_the_step() -> Non
 
 def test_reptiles_outer_step_by_hand_stays_quiet() -> None:
     assert _grad_lost(reptile_outer_step_by_hand) == []
+
+
+def pinn_second_derivative_without_create_graph() -> None:
+    """A physics-informed net's u_xx: the first autograd.grad lacks create_graph=True."""
+    torch.manual_seed(0)
+    x = torch.linspace(-1, 1, 8).unsqueeze(1).requires_grad_(True)
+    net = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 1))
+    u = net(x)
+    u_x = torch.autograd.grad(u, x, grad_outputs=torch.ones_like(u))[0]
+    torch.autograd.grad(u_x, x, grad_outputs=torch.ones_like(u_x))
+
+
+def test_a_gradient_taken_without_create_graph_is_said_to_need_it() -> None:
+    ((line, message),) = _grad_lost(pinn_second_derivative_without_create_graph)
+    assert line == _line_of(
+        pinn_second_derivative_without_create_graph, "    torch.autograd.grad(u_x"
+    )
+    first = _line_of(pinn_second_derivative_without_create_graph, "u_x = torch.autograd.grad(")
+    assert message.endswith(
+        f"u_x has no grad_fn and does not require grad: it was computed at "
+        f"test_grad_lost_history.py:{first} `u_x = torch.autograd.grad(u, x, "
+        "grad_outputs=torch.ones_like(u))[0]` by torch.autograd.grad without create_graph=True, "
+        "which returns gradients with no history of their own. Pass create_graph=True there to "
+        "differentiate them again (a second derivative, a gradient penalty)."
+    )

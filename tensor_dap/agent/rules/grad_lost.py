@@ -417,6 +417,13 @@ def _explain(prov: Optional[Prov], handed: tuple[tuple[int, Prov], ...] = ()) ->
                 f"{also}. Compute {name} outside that block, or remove it where gradients are "
                 "needed."
             )
+        if cut is not None and cut.op == "grad":  # torch.autograd.grad(..., create_graph=False)
+            return (
+                f"{head}: it was computed at {_where(cut)} by torch.autograd.grad without "
+                "create_graph=True, which returns gradients with no history of their own. Pass "
+                "create_graph=True there to differentiate them again (a second derivative, a "
+                "gradient penalty)."
+            )
         number = _number_read_out(cut, handed) if cut is not None else None
         if cut is not None and number is not None:
             used, read, tensor = number
