@@ -4,6 +4,7 @@ decorator (naming that line), and says honestly when it cannot follow the histor
 
 from __future__ import annotations
 
+import copy
 import inspect
 from pathlib import Path
 
@@ -964,3 +965,48 @@ def test_a_gradient_taken_without_create_graph_is_said_to_need_it() -> None:
         "which returns gradients with no history of their own. Pass create_graph=True there to "
         "differentiate them again (a second derivative, a gradient penalty)."
     )
+
+
+def ema_teacher_in_the_optimizer() -> None:
+    """Mean teacher / BYOL written loosely: the teacher's parameters are in the optimizer
+    beside the student's, its output is the detached target, and it learns by EMA by hand."""
+    torch.manual_seed(0)
+    student = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    teacher = copy.deepcopy(student)
+    optimizer = torch.optim.Adam([*student.parameters(), *teacher.parameters()], lr=1e-3)
+    for _ in range(4):
+        x = torch.randn(32, 8)
+        target = teacher(x).detach()
+        loss = F.mse_loss(student(x), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            for t, s in zip(teacher.parameters(), student.parameters()):
+                t.mul_(0.99).add_(0.01 * s)
+
+
+def vq_codebook_learned_by_ema() -> None:
+    """A VQ-VAE whose codebook (an nn.Embedding in the optimizer) learns by EMA of the codes'
+    encodings, through the straight-through estimator (zalandoresearch/pytorch-vq-vae)."""
+    torch.manual_seed(0)
+    encoder, decoder, codebook = nn.Linear(4, 3), nn.Linear(3, 4), nn.Embedding(8, 3)
+    params = [*encoder.parameters(), *decoder.parameters(), *codebook.parameters()]
+    optimizer = torch.optim.Adam(params)
+    for _ in range(4):
+        x = torch.randn(16, 4)
+        z = encoder(x)
+        codes = torch.cdist(z, codebook.weight).argmin(1)
+        quantized = codebook.weight[codes]
+        loss = F.mse_loss(decoder(z + (quantized - z).detach()), x)
+        loss = loss + 0.25 * F.mse_loss(z, quantized.detach())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            codebook.weight.data.mul_(0.99).index_add_(0, codes, 0.01 * z)
+
+
+@pytest.mark.parametrize("program", [ema_teacher_in_the_optimizer, vq_codebook_learned_by_ema])
+def test_parameters_the_program_updates_by_hand_are_no_cut(program) -> None:  # noqa: ANN001
+    assert _grad_lost(program) == []

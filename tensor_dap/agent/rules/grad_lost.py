@@ -46,7 +46,13 @@ from tensor_dap.agent.provenance import (
     roots,
     untracked_input,
 )
-from tensor_dap.agent.rules import Report, _step, _trained_under_no_grad, _zeroed_before_step
+from tensor_dap.agent.rules import (
+    Report,
+    _step,
+    _trained_under_no_grad,
+    _updated_by_hand,
+    _zeroed_before_step,
+)
 from tensor_dap.agent.rules.hooks import Args, Kwargs, RuleState
 from tensor_dap.agent.tensor_map import TensorMap
 
@@ -150,6 +156,9 @@ _REJOINED = "grad-lost.rejoined-cuts"
 #: (:func:`_handed_before`)
 _HANDED = "grad-lost.handed-out"
 _HAND_OUTS = frozenset({"numpy", "tolist", "item"})
+#: rule_state key: parameter -> (its use, the cut) when a step found it without gradient
+#: (reported from the second: an EMA teacher's first by-hand update comes after the first step)
+_MISSING_BEFORE = "grad-lost.missing-before"
 #: rejoined cuts kept (the newest)
 _KEPT_CUTS = 8
 
@@ -164,6 +173,9 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
         return
     if not torch.is_grad_enabled():
         _trained_under_no_grad.observe(args, caller, state)
+        _updated_by_hand.observe(op, args, caller, state)
+        return
+    if op.backward:  # (torch.autograd.grad(loss, params): the params' inputs, not a use)
         return
     used: Optional[TensorMap[_Use]] = None
     builds = _builds_graph(out)
@@ -325,21 +337,39 @@ def install(state: RuleState) -> list[Any]:
 
 
 def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
+    """The parameters a forward used whose history was cut after that use, at their second
+    step without gradient (the first is kept: the program may update them by hand after it, as
+    an EMA teacher's are), unless the program updates them by hand."""
     used = state.rule_state.get(_USED)
-    if not used:
+    pending: Optional[TensorMap[tuple[Prov, Prov]]] = state.rule_state.get(_MISSING_BEFORE)
+    if not used and not pending:
         return None
     rejoined = state.rule_state.get(_REJOINED, ())
-    missing = []
+    missing: list[tuple[Any, Prov]] = []
     cuts: list[Prov] = []
     for group in optimizer.param_groups:
         for param in group["params"]:
-            use = used.pop(param, None)
-            if use is None or param.grad is not None:
+            use = used.pop(param, None) if used else None
+            if param.grad is not None:
+                if pending:
+                    pending.pop(param)
                 continue
-            cut = _cut_after(use, rejoined, id(param))
-            if cut is None:  # its output was left out of the loss: not a cut history
+            cut = _cut_after(use, rejoined, id(param)) if use is not None else None
+            before = pending.get(param) if pending else None
+            if cut is None and before is None:  # (an output left out of the loss: no cut)
                 continue
-            where = use[1]
+            if _updated_by_hand.updated_by_hand(param, state):  # (an EMA teacher, a codebook)
+                continue
+            # (the first step's: its lines were followed in full, later ones are sampled)
+            found = before if before is not None or use is None or cut is None else (use[1], cut)
+            if found is None:
+                continue
+            if before is None:  # (its first: the program may update it by hand after it)
+                if pending is None:
+                    pending = state.rule_state[_MISSING_BEFORE] = TensorMap()
+                pending.set(param, found)
+                continue
+            where, cut = found
             missing.append((param, where))
             if all(cut is not c for c in cuts):
                 cuts.append(cut)
