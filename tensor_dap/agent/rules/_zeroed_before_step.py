@@ -50,7 +50,7 @@ _ANY_ZEROED = "grad-lost.any-zeroed-at"
 #: scaling it in place (clipping, unscaling), which leaves zeros zeros
 _SCALED = "grad-lost.scaled-zeros"
 
-#: the newest backward() calls: (its number, its user line, the user line calling that one)
+#: the newest backward() calls: (its number, its user line, the line calling that one)
 _BACKWARD_LINES = "grad-lost.backward-lines"
 _KEPT_BACKWARDS = 8
 #: the newest zero_grad()'s user frames, innermost first, as (code, line)
@@ -85,7 +85,7 @@ def on_backward(state: Any, caller: Any) -> None:
         if lines is None:
             lines = rule_state[_BACKWARD_LINES] = collections.deque(maxlen=_KEPT_BACKWARDS)
         # (and the line calling it: a helper's one backward() line serves SAM's two passes)
-        lines.append((rule_state[_BACKWARDS], at, frames.site(frames.user_frame(user.f_back))))
+        lines.append((rule_state[_BACKWARDS], at, frames.site(user.f_back)))
 
 
 def _remember_zero_call(state: Any, user: Optional[FrameType]) -> None:
