@@ -35,6 +35,19 @@ def expected_findings(script: Path) -> set[tuple[str, int]]:
     return found
 
 
+_PAUSES = re.compile(r"#\s*pauses:\s*([a-z-]+)")
+
+
+def paused_lines(script: Path) -> dict[str, int]:
+    """rule -> the line marked ``# pauses: RULE``: where the debugger pauses for a finding
+    reported at a line that no longer runs (the copy a later ``step()`` found stale)."""
+    return {
+        match.group(1): number
+        for number, text in enumerate(script.read_text().splitlines(), start=1)
+        if (match := _PAUSES.search(text))
+    }
+
+
 def script_rules(script: Path) -> Optional[str]:
     match = _RULES.search(script.read_text())
     return match.group(1) if match else None

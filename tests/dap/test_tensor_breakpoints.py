@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tensor_dap.agent.rules import RULE_IDS
-from tests.conftest import SAMPLES, expected_findings, script_memory_limit
+from tests.conftest import SAMPLES, expected_findings, paused_lines, script_memory_limit
 from tests.dap.client import DapClient
 from tests.simulate.test_simulate_cuda import SCRIPTS, _marked
 
@@ -39,6 +39,7 @@ BUG_SCRIPTS = sorted(p for p in SAMPLES.glob("*.py") if expected_findings(p))
 @pytest.mark.parametrize("script", BUG_SCRIPTS, ids=lambda p: p.stem)
 def test_stops_on_the_user_line_with_rule_and_message(script: Path, dap: DapClient) -> None:
     (rule, line), *_ = sorted(expected_findings(script), key=lambda pair: pair[1])
+    line = paused_lines(script).get(rule, line)
     limit = script_memory_limit(script)
     extra = {"tensorMemoryLimit": limit} if limit else {}
     dap.start(str(script), [rule], simulate="cuda", **extra)

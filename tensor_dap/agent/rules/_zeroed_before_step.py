@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import os
 import sys
+import threading
 import weakref
 from types import FrameType
 from typing import Any, Iterable, Optional
@@ -50,7 +51,8 @@ _ANY_ZEROED = "grad-lost.any-zeroed-at"
 #: scaling it in place (clipping, unscaling), which leaves zeros zeros
 _SCALED = "grad-lost.scaled-zeros"
 
-#: the newest backward() calls: (its number, its user line, the line calling that one)
+#: the newest backward() calls: (its number, its user line, the line calling that one, the
+#: thread running it)
 _BACKWARD_LINES = "grad-lost.backward-lines"
 _KEPT_BACKWARDS = 8
 #: the newest zero_grad()'s user frames, innermost first, as (code, line)
@@ -85,7 +87,8 @@ def on_backward(state: Any, caller: Any) -> None:
         if lines is None:
             lines = rule_state[_BACKWARD_LINES] = collections.deque(maxlen=_KEPT_BACKWARDS)
         # (and the line calling it: a helper's one backward() line serves SAM's two passes)
-        lines.append((rule_state[_BACKWARDS], at, frames.site(user.f_back)))
+        thread = threading.get_ident()
+        lines.append((rule_state[_BACKWARDS], at, frames.site(user.f_back), thread))
 
 
 def _remember_zero_call(state: Any, user: Optional[FrameType]) -> None:
@@ -229,7 +232,7 @@ def _replaced(
     """The report when the ``zero_grad()`` after backward() number ``zeroed_at`` erased the
     gradients of the backward the previous step applied and a later backward left others,
     which this step applies (see the module's docstring); None otherwise."""
-    lines = {number: at for number, at, _ in state.rule_state.get(_BACKWARD_LINES, ())}
+    lines = {number: at for number, at, _, _ in state.rule_state.get(_BACKWARD_LINES, ())}
     erased_at, applied_at = lines.get(zeroed_at), state.rule_state.get(_BACKWARD_AT)
     if usual is None or erased_at != usual or applied_at in (None, usual):
         return None
@@ -281,7 +284,13 @@ def _accumulation_erased(
     micro-batch's gradients alone. The report, at that ``zero_grad()``; None otherwise."""
     backwards = state.rule_state.get(_BACKWARDS, 0)
     count = backwards - previous
-    recent = {n: (at, outer) for n, at, outer in state.rule_state.get(_BACKWARD_LINES, ())}
+    # (this thread's: threads training models of their own interleave their backward() calls)
+    me = threading.get_ident()
+    recent = {
+        n: (at, outer)
+        for n, at, outer, thread in state.rule_state.get(_BACKWARD_LINES, ())
+        if thread == me
+    }
     numbers = range(max(previous + 1, backwards - _KEPT_BACKWARDS + 1), backwards + 1)
     sites = {recent.get(n) for n in numbers}
     if count < 2 or len(sites) != 1 or None in sites:
