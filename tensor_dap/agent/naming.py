@@ -231,6 +231,27 @@ def object_name(frame: Optional[FrameType], obj: Any) -> Optional[str]:
     return None
 
 
+def modules_in_sight(frame: Optional[FrameType]) -> list[torch.nn.Module]:
+    """The modules the user's code in ``frame`` names directly: its locals, the attributes of
+    its ``self`` and its module's globals (as :func:`object_name` looks)."""
+    if frame is None:
+        return []
+    try:
+        scopes = [frames.read_locals(frame)]
+        owner = scopes[0].get("self")
+        if owner is not None and hasattr(owner, "__dict__"):
+            scopes.append(vars(owner))
+        scopes.append(frame.f_globals)
+        found: dict[int, torch.nn.Module] = {}
+        for scope in scopes:
+            for value in list(scope.values()):
+                if isinstance(value, torch.nn.Module):
+                    found[id(value)] = value
+        return list(found.values())
+    except Exception:  # (a mapping that fails to read: nothing seen)
+        return []
+
+
 def _module_param_name(frame: FrameType, obj: Any) -> Optional[str]:
     """``Linear.weight`` when ``obj`` is a parameter or buffer of ``self`` in ``frame``."""
     try:

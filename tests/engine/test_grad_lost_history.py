@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.func import functional_call
 
 import tensor_dap
 from tensor_dap.testing import accelerator_device
@@ -942,6 +943,51 @@ def test_reptiles_outer_step_by_hand_stays_quiet() -> None:
     assert _grad_lost(reptile_outer_step_by_hand) == []
 
 
+def maml_meta_batch(fast_weights_cut: bool) -> None:
+    """MAML as learn2learn-style code writes it: a meta-batch of four tasks, two inner steps
+    each through ``functional_call``; ``fast_weights_cut``: the inner step re-leafs them."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    meta_opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        meta_opt.zero_grad()
+        for _ in range(4):
+            x_s, y_s = torch.randn(8, 4), torch.randn(8, 1)
+            x_q, y_q = torch.randn(8, 4), torch.randn(8, 1)
+            params = dict(model.named_parameters())
+            for _ in range(2):
+                support_loss = F.mse_loss(functional_call(model, params, (x_s,)), y_s)
+                grads = torch.autograd.grad(support_loss, params.values(), create_graph=True)
+                if fast_weights_cut:
+                    params = {
+                        n: (p - 0.01 * g).detach().requires_grad_()
+                        for (n, p), g in zip(params.items(), grads)
+                    }
+                else:
+                    params = {n: p - 0.01 * g for (n, p), g in zip(params.items(), grads)}
+            F.mse_loss(functional_call(model, params, (x_q,)), y_q).backward()
+        meta_opt.step()
+
+
+def test_a_meta_batch_of_tasks_whose_fast_weights_are_re_leafed_is_found() -> None:
+    # (ops are sampled per line: the last task's forward is seen, its .detach() is not)
+    ((line, message),) = set(_grad_lost(maml_meta_batch, True))
+    assert line == _line_of(maml_meta_batch, "meta_opt.step()")
+    cut = _line_of(maml_meta_batch, "n: (p - 0.01 * g).detach().requires_grad_()")
+    assert message.startswith(
+        "`meta_opt.step()`: 2 parameter(s) took part in this step's forward but got no "
+        "gradient: model.weight (1, 4)"
+    )
+    assert f"at test_grad_lost_history.py:{cut} `n: (p - 0.01 * g)" in message
+    assert message.endswith(
+        "by detach(). Keep the tensors between that use and the loss in the graph."
+    )
+
+
+def test_a_meta_batch_of_tasks_keeping_the_inner_graph_stays_quiet() -> None:
+    assert _grad_lost(maml_meta_batch, False) == []
+
+
 def pinn_second_derivative_without_create_graph() -> None:
     """A physics-informed net's u_xx: the first autograd.grad lacks create_graph=True."""
     torch.manual_seed(0)
@@ -965,6 +1011,80 @@ def test_a_gradient_taken_without_create_graph_is_said_to_need_it() -> None:
         "which returns gradients with no history of their own. Pass create_graph=True there to "
         "differentiate them again (a second derivative, a gradient penalty)."
     )
+
+
+def _gradient_penalty(critic: nn.Module, real: torch.Tensor, fake: torch.Tensor, graph: bool):  # noqa: ANN202
+    """PyTorch-GAN's compute_gradient_penalty (wgan_gp.py); ``graph``: its create_graph."""
+    alpha = torch.rand(real.size(0), 1)
+    interpolates = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    d_interpolates = critic(interpolates)
+    gradients = torch.autograd.grad(
+        outputs=d_interpolates,
+        inputs=interpolates,
+        grad_outputs=torch.ones_like(d_interpolates),
+        create_graph=graph,
+        retain_graph=True,
+    )[0]
+    return ((gradients.norm(2, dim=1) - 1) ** 2).mean()
+
+
+def wgan_gp_critic_steps(create_graph: bool) -> None:
+    torch.manual_seed(0)
+    generator = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    critic = nn.Sequential(nn.Linear(2, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+    optimizer_d = torch.optim.Adam(critic.parameters(), lr=1e-4, betas=(0.5, 0.9))
+    lambda_gp = 10
+    for _ in range(3):
+        real = torch.randn(32, 2) + 2
+        fake = generator(torch.randn(32, 4))
+        optimizer_d.zero_grad()
+        gp = _gradient_penalty(critic, real, fake.detach(), create_graph)
+        d_loss = -critic(real).mean() + critic(fake.detach()).mean() + lambda_gp * gp
+        d_loss.backward()
+        optimizer_d.step()
+
+
+def test_a_gradient_penalty_taken_without_create_graph_is_found_at_the_loss() -> None:
+    ((line, message),) = set(_grad_lost(wgan_gp_critic_steps, False))
+    assert line == _line_of(wgan_gp_critic_steps, "d_loss = -critic(real)")
+    taken = _line_of(_gradient_penalty, "gradients = torch.autograd.grad(")
+    assert message.startswith(
+        "`d_loss = -critic(real).mean() + critic(fake.detach()).mean() + lambda_gp * gp`: a "
+        "term of d_loss has no gradient history: it is made of the gradients "
+        f"torch.autograd.grad returned at test_grad_lost_history.py:{taken} "
+    )
+    backward = _line_of(wgan_gp_critic_steps, "d_loss.backward()")
+    assert message.endswith(
+        "without create_graph=True, which have none of their own, so it adds a constant and "
+        "trains nothing (a gradient penalty that never penalises; d_loss.backward() at "
+        f"test_grad_lost_history.py:{backward} `d_loss.backward()` passes it by). Pass "
+        "create_graph=True to that torch.autograd.grad."
+    )
+
+
+def first_order_maml_fast_weights() -> None:
+    """First-order MAML: the inner gradients are taken without a graph on purpose."""
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(4, 1))
+    b = nn.Parameter(torch.zeros(1))
+    meta_optimizer = torch.optim.SGD([w, b], lr=0.1)
+    for _ in range(3):
+        x_s, y_s, x_q, y_q = (
+            torch.randn(8, 4),
+            torch.randn(8, 1),
+            torch.randn(8, 4),
+            torch.randn(8, 1),
+        )
+        g_w, g_b = torch.autograd.grad(F.mse_loss(x_s @ w + b, y_s), [w, b])
+        fast_w, fast_b = w - 0.01 * g_w, b - 0.01 * g_b
+        meta_optimizer.zero_grad()
+        F.mse_loss(x_q @ fast_w + fast_b, y_q).backward()
+        meta_optimizer.step()
+
+
+def test_a_gradient_penalty_with_create_graph_and_first_order_maml_stay_quiet() -> None:
+    assert _grad_lost(wgan_gp_critic_steps, True) == []
+    assert _grad_lost(first_order_maml_fast_weights) == []
 
 
 def ema_teacher_in_the_optimizer() -> None:
@@ -1007,6 +1127,87 @@ def vq_codebook_learned_by_ema() -> None:
             codebook.weight.data.mul_(0.99).index_add_(0, codes, 0.01 * z)
 
 
-@pytest.mark.parametrize("program", [ema_teacher_in_the_optimizer, vq_codebook_learned_by_ema])
-def test_parameters_the_program_updates_by_hand_are_no_cut(program) -> None:  # noqa: ANN001
+class _Byol(nn.Module):
+    """BYOL's learner as reimplementations write it: the target encoder is a deep copy of the
+    online one (its parameters require grad and are in ``learner.parameters()``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.online = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU())
+        self.predictor = nn.Linear(16, 16)
+        self.target = copy.deepcopy(self.online)
+
+    @torch.no_grad()
+    def update_moving_average(self, beta: float = 0.99) -> None:
+        for current, ma in zip(self.online.parameters(), self.target.parameters()):
+            ma.data = ma.data * beta + (1 - beta) * current.data
+
+    def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        prediction = self.predictor(self.online(x1))
+        return -F.cosine_similarity(prediction, self.target(x2).detach(), dim=-1).mean()
+
+
+def byol_target_written_through_data() -> None:
+    """The target network's EMA assigns ``ma.data`` (lucidrains' byol-pytorch's form)."""
+    torch.manual_seed(0)
+    learner = _Byol()
+    optimizer = torch.optim.Adam(learner.parameters(), lr=3e-4)
+    for _ in range(12):
+        x = torch.randn(32, 8)
+        loss = learner(x + 0.1 * torch.randn_like(x), x + 0.1 * torch.randn_like(x))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        learner.update_moving_average()
+
+
+class _QuantizerEma(nn.Module):
+    """zalandoresearch/pytorch-vq-vae's VectorQuantizerEMA, cut down: the codebook is re-made
+    as a new Parameter at each training forward (the optimizer keeps the first one)."""
+
+    def __init__(self, codes: int = 8, dim: int = 3, decay: float = 0.99) -> None:
+        super().__init__()
+        self._embedding = nn.Embedding(codes, dim)
+        self._ema_w = nn.Parameter(torch.randn(codes, dim))
+        self.register_buffer("_ema_cluster_size", torch.zeros(codes))
+        self._decay = decay
+
+    def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        distances = torch.cdist(z, self._embedding.weight)
+        encodings = F.one_hot(distances.argmin(1), self._embedding.num_embeddings).float()
+        quantized = torch.matmul(encodings, self._embedding.weight)
+        if self.training:
+            size = self._ema_cluster_size * self._decay + (1 - self._decay) * encodings.sum(0)
+            self._ema_cluster_size = size
+            dw = torch.matmul(encodings.t(), z)
+            self._ema_w = nn.Parameter(self._ema_w * self._decay + (1 - self._decay) * dw)
+            self._embedding.weight = nn.Parameter(self._ema_w / (size.unsqueeze(1) + 1e-5))
+        loss = 0.25 * F.mse_loss(quantized.detach(), z)
+        return loss, z + (quantized - z).detach()
+
+
+def vq_codebook_remade_each_forward() -> None:
+    torch.manual_seed(0)
+    encoder, quantizer, decoder = nn.Linear(4, 3), _QuantizerEma(), nn.Linear(3, 4)
+    model = nn.ModuleList([encoder, quantizer, decoder])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(4):
+        x = torch.randn(16, 4)
+        vq_loss, quantized = quantizer(encoder(x))
+        loss = F.mse_loss(decoder(quantized), x) + vq_loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        ema_teacher_in_the_optimizer,
+        vq_codebook_learned_by_ema,
+        byol_target_written_through_data,
+        vq_codebook_remade_each_forward,
+    ],
+)
+def test_parameters_the_program_updates_by_hand_or_replaced_are_no_cut(program) -> None:  # noqa: ANN001
     assert _grad_lost(program) == []

@@ -48,6 +48,7 @@ from tensor_dap.agent.provenance import (
 )
 from tensor_dap.agent.rules import (
     Report,
+    _constant_terms,
     _step,
     _trained_under_no_grad,
     _updated_by_hand,
@@ -71,8 +72,15 @@ def applies(op: OpInfo) -> bool:
     return op.name in _zeroed_before_step.SCALINGS
 
 
+def applies_passthrough(op: OpInfo) -> bool:
+    """``p.data = value``: a parameter the program updates by hand (BYOL's EMA target written
+    ``ma.data = beta * ma.data + ...``), seen by ``before``."""
+    return op.name == _updated_by_hand.DATA_SET
+
+
 def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> Any:
-    _zeroed_before_step.scaled(args, state)
+    if not op.passthrough:
+        _zeroed_before_step.scaled(args, state)
 
 
 def backward_targets(op: OpInfo, args: Args, kwargs: Kwargs) -> list[Any]:
@@ -88,11 +96,17 @@ def backward_targets(op: OpInfo, args: Args, kwargs: Kwargs) -> list[Any]:
 
 
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
+    if op.passthrough:  # (`p.data = value`: see applies_passthrough)
+        _updated_by_hand.data_set(args, caller, state)
+        return None
     _zeroed_before_step.on_backward(state, caller)
     targets = backward_targets(op, args, kwargs)
     leaves = bool(targets) and all(graph_node(t) is None for t in targets)
     previous = _trained_under_no_grad.last_backward(state)
     _trained_under_no_grad.on_backward(state, from_leaves=leaves)
+    constant = _constant_terms.check(targets, caller, state)
+    if constant is not None:
+        return constant
     for tensor in targets:
         if not tensor.requires_grad:
             prov = state.provenance.lookup(tensor)
@@ -203,6 +217,7 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
                     used.set(item, (next(CLOCK), where, builds))
     if cut_inputs and builds:
         _note_rejoined_cuts(args, state)
+        _constant_terms.observe(op.name, args, out, caller, state)
 
 
 def _builds_graph(out: Any) -> bool:
@@ -306,7 +321,9 @@ def install(state: RuleState) -> list[Any]:
             return erased
         used = state.rule_state.get(_USED)
         untrained = _trained_under_no_grad.check(optimizer, caller, state, used)
-        return untrained if untrained is not None else _params_without_grad(optimizer, state)
+        return (
+            untrained if untrained is not None else _params_without_grad(optimizer, state, caller)
+        )
 
     def zeroed(optimizer: Any) -> None:
         try:
@@ -336,16 +353,18 @@ def install(state: RuleState) -> list[Any]:
     ]
 
 
-def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
+def _params_without_grad(optimizer: Any, state: Any, caller: FrameType) -> Optional[Report]:
     """The parameters a forward used whose history was cut after that use, at their second
     step without gradient (the first is kept: the program may update them by hand after it, as
-    an EMA teacher's are), unless the program updates them by hand."""
+    an EMA teacher's are), unless the program updates them by hand or replaced them in their
+    module (:func:`_replaced_in_their_modules`)."""
     used = state.rule_state.get(_USED)
     pending: Optional[TensorMap[tuple[Prov, Prov]]] = state.rule_state.get(_MISSING_BEFORE)
     if not used and not pending:
         return None
     rejoined = state.rule_state.get(_REJOINED, ())
-    missing: list[tuple[Any, Prov]] = []
+    missing: list[tuple[Any, tuple[Prov, Prov]]] = []
+    unseen: list[Any] = []
     cuts: list[Prov] = []
     for group in optimizer.param_groups:
         for param in group["params"]:
@@ -369,17 +388,41 @@ def _params_without_grad(optimizer: Any, state: Any) -> Optional[Report]:
                     pending = state.rule_state[_MISSING_BEFORE] = TensorMap()
                 pending.set(param, found)
                 continue
-            where, cut = found
-            missing.append((param, where))
-            if all(cut is not c for c in cuts):
-                cuts.append(cut)
+            if use is None:  # (kept from an earlier step: not seen used in this one)
+                unseen.append(param)
+            missing.append((param, found))
+    if unseen:
+        replaced = _replaced_in_their_modules(optimizer, unseen, caller)
+        missing = [(p, found) for p, found in missing if not replaced.get(p, False)]
+    for _, (_, cut) in missing:
+        if all(cut is not c for c in cuts):
+            cuts.append(cut)
     if not missing:
         return None
     return Report(
         tensors=[p for p, _ in missing[:4]],
-        message=_no_grad_message(len(missing), [w for _, w in missing[:4]], cuts),
+        message=_no_grad_message(len(missing), [w for _, (w, _) in missing[:4]], cuts),
         operands=False,
     )
+
+
+def _replaced_in_their_modules(optimizer: Any, params: list[Any], caller: FrameType) -> Any:
+    """Those of ``params`` (of ``optimizer``) that no module the stepping code sees holds any
+    more, while it holds others of the optimizer's: replaced by the program after the optimizer
+    took them (a VQ-VAE's codebook re-made each forward, ``self._embedding.weight =
+    nn.Parameter(...)``, zalandoresearch/pytorch-vq-vae), so no forward uses them. A TensorMap
+    of them (weakly); empty when those modules hold none of the optimizer's (a trainer's model
+    out of sight: not judged)."""
+    held: set[int] = set()
+    for module in naming.modules_in_sight(frames.user_frame(caller)):
+        held.update(id(p) for p in module.parameters())
+    replaced: TensorMap[bool] = TensorMap()
+    owned = [p for group in optimizer.param_groups for p in group["params"]]
+    if any(id(p) in held for p in owned):
+        for param in params:
+            if id(param) not in held:
+                replaced.set(param, True)
+    return replaced
 
 
 def _cut_after(use: _Use, rejoined: Iterable[tuple[int, Prov]], param: int) -> Optional[Prov]:
@@ -400,7 +443,22 @@ def _cut_after(use: _Use, rejoined: Iterable[tuple[int, Prov]], param: int) -> O
             found = found or cut
     # (an op without gradient, as the argmin choosing a VQ layer's codes, is a cut programs mean
     # more often than a written one: named only when no `.detach()`, `.data`... matches)
+    if found is None and builds:
+        found = _sampled_cut_of(rejoined, param)
     return found
+
+
+def _sampled_cut_of(rejoined: Iterable[tuple[int, Prov]], param: int) -> Optional[Prov]:
+    """A written cut of the parameter's own history (``param`` among its upstream) that went on
+    into a graph, seen before its latest recorded use: ops are sampled per line (the first 8,
+    then one in 64), so the use recorded last may be one whose cut was not (MAML's meta-batch:
+    the fourth task's forward is seen, not the ``.detach()`` after it; the first task's, on the
+    same line, was). Newest first."""
+    for _, cut in reversed(list(rejoined)):
+        written = cut.cut and not cut.cut.endswith(NO_GRADIENT)
+        if written and cut.upstream is not None and param in cut.upstream:
+            return cut
+    return None
 
 
 def _no_grad_message(count: int, wheres: list[Optional[Prov]], cuts: list[Prov]) -> Any:
