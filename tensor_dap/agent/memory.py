@@ -369,12 +369,19 @@ def install(state: Any) -> list[Any]:
     """Books for what an optimizer holds, made where no watched op sees it: the ``.grad`` of its
     parameters (counted under the line of the ``backward()`` that made them) and its state
     (``exp_avg``, momentum buffers...: under the line calling ``step()``; looked at again when
-    the number of parameters with state changes: the state is updated in place)."""
+    the number of parameters with state changes: the state is updated in place).
+
+    The gradients are looked at after the first 8 steps of each optimizer, then after one in 16:
+    those the ``backward()`` lines' graphs accumulate into are counted as each returns
+    (:func:`after_backward`), so what a step finds is only what the program set by hand, and a
+    look at every parameter each step is what a large model's step would pay most."""
     #: the frame that called the step running now (one at a time: a step that raised leaves
     #: it here until the next step, which replaces it)
     callers: dict[int, Any] = {}
     #: optimizer -> how many parameters had state when last looked at (weakly: nothing kept)
     with_state: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+    #: id(optimizer) -> its steps seen
+    steps: dict[int, int] = {}
 
     def before_step(optimizer: Any, caller: FrameType) -> None:
         callers.clear()
@@ -385,8 +392,11 @@ def install(state: Any) -> list[Any]:
         books = state.memory
         if books is None or caller is None:
             return
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
-        _observe_all(grads, _GRAD, books.backward_line or caller, state)
+        key = id(optimizer)
+        count = steps[key] = steps.get(key, 0) + 1
+        if count <= 8 or not count % 16:  # (see the docstring)
+            grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
+            _observe_all(grads, _GRAD, books.backward_line or caller, state)
         if len(optimizer.state) != with_state.get(optimizer):
             held = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
             step = SimpleNamespace(name=f"{type(optimizer).__name__}.step")

@@ -3,8 +3,9 @@ contributions from before the previous ``step()``.
 
 PyTorch accumulates into ``.grad``; forgetting ``zero_grad()`` trains on a running sum of every
 past batch, with no error. After each step the rule remembers each gradient tensor the step used
-and its version; at the next step, the same gradient tensor modified since (backward added to
-it) and never zeroed in between means zero_grad was forgotten. ``zero_grad()`` (which sets
+and its version (read at the next backward(), unless a zero_grad() comes first); at the next
+step, the same gradient tensor modified since (backward added to it) and never zeroed in between
+means zero_grad was forgotten. ``zero_grad()`` (which sets
 ``.grad`` to None, or zeroes it in place) resets that, so intentional accumulation — several
 backward calls, one step, then zero_grad — is not reported.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import threading
 import weakref
 from types import FrameType
 from typing import Any, NamedTuple, Optional
@@ -39,6 +41,11 @@ RULE = catalog.rule("missing-zero-grad")
 _ZEROED = "missing-zero-grad.zeroed"
 #: rule_state key: id(optimizer) -> its :class:`_Steps`
 _AFTER_STEP = "missing-zero-grad.after-step"
+#: rule_state key: thread -> ``id()`` of the optimizers it stepped whose gradients' versions
+#: after that step are still to be read, at its next backward() (per thread: reading the
+#: ``.grad`` of another thread's optimizer while that thread's backward, which runs without the
+#: GIL, writes it made PyTorch's storage objects race)
+_UNREAD = "missing-zero-grad.unread"
 #: ops that always reset their target, and those that do with a factor or value of 0
 _ZEROING = frozenset(["zero_", "_foreach_zero_"])
 _ZEROING_WITH_ZERO = frozenset(["fill_", "mul_", "_foreach_mul_"])
@@ -48,8 +55,20 @@ def applies(op: OpInfo) -> bool:
     return op.name in _ZEROING or op.name in _ZEROING_WITH_ZERO
 
 
+def applies_before(op: OpInfo) -> bool:
+    """Zeroing ops, and ``backward()``: the gradients' versions a step left are read there."""
+    return op.backward or applies(op)
+
+
 def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> Any:
-    """Note gradients being zeroed (``zero_grad(set_to_none=False)`` or by hand)."""
+    """Note gradients being zeroed (``zero_grad(set_to_none=False)`` or by hand); at a
+    ``backward()``, read the versions the optimizers' last steps left (:func:`_remember`)."""
+    if op.backward:
+        unread = state.rule_state.get(_UNREAD)
+        mine = unread.get(threading.get_ident()) if unread else None
+        if mine:
+            _read_versions(mine, state)
+        return None
     if not args or not _resets(op.name, args, kwargs):
         return None
     zeroed = state.rule_state.setdefault(_ZEROED, set())
@@ -96,6 +115,8 @@ def install(state: RuleState) -> list[Any]:
             steps = _steps(optimizer, state)
             if steps is not None:
                 steps.zeroed = True
+                for unread in list(state.rule_state.get(_UNREAD, {}).values()):
+                    unread.discard(id(optimizer))
             grads = state.rule_state.setdefault(_ZEROED, set())
             grads.update(id(p.grad) for p in _params(optimizer) if p.grad is not None)
         except Exception:
@@ -122,24 +143,43 @@ class _Steps:
 
 
 def _remember(optimizer: Any, state: Any) -> None:
-    """Each gradient this step used, and its version now: this step's only (``zero_grad()``
-    sets gradients to None, so each step's are new tensors, and a table kept across steps
-    would grow by the parameter count at each one)."""
+    """This step used the gradients it found: their versions now are what the next step
+    compares with, read at the next ``backward()`` that comes before a ``zero_grad()`` of the
+    optimizer (:func:`_read_versions`). Before one, nothing can add to them unseen, and in the
+    usual orders ``zero_grad()`` comes first: a step then costs no walk of its parameters."""
     steps = _steps(optimizer, state, create=True)
     if steps is None:
         return
     steps.zeroed = False
-    versions = steps.versions
-    versions.clear()
+    steps.versions.clear()
     zeroed = state.rule_state.get(_ZEROED)
-    for group in optimizer.param_groups:
-        for param in group["params"]:
+    if zeroed:  # this optimizer's step used them: zeroing before it no longer counts
+        for param in _params(optimizer):
+            grad = param.grad
+            if grad is not None:
+                zeroed.discard(id(grad))
+                zeroed.discard(storage_key(grad))
+    by_thread = state.rule_state.setdefault(_UNREAD, {})
+    by_thread.setdefault(threading.get_ident(), set()).add(id(optimizer))
+
+
+def _read_versions(unread: set[int], state: Any) -> None:
+    """Each gradient of the optimizers (``id()``s ``unread``) that stepped and were not zeroed
+    since, and its version: this step's only (``zero_grad()`` sets gradients to None, so each
+    step's are new tensors, and a table kept across steps would grow by the parameter count
+    at each one)."""
+    known: dict[int, _Steps] = state.rule_state.get(_AFTER_STEP, {})
+    for key in list(unread):
+        steps = known.get(key)
+        optimizer = steps.optimizer() if steps is not None else None
+        if steps is None or optimizer is None or steps.zeroed:
+            continue
+        versions = steps.versions
+        for param in _params(optimizer):
             grad = param.grad
             if grad is not None:
                 versions.set(grad, grad._version)
-                if zeroed:  # this optimizer's step used them: zeroing before it no longer counts
-                    zeroed.discard(id(grad))
-                    zeroed.discard(storage_key(grad))
+    unread.clear()
 
 
 def _steps(optimizer: Any, state: Any, create: bool = False) -> Optional[_Steps]:
