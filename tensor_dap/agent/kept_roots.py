@@ -185,6 +185,9 @@ def _append_site(
     (a function appending what it is handed, ``tracker.update(loss)``, is reported at the
     frame's call)."""
     scope = _scope(frame)
+    #: the method of the list's owner appending what it is handed (`model.log(loss)`, not
+    #: `model.lin(x)`), when one is found
+    handing = r"\w+"
     # (the helpers the frame and the functions it calls use: those appending first, then
     # those calling one, `self.log_dict(...)` calling `self.log`)
     for depth in (0, _HELPER_DEPTH):
@@ -194,12 +197,15 @@ def _append_site(
         for callee, named in _callees(frame, name):
             line = _append_line(callee, named, tensor_names, depth=depth)
             if line and _appends_an_argument(callee.code, line):  # tracker.update(loss)
+                handing = callee.code.co_name
                 break  # (the call handing it the tensor: the frame's, found below)
             if line:
                 return callee.code.co_filename, line, named
     owner = frames.read_locals(frame).get(name.split("[", 1)[0].split(".", 1)[0])
     library_owner = isinstance(owner, (torch.nn.Module, torch.optim.Optimizer))
-    line = _append_line(scope, name, tensor_names, handed=True, library_owner=library_owner)
+    line = _append_line(
+        scope, name, tensor_names, handed=True, library_owner=library_owner, method=handing
+    )
     return (scope.code.co_filename, line, name) if line else None
 
 
@@ -210,8 +216,9 @@ _CALL = re.compile(r"(?<![\w.])(?<!def )(?:([A-Za-z_]\w*)\s*\.\s*)?([A-Za-z_]\w*
 def _callees(frame: FrameType, name: str) -> Iterator[tuple[_Scope, str]]:
     """The program's functions the frame's lines call, in line order, each with the name its
     own source gives the list ``name`` (``self.logged['loss']`` in a method of the object the
-    frame calls ``module``; a module list's own name in a function of the same module). A list
-    the frame holds under a local name is named otherwise there: such calls are left."""
+    frame calls ``module``, a local or a global of it; a module list's own name in a function
+    of the same module). A list the frame holds under a local name is named otherwise there:
+    such calls are left."""
     code = frame.f_code
     local = frames.read_locals(frame)
     root = name.split("[", 1)[0].split(".", 1)[0]
@@ -220,7 +227,7 @@ def _callees(frame: FrameType, name: str) -> Iterator[tuple[_Scope, str]]:
     for line in _code_lines(code):
         for owner_name, attribute in _CALL.findall(linecache.getline(code.co_filename, line)):
             if owner_name:
-                owner = local.get(owner_name)
+                owner = local.get(owner_name, frame.f_globals.get(owner_name))
                 function = _method_of(owner, attribute) if owner is not None else None
             else:
                 owner, function = None, _function_of(frame.f_globals.get(attribute))
@@ -284,7 +291,10 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
             found.append((f"self.{k}", v))
         elif isinstance(v, dict) and len(v) <= _TRACKER_KEYS:
             found.extend(_keyed_lists(f"self.{k}", v))
-    for name, value in local.items():  # a tracker's list: tracker.update(loss) appends to it
+    # a tracker's list: tracker.update(loss) appends to it; a module's a global names
+    # (`model.training_step(x)` in a `fit()` of the script, appending to `self.losses`)
+    objects = {**{n: v for n, v in named.items() if isinstance(v, torch.nn.Module)}, **local}
+    for name, value in objects.items():
         try:
             if name == "self" or not (_plain_object(value) or isinstance(value, torch.nn.Module)):
                 continue
@@ -343,14 +353,15 @@ def _append_line(
     handed: bool = False,
     depth: int = 0,
     library_owner: bool = False,
+    method: str = r"\w+",
 ) -> int:
     """The first line of the scope's function appending to ``name``, else the first calling
     a function or a method of ``self`` of the program's that appends to it
     (``self.log("loss", loss)``, ``log("loss", loss)``; with ``depth``, through helpers
     calling such a function: :func:`_appending_helpers`); with ``handed``, the first handing it
     to a call (``record(losses, loss)``) or calling a method of its owner with arguments
-    (``tracker.update(loss)`` for ``tracker.values``), first among those naming the list's key
-    or the tensor kept; 0 when none is found."""
+    (``tracker.update(loss)`` for ``tracker.values``; ``method``: a pattern of its name), first
+    among those naming the list's key or the tensor kept; 0 when none is found."""
     code = scope.code
     # (a dict's list is named hist['loss']: the source may write hist["loss"])
     spelled = re.escape(name).replace("'", "[\"']")
@@ -370,7 +381,7 @@ def _append_line(
     owner = name.split("[", 1)[0].rpartition(".")[0]
     if owner and owner != "self":  # a method of the owner called with arguments
         hands = re.compile(
-            rf"(?<![\w.]){re.escape(owner)}\s*\.\s*(?P<method>\w+)\s*\("
+            rf"(?<![\w.]){re.escape(owner)}\s*\.\s*(?P<method>{method})\s*\("
             r"(?P<args>\s*[^)\s](?:[^()#]|\([^()]*\))*)"
         )
     else:

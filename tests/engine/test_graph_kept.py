@@ -2411,3 +2411,19 @@ def test_a_trackers_own_step_method_keeping_losses_is_reported(check) -> None:  
     script = Path(__file__).parent / "leak_programs" / "tracker_with_a_step_method.py"
     run = check(script, rules="graph-kept")
     assert run.pairs() == {("graph-kept", _line_of(script, "meter.step(loss)"))}, run.stderr
+
+
+def test_a_module_keeping_its_losses_is_reported_where_it_appends(check) -> None:  # noqa: ANN001
+    """``self.train_losses.append(loss)`` in the ``training_step`` of a module the script's
+    ``fit()`` names as a global."""
+    script = Path(__file__).parent / "leak_programs" / "module_keeps_losses_in_training_step.py"
+    run = check(script, rules="graph-kept")
+    line = _line_of(script, "self.train_losses.append(loss)")
+    assert run.pairs() == {("graph-kept", line)}, run.stderr
+
+
+def test_a_loss_handed_to_a_modules_logging_method_is_reported_at_that_call(check) -> None:  # noqa: ANN001
+    """``model.log(loss)``, not another call on the module (``model.lin(x)``)."""
+    script = Path(__file__).parent / "leak_programs" / "module_method_logs_the_loss.py"
+    run = check(script, rules="graph-kept")
+    assert run.pairs() == {("graph-kept", _line_of(script, "model.log(loss)"))}, run.stderr
