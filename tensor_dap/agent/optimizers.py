@@ -157,14 +157,23 @@ def _pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     resume()
     # (args holds the optimizer first; a step with a closure stays watched: the closure is
     # the user's code)
-    popped = [] if _has_closure(args, kwargs) else _step_aside()
+    closure = _has_closure(args, kwargs)
+    popped = [] if closure else _step_aside()
     _aside.popped = (popped, _stack_length()) if popped else None
+    _aside.closure = closure
     _notify("before_step", optimizer, sys._getframe(1))
 
 
 def _post_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     _notify("after_step", optimizer)
+    _aside.closure = False
     resume()
+
+
+def closure_step() -> bool:
+    """Whether the step this thread runs called a closure (``step(closure)``): what an
+    ``after_step`` subscriber asks, the closure's backward() calls having run in the step."""
+    return bool(getattr(_aside, "closure", False))
 
 
 def _wrap_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:

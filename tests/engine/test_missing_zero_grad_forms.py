@@ -296,3 +296,85 @@ def test_a_step_skipped_on_a_bad_batch_is_no_accumulation() -> None:
     (message,) = {f.message for f in watch.findings}
     assert "gradient accumulation" not in message
     assert message.endswith("call opt.zero_grad() before loss.backward() in each step.")
+
+
+def _findings(program: Callable[[], None]) -> list[tuple[int, str]]:
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        program()
+    return [(f.line, f.message) for f in watch.findings]
+
+
+def _line_in(program: Callable[[], None], text: str) -> int:
+    lines, first = inspect.getsourcelines(program)
+    return next(first + i for i, line in enumerate(lines) if text in line)
+
+
+def style_transfer_lbfgs(zero_in_closure: bool) -> None:
+    """PyTorch's neural style transfer tutorial's loop: LBFGS optimises the input image; its
+    closure must zero the image's gradient, LBFGS calling it several times per step."""
+    torch.manual_seed(0)
+    features = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3)).requires_grad_(
+        False
+    )
+    content = torch.rand(1, 3, 12, 12)
+    target = features(content)
+    image = content.clone().requires_grad_(True)
+    optimizer = torch.optim.LBFGS([image], max_iter=4)
+    for _ in range(3):
+
+        def closure() -> torch.Tensor:
+            with torch.no_grad():
+                image.clamp_(0, 1)
+            if zero_in_closure:
+                optimizer.zero_grad()
+            loss = F.mse_loss(features(image), target)
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+
+
+def closure_step_sgd(zero: str) -> None:
+    """``step(closure)`` of an optimizer calling it once: ``zero`` says where zero_grad() is."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 3), torch.randn(16, 1)
+    for _ in range(4):
+
+        def closure() -> torch.Tensor:
+            if zero == "in the closure":
+                opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        if zero == "before the step":
+            opt.zero_grad()
+        opt.step(closure)
+
+
+def test_an_lbfgs_closure_without_zero_grad_is_told_to_zero_in_it() -> None:
+    found = set(_findings(lambda: style_transfer_lbfgs(False)))
+    assert {line for line, _ in found} == {
+        _line_in(style_transfer_lbfgs, "optimizer.step(closure)")
+    }
+    ((_, message),) = found
+    assert message == (
+        "`optimizer.step(closure)`: 1 of 1 parameters get gradients that still hold "
+        "contributions from earlier backward() calls (image (1, 3, 12, 12)): the closure's "
+        "backward() adds to them and zero_grad() is not called in it (LBFGS calls it up to "
+        "max_iter times per step). Call optimizer.zero_grad() at the start of the closure."
+    )
+
+
+def test_a_closure_step_without_zero_grad_is_found_from_its_second_step() -> None:
+    found = _findings(lambda: closure_step_sgd("nowhere"))
+    assert {line for line, _ in found} == {_line_in(closure_step_sgd, "opt.step(closure)")}
+    assert found[0][1].endswith("Call opt.zero_grad() at the start of the closure.")
+
+
+@pytest.mark.parametrize("zero", ["in the closure", "before the step"])
+def test_closures_zeroed_in_them_or_before_a_single_call_step_stay_quiet(zero: str) -> None:
+    assert _findings(lambda: style_transfer_lbfgs(True)) == []
+    assert _findings(lambda: closure_step_sgd(zero)) == []

@@ -91,7 +91,13 @@ def _resets(name: str, args: Args, kwargs: Kwargs) -> bool:
 
 
 def install(state: RuleState) -> list[Any]:
+    #: the frame calling the step running now (one at a time: a step that raised leaves it
+    #: here until the next step, which replaces it)
+    callers: dict[int, FrameType] = {}
+
     def check(optimizer: Any, caller: FrameType) -> Optional[Report]:
+        callers.clear()
+        callers[id(optimizer)] = caller
         stale = _stale(optimizer, state)
         if not stale:
             return None
@@ -102,7 +108,12 @@ def install(state: RuleState) -> list[Any]:
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
     def after_step(optimizer: Any) -> None:
+        caller = callers.pop(id(optimizer), None)
         try:
+            if caller is not None and optimizers.closure_step():
+                report = _closure_accumulated(optimizer, caller, state)
+                if report is not None:
+                    state._emit(RULE.id, report, _step.STEP, caller)
             _remember(optimizer, state)
         except Exception:
             state._rule_failed(RULE.id)
@@ -124,6 +135,36 @@ def install(state: RuleState) -> list[Any]:
 
     before_step = _step.before_step(RULE.id, state, check)
     return [optimizers.subscribe(Subscriber(before_step, after_step, zeroed))]
+
+
+def _closure_accumulated(optimizer: Any, caller: FrameType, state: Any) -> Optional[Report]:
+    """A ``step(closure)`` just ended: the report when its closure's backward() added to the
+    gradients the previous step left, no ``zero_grad()`` between (their versions were read at
+    the closure's first backward: :func:`_read_versions`). LBFGS calls the closure up to
+    ``max_iter`` times per step, so each call adds to the last one's gradients; any optimizer's
+    next step adds to this one's."""
+    stale = _stale(optimizer, state)
+    if not stale:
+        return None
+    user = frames.user_frame(caller)
+    name = naming.object_name(user, optimizer) or "optimizer"
+    total = len(_params(optimizer))
+    times = " (LBFGS calls it up to max_iter times per step)" if _calls_again(optimizer) else ""
+
+    def build(described: list[Any], expression: str) -> str:
+        examples = ", ".join(f"{d.name} {d.shape_text}" for d in described)
+        return (
+            f"`{expression}`: {len(stale)} of {total} parameters get gradients that still hold "
+            f"contributions from earlier backward() calls ({examples}): the closure's "
+            f"backward() adds to them and zero_grad() is not called in it{times}. Call "
+            f"{name}.zero_grad() at the start of the closure."
+        )
+
+    return Report(tensors=stale[:4], message=build, operands=False, frame=user)
+
+
+def _calls_again(optimizer: Any) -> bool:
+    return isinstance(optimizer, torch.optim.LBFGS)
 
 
 def _params(optimizer: Any) -> list[Any]:
