@@ -77,6 +77,10 @@ def _record(watch: Watch, info: OpInfo, args: tuple[Any, ...], out: Any, caller:
     op_name = info.name
     if caller is not user:  # an op inside torch's code: name what the user called
         source = args[0] if args else None
+        # (an optimizer's update of a leaf in a step(closure), LBFGS's `p.add_(...)`: the leaf
+        # was not made there)
+        if info.inplace and out.requires_grad and out is source and graph_node(out) is None:
+            return
         # (a detach in torch's code that cuts gradient history is a cut, not a re-wrap)
         if (
             op_name in REWRAPPING

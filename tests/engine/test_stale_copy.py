@@ -175,6 +175,43 @@ def test_a_cast_after_the_optimizer_is_found_and_the_loss_is_as_without_the_tool
     assert cast_after_the_optimizer("cpu") == plain
 
 
+def temperature_scaling(steps: int) -> float:
+    """Temperature scaling (Guo et al.'s recipe): LBFGS fits one parameter in a closure, which
+    computes with a float64 copy made after the optimizer took the parameter; often in one
+    ``step()``, whose closure LBFGS calls while it updates the parameter."""
+    logits, labels = torch.randn(64, 5, dtype=torch.float64), torch.randint(0, 5, (64,))
+    temperature = nn.Parameter(torch.ones(1) * 1.5)
+    optimizer = torch.optim.LBFGS([temperature], lr=0.01, max_iter=5)
+    temperature64 = temperature.double()  # stale
+    for _ in range(steps):
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(logits / temperature64, labels)
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+    return temperature.item()
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_a_copy_an_lbfgs_closure_computes_with_is_found_naming_where_the_original_was_made(
+    steps: int,
+) -> None:
+    ((line, message),) = _found(lambda _: temperature_scaling(steps), "cpu")
+    assert line == _marked(temperature_scaling)
+    made = _line_of(temperature_scaling, "temperature = nn.Parameter(")
+    # (not the line of optimizer.step(closure), where LBFGS's own add_ updates it)
+    assert f"requires grad, created at test_stale_copy.py:{made} by " in message
+    assert f"Create the tensor with dtype=torch.float64 at test_stale_copy.py:{made}," in message
+
+
+def _line_of(program: Callable[[str], object], text: str) -> int:
+    lines, start = inspect.getsourcelines(program)
+    return next(start + i for i, line in enumerate(lines) if text in line)
+
+
 @pytest.mark.parametrize(
     "program",
     [

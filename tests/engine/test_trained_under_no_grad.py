@@ -135,10 +135,13 @@ class _Checkpointed(nn.Module):
         return self.head(h)
 
 
-def train_checkpointed(reentrant: bool, first_checkpointed: bool) -> None:
+def train_checkpointed(reentrant: bool, first_checkpointed: bool, snapshot: bool = False) -> None:
     torch.manual_seed(0)
     model = _Checkpointed(reentrant, first_checkpointed)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if snapshot:  # (to see later how far training moved it)
+        initial = model.stem[0].weight.detach().clone()
+        assert initial.shape == (8, 6)
     for _ in range(3):
         x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
         loss = F.cross_entropy(model(x), y)
@@ -147,10 +150,12 @@ def train_checkpointed(reentrant: bool, first_checkpointed: bool) -> None:
         opt.step()
 
 
-def test_a_reentrant_checkpoint_fed_no_grad_input_is_found_at_its_call() -> None:
+@pytest.mark.parametrize("snapshot", [False, True], ids=["plain", "weights-snapshot-first"])
+def test_a_reentrant_checkpoint_fed_no_grad_input_is_found_at_its_call(snapshot: bool) -> None:
+    # (a snapshot `w0 = layer.weight.detach().clone()` before training is no use with gradients)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (torch's: "None of the inputs have requires_grad")
-        found = _found(lambda: train_checkpointed(reentrant=True, first_checkpointed=True))
+        found = _found(lambda: train_checkpointed(True, True, snapshot))
     ((line, message),) = set(found)
     assert line == _line(_Checkpointed.forward, "h = checkpoint(")
     step = _line(train_checkpointed, "opt.step()")

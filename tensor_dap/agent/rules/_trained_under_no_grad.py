@@ -163,14 +163,15 @@ def _checkpointed_without_grad(
     params: list[Any], uses: Any, previous: int, used_with_grad: Any
 ) -> list[tuple[Any, _Use]]:
     """The parameters without gradient whose uses since the previous step ran under a
-    reentrant checkpoint no backward came back to (none with gradients on)."""
+    reentrant checkpoint no backward came back to (none with gradients on that built a graph:
+    a snapshot ``w0 = layer.weight.detach().clone()`` taken before training builds none)."""
     found = []
     for param in params:
         use = uses.get(param) if param.grad is None else None
         if use is None or use[0] <= previous or use[3] is None:
             continue
         with_grad = used_with_grad.get(param) if used_with_grad else None
-        if with_grad is None or with_grad[0] <= previous:
+        if with_grad is None or with_grad[0] <= previous or not with_grad[2]:
             found.append((param, use))
     return found
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
 import threading
 import weakref
 from types import FrameType
@@ -109,7 +110,9 @@ class _StaleCopies:
                 return
             seen[0], seen[1] = version, seen[1] + 1
             stale = me()
-            if stale is not None and copy_at[0] is not None and seen[1] >= _CHANGES_SEEN:
+            # (in a step(closure), between two of the closure's calls: the step changed it)
+            needed = 1 if optimizers.closure_step() else _CHANGES_SEEN
+            if stale is not None and copy_at[0] is not None and seen[1] >= needed:
                 stale.found(source, copy_at, made)
 
         return hook
@@ -123,7 +126,16 @@ class _StaleCopies:
             self.pending.set(source, (copy_at, made))
             if self.subscriber is None:
                 check = _step.before_step(RULE.id, state, self.check)
-                self.subscriber = optimizers.subscribe(Subscriber(before_step=check))
+
+                def after_step(optimizer: Any) -> None:
+                    """A step(closure) (LBFGS) updates the original between the closure's
+                    calls: its end checks too, a program running one such step included."""
+                    if optimizers.closure_step():
+                        check(optimizer, sys._getframe(1))
+
+                self.subscriber = optimizers.subscribe(
+                    Subscriber(before_step=check, after_step=after_step)
+                )
 
     def check(self, optimizer: Any, caller: FrameType) -> Optional[Report]:
         """Before a step: the report when it updates the original of a stale copy."""
