@@ -91,6 +91,11 @@ def check(args: Any, caller: FrameType, state: Any, backwards: int) -> Optional[
     root = args[0] if args else None
     if isinstance(root, _Tensor) and graph_node(root) is not None and root.numel() == 1:
         roots.set(root, backwards)
+        scaled: Optional[TensorMap[Any]] = state.rule_state.get(_SCALED)
+        ref = scaled.get(root) if scaled else None
+        source = ref() if ref is not None else None
+        if source is not None:  # (`(loss / accumulation_steps).backward()`: the loss itself)
+            roots.set(source, backwards)
     if found is None:
         return None
     user, held, (path, line, name) = found
@@ -635,6 +640,32 @@ def _list_let_go(watched: _Unused) -> bool:
     if tensor is None:
         return False
     return all(id(referrer) != watched.list_id for referrer in gc.get_referrers(tensor))
+
+
+#: rule_state key: a one-number tensor one scaled by a Python number -> that one (a weak
+#: reference): the loss of a backward() root ``loss / accumulation_steps``
+_SCALED = "graph-kept.scaled-roots"
+_SCALINGS = frozenset({"div", "__truediv__", "true_divide", "mul", "__mul__", "__rmul__"})
+
+
+def note_scaling(op: str, args: Any, out: Any, state: Any) -> None:
+    """A sampled op: a one-number tensor with history scaled by a Python number is remembered
+    with what it scaled, so that a list keeping the loss of ``(loss / accum).backward()`` is
+    found as one keeping the root itself (a trainer logging ``loss`` in its training_step)."""
+    if op not in _SCALINGS or not isinstance(out, _Tensor) or len(args) != 2:
+        return
+    tensor, number = args if isinstance(args[0], _Tensor) else args[::-1]
+    if not isinstance(tensor, _Tensor) or not isinstance(number, (int, float)):
+        return
+    if tensor.numel() != 1 or graph_node(tensor) is None:
+        return
+    scaled: Optional[TensorMap[Any]] = state.rule_state.get(_SCALED)
+    if scaled is None:
+        scaled = state.rule_state[_SCALED] = TensorMap(capacity=16)
+    try:
+        scaled.set(out, weakref.ref(tensor))
+    except TypeError:  # a tensor type without weak references
+        return
 
 
 def observe(

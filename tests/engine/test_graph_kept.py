@@ -2343,6 +2343,10 @@ def test_a_loss_logged_one_call_below_the_loop_is_reported_where_it_is_logged(ch
     assert message.startswith('`self.log("train/loss", loss.item() if FIXED else loss)`: ')
     assert "self.logged['train/loss'] keeps " in message
     assert check(trainer, "fixed", rules="graph-kept").pairs() == set()
+    # (the backward() of `loss / 2`, gradient accumulation: the list keeps the loss it scaled)
+    accumulating = check(trainer, "accumulate", rules="graph-kept")
+    assert accumulating.pairs() == {("graph-kept", logged)}, accumulating.stderr
+    assert check(trainer, "fixed", "accumulate", rules="graph-kept").pairs() == set()
     script = here / "training_step_function_logs.py"
     run = check(script, rules="graph-kept")
     assert run.pairs() == {("graph-kept", _line_of(script, 'log("loss", loss)'))}, run.stderr

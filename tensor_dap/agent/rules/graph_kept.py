@@ -507,6 +507,7 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     backwards = state.rule_state.get(_BACKWARDS, 0)
     emit = functools.partial(_emit_dropped, state)
     kept_roots.observe(op.name, out, caller, state, backwards, emit)
+    kept_roots.note_scaling(op.name, args, out, state)
 
 
 def _emit_dropped(state: Any, report: Report) -> None:

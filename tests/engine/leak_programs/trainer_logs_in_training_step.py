@@ -1,6 +1,7 @@
 """A hand-written Lightning-style trainer: ``fit`` runs the loop and calls backward();
 the module's ``training_step`` logs its loss with ``self.log``, which keeps what it is given.
-With ``fixed`` on the command line it logs ``loss.item()``."""
+With ``fixed`` on the command line it logs ``loss.item()``; with ``accumulate`` the trainer
+accumulates the gradients of two batches, ``(loss / 2).backward()``."""
 
 import sys
 from collections import defaultdict
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 FIXED = "fixed" in sys.argv
+ACCUMULATE = 2 if "accumulate" in sys.argv else 1
 
 
 class LitClassifier(nn.Module):
@@ -40,9 +42,15 @@ class Trainer:
         for _epoch in range(self.max_epochs):
             for batch_idx, batch in enumerate(loader):
                 loss = module.training_step(batch, batch_idx)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
+                if ACCUMULATE == 1:
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    continue
+                (loss / ACCUMULATE).backward()
+                if (batch_idx + 1) % ACCUMULATE == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
 
 
 torch.manual_seed(0)
