@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from tensor_dap.agent import frames
+from tensor_dap.agent import frames, optimizers
 from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.library_calls import REWRAPPING, api_called
 from tensor_dap.agent.lineage import history
@@ -78,8 +78,9 @@ def _record(watch: Watch, info: OpInfo, args: tuple[Any, ...], out: Any, caller:
     if caller is not user:  # an op inside torch's code: name what the user called
         source = args[0] if args else None
         # (an optimizer's update of a leaf in a step(closure), LBFGS's `p.add_(...)`: the leaf
-        # was not made there)
-        if info.inplace and out.requires_grad and out is source and graph_node(out) is None:
+        # was not made there; nn.init's fill-ins and load_state_dict's copies name where it was)
+        stepped = info.inplace and optimizers.closure_step() and out.requires_grad
+        if stepped and out is source and graph_node(out) is None:
             return
         # (a detach in torch's code that cuts gradient history is a cut, not a re-wrap)
         if (
