@@ -378,10 +378,9 @@ def install(state: Any) -> list[Any]:
     #: the frame that called the step running now (one at a time: a step that raised leaves
     #: it here until the next step, which replaces it)
     callers: dict[int, Any] = {}
-    #: optimizer -> how many parameters had state when last looked at (weakly: nothing kept)
-    with_state: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-    #: id(optimizer) -> its steps seen
-    steps: dict[int, int] = {}
+    #: optimizer -> (its steps seen, how many parameters had state when last looked at)
+    #: (weakly: nothing kept, and an optimizer made anew each iteration leaves no entry)
+    seen: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
 
     def before_step(optimizer: Any, caller: FrameType) -> None:
         callers.clear()
@@ -392,16 +391,16 @@ def install(state: Any) -> list[Any]:
         books = state.memory
         if books is None or caller is None:
             return
-        key = id(optimizer)
-        count = steps[key] = steps.get(key, 0) + 1
+        count, with_state = seen.get(optimizer, (0, -1))
+        count += 1
         if count <= 8 or not count % 16:  # (see the docstring)
             grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
             _observe_all(grads, _GRAD, books.backward_line or caller, state)
-        if len(optimizer.state) != with_state.get(optimizer):
+        seen[optimizer] = (count, len(optimizer.state))
+        if len(optimizer.state) != with_state:
             held = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
             step = SimpleNamespace(name=f"{type(optimizer).__name__}.step")
             _observe_all(held, step, caller, state)
-            with_state[optimizer] = len(optimizer.state)
 
     return [optimizers.subscribe(optimizers.Subscriber(before_step, after_step))]
 
