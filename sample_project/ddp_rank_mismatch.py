@@ -50,6 +50,10 @@ def main() -> None:
             running = running + batch_loss.item()
     weight = model.module.weight.detach().flatten().tolist()
     print(f"rank {rank}: running loss {running.item():.5f} weight {[round(w, 5) for w in weight]}")
+    # (a barrier first: torch's gloo can abort a rank at exit ("terminate called without an
+    # active exception") when the other rank tears its group down first: ~1 run in 5 on a
+    # loaded machine)
+    dist.barrier()
     dist.destroy_process_group()
 
 

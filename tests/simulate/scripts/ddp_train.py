@@ -50,6 +50,10 @@ def main() -> None:
         print(f"loss {loss.item():.4f}")
     total = sum(p.detach().double().sum().item() for p in model.module.parameters())
     print(f"rank {rank} parameters {total:.10f}")
+    # (a barrier first: torch's gloo can abort a rank at exit ("terminate called without an
+    # active exception") when the other rank tears its group down first: ~1 run in 5 on a
+    # loaded machine)
+    dist.barrier()
     dist.destroy_process_group()
 
 
