@@ -82,6 +82,13 @@ RULES: tuple[Rule, ...] = (
         module="missing_zero_grad",
     ),
     Rule(
+        "optimizer-remade",
+        "Optimizer made per step",
+        "An optimizer with state (momentum, Adam's moments) is made again for the same "
+        "parameters after each step, so its state starts over.",
+        module="optimizer_remade",
+    ),
+    Rule(
         "stale-copy",
         "Stale parameter copy",
         "The program computes with a copy of a tensor an optimizer updates (w = w.to(device)).",

@@ -15,6 +15,9 @@ several % of an MLP training step. So:
   wrapper runs the original with the modes off (``try``/``finally``) and then tells the rules
   which gradients it zeroed. An optimizer class with a ``zero_grad`` of its own runs it watched,
   as before.
+- construction: ``torch.optim.Optimizer.__init__`` (which every optimizer's own ``__init__``
+  calls) is wrapped the same way, kept and given back with ``zero_grad``; after it returns the
+  subscribers hear of the new optimizer and the frame that made it (the optimizer-remade rule).
 
 Rules subscribe here (:func:`subscribe`) rather than registering torch hooks of their own, so
 that their parameter reads run with the modes off too.
@@ -47,12 +50,15 @@ class Subscriber:
     - ``before_step(optimizer, caller)``: before ``step()`` runs; ``caller`` is the frame that
       called ``step()`` (torch's wrapper of it), to find the user's line from;
     - ``after_step(optimizer)``: after ``step()`` returned;
-    - ``zeroed(optimizer)``: after ``zero_grad()`` returned.
+    - ``zeroed(optimizer)``: after ``zero_grad()`` returned;
+    - ``made(optimizer, caller)``: after ``torch.optim.Optimizer.__init__`` returned; ``caller``
+      is the frame that called it (the optimizer class's ``__init__``).
     """
 
     before_step: Optional[Callable[[Any, FrameType], None]] = None
     after_step: Optional[Callable[[Any], None]] = None
     zeroed: Optional[Callable[[Any], None]] = None
+    made: Optional[Callable[[Any, FrameType], None]] = None
 
     def remove(self) -> None:
         global _subscribers
@@ -78,6 +84,8 @@ _hook_handles: list[Any] = []
 #: watch per call would slow attribute lookups on its optimizers for good. :func:`release`
 #: gives it back.
 _original_zero_grad: Optional[Callable[..., Any]] = None
+#: the same for ``torch.optim.Optimizer.__init__``
+_original_init: Optional[Callable[..., Any]] = None
 #: per thread: (the modes popped for a step that has not ended yet, the stack depth they
 #: were popped at)
 _aside = threading.local()
@@ -99,7 +107,7 @@ def _index_callbacks() -> None:
             for subscriber in _subscribers
             if (callback := getattr(subscriber, kind)) is not None
         )
-        for kind in ("before_step", "after_step", "zeroed")
+        for kind in ("before_step", "after_step", "zeroed", "made")
     }
 
 
@@ -206,6 +214,20 @@ def _wrap_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _wrap_init(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (run watched, as before: building param groups is the program's code),
+    then the subscribers told of the new optimizer when one listens."""
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if _callbacks.get("made"):
+            _notify("made", self, sys._getframe(1))
+
+    __init__.__tensor_dap_wraps__ = original  # type: ignore[attr-defined]
+    return __init__
+
+
 def _dynamo_disabled_code() -> Any:
     """The code of the functions ``torch._disable_dynamo`` returns."""
     return torch._disable_dynamo(_dynamo_disabled_code).__code__  # type: ignore[attr-defined]
@@ -214,7 +236,7 @@ def _dynamo_disabled_code() -> Any:
 def install(modes: tuple[type, ...]) -> None:
     """Step aside from ``modes`` in optimizers (counted: nested or concurrent watches install
     once)."""
-    global _users, _modes, _original_zero_grad
+    global _users, _modes, _original_zero_grad, _original_init
     from torch.optim.optimizer import (
         register_optimizer_step_post_hook,
         register_optimizer_step_pre_hook,
@@ -232,6 +254,9 @@ def install(modes: tuple[type, ...]) -> None:
             torch.optim.Optimizer.zero_grad = _wrap_zero_grad(  # type: ignore[method-assign]
                 _original_zero_grad
             )
+        if _original_init is None:
+            _original_init = torch.optim.Optimizer.__dict__["__init__"]
+            torch.optim.Optimizer.__init__ = _wrap_init(_original_init)  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
@@ -251,14 +276,15 @@ def uninstall() -> None:
 
 
 def release() -> bool:
-    """Give ``zero_grad`` back now if no watch runs (unless someone set another since);
-    whether no watch ran."""
-    global _original_zero_grad
+    """Give ``zero_grad`` and ``__init__`` back now if no watch runs (unless someone set another
+    since); whether no watch ran."""
+    global _original_zero_grad, _original_init
     with _lock:
-        if _users or _original_zero_grad is None:
-            return not _users
-        ours = torch.optim.Optimizer.__dict__.get("zero_grad")
-        if getattr(ours, "__tensor_dap_wraps__", None) is _original_zero_grad:
-            torch.optim.Optimizer.zero_grad = _original_zero_grad  # type: ignore[method-assign,assignment]
-        _original_zero_grad = None
+        if _users:
+            return False
+        for name, original in (("zero_grad", _original_zero_grad), ("__init__", _original_init)):
+            ours = torch.optim.Optimizer.__dict__.get(name)
+            if original is not None and getattr(ours, "__tensor_dap_wraps__", None) is original:
+                setattr(torch.optim.Optimizer, name, original)
+        _original_zero_grad = _original_init = None
         return True

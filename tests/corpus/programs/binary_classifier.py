@@ -8,6 +8,8 @@ Bug variants (first argument):
 - ``numpy-roundtrip``: the probabilities clipped with NumPy (``np.clip`` on
   ``out.detach().cpu().numpy()``) and turned back into a tensor for the loss.
 - ``labels-on-cpu``: only the features of each batch are moved to the device.
+- ``optimizer-in-loop``: the Adam optimizer made inside the batch loop, next to its
+  ``zero_grad()``: every batch gets a new Adam, whose state starts over.
 """
 
 import sys
@@ -47,6 +49,10 @@ def main() -> None:
             xb = xb.to(device)
             if BUG != "labels-on-cpu":
                 yb = yb.to(device)
+            if BUG == "optimizer-in-loop":
+                optimizer = torch.optim.Adam(  # bug[optimizer-in-loop]: optimizer-remade
+                    model.parameters(), lr=1e-2
+                )
             optimizer.zero_grad()
             out = model(xb)
             if BUG == "threshold-pred":

@@ -13,6 +13,7 @@ export const RULE_IDS = [
   "inplace-saved",
   "broadcast",
   "missing-zero-grad",
+  "optimizer-remade",
   "stale-copy",
   "graph-kept",
   "out-of-memory",
