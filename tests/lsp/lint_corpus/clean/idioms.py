@@ -1,6 +1,8 @@
 """Datasets with their own `data`, init functions, manual SGD under no_grad, leaves made on
 their device, checkpoints loaded with weights_only, closures, and eval loops done right."""
 
+import copy
+
 import torch
 import torch.nn as nn
 from torch.utils.data import Dataset
@@ -145,3 +147,31 @@ def validation_losses_kept_for_early_stopping(model, x_val, y_val, criterion, ep
         if len(val_losses) > 3 and val_losses[-1] > min(val_losses[:-1]):
             break
     return val_losses
+
+
+def optimizers_made_again_on_purpose(model, loader, tasks, meta, lrs):
+    """An optimizer per epoch (a learning rate each), SGD without momentum (no state), a new
+    model per trial, MAML's copies: each optimizer made in a loop for a reason."""
+    for lr in lrs:
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+    for x, y in loader:
+        sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+        sgd.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        sgd.step()
+    for hidden in (16, 32, 64):
+        trial = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.Linear(hidden, 1))
+        trial_opt = torch.optim.Adam(trial.parameters())
+        trial_opt.zero_grad()
+        trial(x).sum().backward()
+        trial_opt.step()
+    for task in tasks:
+        learner = copy.deepcopy(meta)
+        inner = torch.optim.SGD(learner.parameters(), lr=0.01, momentum=0.9)
+        inner.zero_grad()
+        learner(task).sum().backward()
+        inner.step()
