@@ -51,6 +51,7 @@ class Subscriber:
       called ``step()`` (torch's wrapper of it), to find the user's line from;
     - ``after_step(optimizer)``: after ``step()`` returned;
     - ``zeroed(optimizer)``: after ``zero_grad()`` returned;
+    - ``zeroing(optimizer)``: before ``zero_grad()`` runs (what it is about to erase);
     - ``made(optimizer, caller)``: after ``torch.optim.Optimizer.__init__`` returned; ``caller``
       is the frame that called it (the optimizer class's ``__init__``).
     """
@@ -59,6 +60,7 @@ class Subscriber:
     after_step: Optional[Callable[[Any], None]] = None
     zeroed: Optional[Callable[[Any], None]] = None
     made: Optional[Callable[[Any, FrameType], None]] = None
+    zeroing: Optional[Callable[[Any], None]] = None
 
     def remove(self) -> None:
         global _subscribers
@@ -107,7 +109,7 @@ def _index_callbacks() -> None:
             for subscriber in _subscribers
             if (callback := getattr(subscriber, kind)) is not None
         )
-        for kind in ("before_step", "after_step", "zeroed", "made")
+        for kind in ("before_step", "after_step", "zeroed", "made", "zeroing")
     }
 
 
@@ -203,6 +205,8 @@ def _wrap_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
         resume()
         popped = _step_aside()
         try:
+            if _callbacks.get("zeroing"):
+                _notify("zeroing", self)
             out = impl(self, *args, **kwargs)
             _notify("zeroed", self)  # (with the modes off: its p.grad reads are not dispatched)
         finally:

@@ -153,6 +153,23 @@ def gan_with_two_optimizers(device: str) -> None:
         opt_g.step()
 
 
+def ensemble_trained_side_by_side(device: str) -> None:
+    """A deep ensemble: one loop line's backward() for each member in turn, each member's
+    optimizer zeroed before it: the backward() calls between one member's steps are the
+    others'."""
+    torch.manual_seed(0)
+    at = torch.device(device) if device == "cpu" else accelerator_device()
+    members = [nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1)).to(at) for _ in range(4)]
+    optimizers = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in members]
+    x, y = torch.randn(32, 3, device=at), torch.randn(32, 1, device=at)
+    for _ in range(5):
+        for member, optimizer in zip(members, optimizers):
+            loss = F.mse_loss(member(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
 def reptile_meta_gradients_set_by_hand(device: str) -> None:
     """Reptile: an inner loop trains a copy; the meta optimizer's gradients are then set by
     hand after its zero_grad() (a federated server does the same)."""
@@ -276,6 +293,7 @@ def test_a_models_own_zero_grad_in_place_is_said_to_apply_zeros() -> None:
         accumulation_over_two_batches,
         closure_zeroes_inside_the_step,
         gan_with_two_optimizers,
+        ensemble_trained_side_by_side,
         reptile_meta_gradients_set_by_hand,
         second_stage_with_a_new_optimizer,
         zeros_clipped_in_the_usual_order,

@@ -60,6 +60,12 @@ _ZERO_CALLS = "grad-lost.zero-calls"
 _CALL_DEPTH = 4
 #: per optimizer (weakly): the user line of the backward() its last step applied
 _APPLIED = "grad-lost.applied-backward"
+#: per optimizer (weakly): its first parameter with a gradient at its last step, and that
+#: gradient's id and version; and whether its zero_grad() found that gradient as the step left
+#: it (no backward() since wrote into its parameters: the backward() calls between were other
+#: optimizers', a deep ensemble's members trained side by side from one loop line)
+_PROBE = "grad-lost.step-probe"
+_UNTOUCHED = "grad-lost.untouched-at-zero"
 
 #: in-place ops that scale their tensors (a zero stays zero): the first argument, or each of
 #: a list's
@@ -99,6 +105,32 @@ def _remember_zero_call(state: Any, user: Optional[FrameType]) -> None:
             calls.append((user.f_code, user.f_lineno))
         user = user.f_back
     state.rule_state[_ZERO_CALLS] = calls
+
+
+def zeroing(state: Any, optimizer: Any) -> None:
+    """An optimizer's ``zero_grad()`` is about to run with backward() calls since its last step
+    (never in the usual orders): whether they left its gradients as that step found them."""
+    if _table(state, _STEPPED).get(optimizer) == state.rule_state.get(_BACKWARDS, 0):
+        return
+    probe = _table(state, _PROBE).get(optimizer)
+    untouched = _table(state, _UNTOUCHED)
+    if probe is None:
+        untouched.pop(optimizer, None)
+        return
+    param, grad_id, version = probe
+    grad = param.grad
+    untouched[optimizer] = grad is not None and (id(grad), grad._version) == (grad_id, version)
+
+
+def _remember_probe(state: Any, optimizer: Any) -> None:
+    """At a step: its first parameter with a gradient, and that gradient's id and version."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            grad = param.grad
+            if grad is not None:
+                _table(state, _PROBE)[optimizer] = (param, id(grad), grad._version)
+                return
+    _table(state, _PROBE).pop(optimizer, None)
 
 
 def zeroed(state: Any, optimizer: Any) -> None:
@@ -182,6 +214,7 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     stepped = _table(state, _STEPPED)
     previous = stepped.get(optimizer)
     stepped[optimizer] = backwards
+    _remember_probe(state, optimizer)
     # (an optimizer's first step is only remembered: a new one's `zero_grad(); step()` to
     # start a scheduler after an earlier stage's backward() calls is no erasing)
     if previous is None and failing:
@@ -282,6 +315,8 @@ def _accumulation_erased(
     backward() calls since the optimizer's previous step all ran from one line (called from one
     line), a ``zero_grad()`` of its gradients ran between them, and this step applies the last
     micro-batch's gradients alone. The report, at that ``zero_grad()``; None otherwise."""
+    if _table(state, _UNTOUCHED).pop(optimizer, False):
+        return None  # (the backward() calls before its zero_grad() were other optimizers')
     backwards = state.rule_state.get(_BACKWARDS, 0)
     count = backwards - previous
     # (this thread's: threads training models of their own interleave their backward() calls)

@@ -331,6 +331,12 @@ def install(state: RuleState) -> list[Any]:
         except Exception:
             state._rule_failed(RULE.id)
 
+    def zeroing(optimizer: Any) -> None:
+        try:
+            _zeroed_before_step.zeroing(state, optimizer)
+        except Exception:
+            state._rule_failed(RULE.id)
+
     def module_zeroed(module: Any, caller: FrameType) -> None:
         try:
             _zeroed_before_step.module_zeroed(state, module, caller)
@@ -347,7 +353,7 @@ def install(state: RuleState) -> list[Any]:
     nothing_to_unscale = _step.before_step(RULE.id, state, erased)
 
     return [
-        optimizers.subscribe(Subscriber(before_step=before_step, zeroed=zeroed)),
+        optimizers.subscribe(Subscriber(before_step=before_step, zeroed=zeroed, zeroing=zeroing)),
         module_zero_grad.subscribe(module_zeroed),
         grad_scaler.subscribe(nothing_to_unscale),
     ]
