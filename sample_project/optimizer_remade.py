@@ -4,7 +4,8 @@
 to the lines it is used with. Each new Adam takes one step with fresh moments and a step
 count of 0, so every step is Adam's first: its bias-corrected update moves each weight by
 about `lr` in the direction of its gradient's sign, whatever the gradient's size. No error;
-the loss goes down slowly and then wanders. The finding is at the line that makes it again.
+the loss goes down slowly and then wanders. The finding is at the line that makes it again;
+the debugger pauses at the new one's first `optimizer.step()` (`# pauses:`).
 """
 
 import torch
@@ -24,5 +25,5 @@ for epoch in range(3):
         loss = nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad()
         loss.backward()
-        optimizer.step()
+        optimizer.step()  # pauses: optimizer-remade
     print(f"epoch {epoch}: loss {loss.item():.4f}")

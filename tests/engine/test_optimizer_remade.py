@@ -76,10 +76,61 @@ def adamw_param_groups_in_the_loop(device: torch.device) -> None:
         optimizer.step()
 
 
+def _make_optimizer(net: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.Adam(net.parameters(), lr=2e-4, betas=(0.5, 0.999))  # made per step
+
+
+def gan_optimizers_from_one_helper(device: torch.device) -> None:
+    generator, critic = nn.Linear(2, 4).to(device), nn.Linear(4, 1).to(device)
+    for real, _ in _batches(device):
+        opt_d, opt_g = _make_optimizer(critic), _make_optimizer(generator)
+        fake = generator(torch.randn(16, 2, device=device))
+        opt_d.zero_grad()
+        (critic(fake.detach()).mean() - critic(real).mean()).backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        (-critic(fake).mean()).backward()
+        opt_g.step()
+
+
+def optimizer_per_micro_batch(device: torch.device) -> None:
+    model = nn.Linear(4, 1).to(device)
+    for i, (x, y) in enumerate(_batches(device, 8)):
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)  # made per step
+        (F.mse_loss(model(x), y) / 2).backward()
+        if i % 2 == 1:  # two micro-batches a step: the first one's optimizer never steps
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+class _ProjectAdam(torch.optim.Adam):
+    """A project's own optimizer class: its ``super().__init__`` is user code too."""
+
+    def __init__(self, params: Any, lr: float = 1e-3) -> None:
+        super().__init__(params, lr=lr, betas=(0.9, 0.98))
+
+
+def project_optimizer_class_in_the_loop(device: torch.device) -> None:
+    model = nn.Linear(4, 1).to(device)
+    for x, y in _batches(device):
+        optimizer = _ProjectAdam(model.parameters())  # made per step
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+
 FOUND = [
     (adam_in_the_loop, adam_in_the_loop, "Adam", "exp_avg"),
     (momentum_in_a_step_function, _momentum_step, "SGD", "momentum_buffer"),
     (adamw_param_groups_in_the_loop, adamw_param_groups_in_the_loop, "AdamW", "exp_avg_sq"),
+    (gan_optimizers_from_one_helper, _make_optimizer, "Adam", "exp_avg"),
+    (optimizer_per_micro_batch, optimizer_per_micro_batch, "Adam", "exp_avg"),
+    (
+        project_optimizer_class_in_the_loop,
+        project_optimizer_class_in_the_loop,
+        "_ProjectAdam",
+        "step",
+    ),
 ]
 
 
@@ -100,16 +151,18 @@ def test_an_optimizer_made_again_after_each_step_is_found_where_it_is_made(
     assert {f.line for f in findings} == {line}
     message = findings[0].message
     assert f"the {kind} this line made before" in message
-    assert state in message and "starts over each time" in message
+    assert state in message and f"is a new {kind}'s first" in message
     assert message.endswith("Make the optimizer once, before the training loop.")
 
 
 def test_the_message_names_the_variable_the_optimizer_replaces() -> None:
     [finding, *_] = _findings(adam_in_the_loop, torch.device("cpu"))
     assert finding.message.startswith(
-        "`torch.optim.Adam(model.parameters(), lr=0.1)`: opt is made again at every step"
+        "`opt = torch.optim.Adam(model.parameters(), lr=0.1)`: `opt` is made again at every step"
     )
     assert "for the same 2 parameters, took one step" in finding.message
+    step_line = _line_of(adam_in_the_loop, "opt.step()")
+    assert f"every step (step() at test_optimizer_remade.py:{step_line})" in finding.message
 
 
 def sgd_without_momentum_in_the_loop(device: torch.device) -> None:
@@ -163,7 +216,59 @@ def gan_optimizers_made_once(device: torch.device) -> None:
         opt_g.step()
 
 
+def adam_given_the_saved_state_each_time(device: torch.device) -> None:
+    """A look-ahead over learning rates: each candidate's new Adam is given the Adam state
+    kept so far (``load_state_dict``): nothing starts over."""
+    model = nn.Linear(4, 1).to(device)
+    saved = torch.optim.Adam(model.parameters()).state_dict()
+    for x, y in _batches(device):
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        opt.load_state_dict(saved)
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+        saved = opt.state_dict()
+
+
+def _one_step_of_a_copy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    probe = copy.deepcopy(model)  # (freed on return: the next copy's parameters may reuse ids)
+    opt = torch.optim.Adam(probe.parameters(), lr=0.1)
+    F.mse_loss(probe(x), y).backward()
+    opt.step()
+    return F.mse_loss(probe(x), y).item()
+
+
+def one_step_sensitivity_of_copies(device: torch.device) -> None:
+    model = nn.Linear(4, 1).to(device)
+    for x, y in _batches(device, 8):
+        _one_step_of_a_copy(model, x, y)
+
+
+def _fit_temperature(logits: torch.Tensor, labels: torch.Tensor, temperature: torch.Tensor) -> None:
+    optimizer = torch.optim.LBFGS([temperature], lr=0.01, max_iter=20)
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(logits / temperature, labels)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+
+
+def lbfgs_fit_per_epoch(device: torch.device) -> None:
+    """Temperature scaling re-fitted each epoch: one ``step(closure)`` of LBFGS is a whole fit
+    of ``max_iter`` iterations."""
+    logits, labels = torch.randn(64, 3, device=device), torch.randint(0, 3, (64,), device=device)
+    temperature = torch.ones(1, device=device, requires_grad=True)
+    for _ in range(3):
+        _fit_temperature(logits, labels, temperature)
+
+
 QUIET = [
+    adam_given_the_saved_state_each_time,
+    one_step_sensitivity_of_copies,
+    lbfgs_fit_per_epoch,
     sgd_without_momentum_in_the_loop,
     adam_per_epoch,
     new_model_per_trial,

@@ -5,104 +5,157 @@ step, so its state starts over at every step.
 one step calls) runs: each new Adam takes one step with fresh moments and step count 0, which
 is a different optimizer from the one written (Adam's first, bias-corrected step moves every
 weight by about ``lr`` times the sign of its gradient); SGD's momentum and LBFGS's history are
-lost the same way. No error, and the loss may still go down. Reported at the line that makes
-the optimizer, when it makes one for the same parameters as the one it made before and that one
-took a single step which left it state (SGD without momentum keeps none: making it again costs
-nothing). An optimizer made again per epoch or per task, each taking many steps, is fine.
+lost the same way. No error, and the loss may still go down.
+
+Found at the first step of an optimizer made at a line (and for a first parameter) where the
+one made before, for the very same parameters, took a single step which left it state (SGD
+without momentum keeps none: making it again costs nothing); reported at the line that makes
+it, paused at that step. Not when the new one was given a state first (``load_state_dict``), nor
+for an LBFGS whose one ``step(closure)`` is a whole fit. An optimizer made again per epoch or per
+task, each taking many steps, is fine; so are optimizers made for new parameters each time.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, Optional
+
+import torch
 
 from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
-from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
-from tensor_dap.agent.rules import Report
+from tensor_dap.agent.rules import Report, _step
 from tensor_dap.agent.rules.hooks import RuleState
+from tensor_dap.agent.tensor_map import TensorMap
 
 RULE = catalog.rule("optimizer-remade")
 
-#: rule_state key: the :class:`_Line` of each user line that made an optimizer
-_LINES = "optimizer-remade.lines"
+#: rule_state key: an optimizer's first parameter -> the :class:`_Made` of the last optimizer
+#: made with it first (a TensorMap: weak, and out of ``swap_tensors``' way)
+_MADE = "optimizer-remade.made"
 
 
 @dataclass(eq=False)
-class _Line:
-    """The last optimizer one line made: its parameters (ids: the model holds them, so an id
-    names one tensor while both optimizers live), the steps it took (counted up to 2) and
-    whether its first step left it state."""
+class _Made:
+    """One optimizer made at a user line: its parameters (weakly), the steps it took (counted
+    up to 2), what its first step left it, and whether the one made there before for the same
+    parameters took a single step that left it state (then this one's first step is reported).
+    """
 
     optimizer: weakref.ref[Any]
-    params: frozenset[int]
+    #: how many parameters it has (its first is the key of :data:`_MADE`)
+    count: int
+    where: tuple[str, int]
+    kind: str
+    #: ``id()`` of its ``state`` dict as made: ``load_state_dict`` replaces the dict
+    state_made: int
     steps: int = 0
-    stateful: bool = False
-    kind: str = ""
     state_names: tuple[str, ...] = ()
+    previous: Optional[_Made] = field(default=None, repr=False)
+    #: the newest optimizer made at its line before it that stepped (those made in between,
+    #: never stepped, skipped: a gradient accumulation making one per micro-batch)
+    stepped_before: Optional[_Made] = field(default=None, repr=False)
 
 
 def install(state: RuleState) -> list[Any]:
-    lines: dict[tuple[str, int], _Line] = state.rule_state.setdefault(_LINES, {})
-    #: id(optimizer) -> its line, while it has taken fewer than 2 steps (empty in a program
+    made_with: TensorMap[_Made] = state.rule_state.setdefault(_MADE, TensorMap())
+    #: id(optimizer) -> what it is, while it has taken fewer than 2 steps (empty in a program
     #: that makes its optimizers once: a step then pays one truth test)
-    counting: dict[int, _Line] = {}
+    counting: dict[int, _Made] = {}
     lock = threading.Lock()
 
     def made(optimizer: Any, caller: FrameType) -> None:
         if RULE.id not in state.enabled or RULE.id in state.failed:
             return
         try:
-            user = frames.user_frame(caller)
+            user = frames.user_frame(_outside_its_init(caller, optimizer))
             where = frames.site(user)
             if user is None or where is None or not frames.is_user_code(user.f_code):
                 return
-            params = frozenset(map(id, _params(optimizer)))
+            params = _params(optimizer)
+            if not params:
+                return
+            kind = type(optimizer).__name__
+            this = _Made(weakref.ref(optimizer), len(params), where, kind, id(optimizer.state))
             with lock:
-                before = lines.get(where)
-                line = lines[where] = _Line(weakref.ref(optimizer), params)
-                line.kind = type(optimizer).__name__
-                counting[id(optimizer)] = line
+                before = made_with.get(params[0])
+                made_with.set(params[0], this)
+                counting[id(optimizer)] = this
                 weakref.finalize(optimizer, counting.pop, id(optimizer), None)
-            # (the one before took exactly one step, which left it state to lose)
-            if before is not None and before.params == params and _one_step_lost(before):
-                report = _report(user, before, optimizer)
-                state._emit(RULE.id, report, OpInfo(line.kind), user)
+            if before is not None and (before.where, before.count) != (where, len(params)):
+                before = None  # (made elsewhere, or for other parameters)
+            if before is not None and not before.steps:
+                before = before.stepped_before
+            this.stepped_before = before
+            # (the one before, for these parameters, took one step that left it state)
+            if before is not None and _one_step_lost(before):
+                this.previous = before
+            if before is not None:
+                before.stepped_before = None  # (a chain of one)
         except Exception:
             state._rule_failed(RULE.id)
 
     def before_step(optimizer: Any, caller: FrameType) -> None:
         if not counting:
             return
-        line = counting.get(id(optimizer))
-        if line is None or line.optimizer() is not optimizer:
+        this = counting.get(id(optimizer))
+        if this is None or this.optimizer() is not optimizer:
             return
-        line.steps += 1
-        if line.steps > 1:  # (not one step only: no longer counted)
+        this.steps += 1
+        if this.steps > 1:  # (not one step only: no longer counted)
             counting.pop(id(optimizer), None)
+            return
+        previous, this.previous = this.previous, None
+        if previous is None or id(getattr(optimizer, "state", None)) != this.state_made:
+            return  # (nothing lost, or given a state: load_state_dict)
+        if RULE.id not in state.enabled or RULE.id in state.failed:
+            return
+        try:
+            report = _report(frames.user_frame(caller), this, previous)
+            state._emit(RULE.id, report, _step.STEP, caller)
+        except Exception:
+            state._rule_failed(RULE.id)
 
     def after_step(optimizer: Any) -> None:
         if not counting:
             return
-        line = counting.get(id(optimizer))
-        if line is None or line.optimizer() is not optimizer or line.steps != 1:
+        this = counting.get(id(optimizer))
+        if this is None or this.optimizer() is not optimizer or this.steps != 1:
             return
         try:
-            line.state_names = _state_names(optimizer)
-            line.stateful = bool(line.state_names)
+            whole_fit = optimizers.closure_step() and _iterates(optimizer)
+            this.state_names = () if whole_fit else _state_names(optimizer)
         except Exception:
             state._rule_failed(RULE.id)
 
     return [optimizers.subscribe(Subscriber(before_step, after_step, None, made))]
 
 
-def _one_step_lost(line: _Line) -> bool:
-    """The optimizer the line made before took exactly one step, which left it state."""
-    return line.steps == 1 and line.stateful
+def _outside_its_init(caller: FrameType, optimizer: Any) -> Optional[FrameType]:
+    """The frame above the ``__init__`` methods making ``optimizer`` (a project's own optimizer
+    class calling ``super().__init__``)."""
+    frame: Optional[FrameType] = caller
+    while frame is not None and frame.f_code.co_name == "__init__":
+        if frames.read_locals(frame).get("self") is not optimizer:
+            break
+        frame = frame.f_back
+    return frame
+
+
+def _iterates(optimizer: Any) -> bool:
+    """One ``step(closure)`` of it is a whole fit: LBFGS's ``max_iter`` iterations."""
+    groups = optimizer.param_groups
+    return isinstance(optimizer, torch.optim.LBFGS) and bool(groups) and groups[0]["max_iter"] > 1
+
+
+def _one_step_lost(made: _Made) -> bool:
+    """The optimizer took exactly one step, which left it state."""
+    return made.steps == 1 and bool(made.state_names)
 
 
 def _params(optimizer: Any) -> list[Any]:
@@ -119,23 +172,25 @@ def _state_names(optimizer: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _report(user: FrameType, before: _Line, optimizer: Any) -> Report:
-    previous = before.optimizer()
-    name = naming.object_name(user, previous) if previous is not None else None
-    count = len(before.params)
-    kept = ", ".join(before.state_names[:4])
-    kind = before.kind
-    first = next(iter(_params(optimizer)), None)
+def _report(user: Optional[FrameType], this: _Made, previous: _Made) -> Report:
+    optimizer = this.optimizer()
+    name = naming.object_name(user, optimizer) if optimizer is not None else None
+    count = previous.count
+    kept = ", ".join(previous.state_names[:4])
+    kind = previous.kind
+    step_at = frames.site(user)
 
     def build(described: list[Any], expression: str) -> str:
-        who = f"{name} is" if name else "the optimizer is"
+        who = f"`{name}`" if name else "the optimizer"
         plural = "s" if count != 1 else ""
+        at = f" at {os.path.basename(step_at[0])}:{step_at[1]}" if step_at is not None else ""
         return (
-            f"`{expression}`: {who} made again at every step: the {kind} this line made "
-            f"before, for the same {count} parameter{plural}, took one step, so {kind}'s state "
-            f"({kept}) starts over each time and every step is its first. Make the optimizer "
-            f"once, before the training loop."
+            f"`{expression}`: {who} is made again at every step: the {kind} this line made "
+            f"before, for the same {count} parameter{plural}, took one step, and each new one "
+            f"starts with no state ({kept}), so every step (step(){at}) is a new {kind}'s "
+            f"first. Make the optimizer once, before the training loop."
         )
 
-    tensors = [first] if first is not None else []
-    return Report(tensors=tensors, message=build, operands=False, frame=user)
+    params = _params(optimizer) if optimizer is not None else []
+    tensors = params[:1]
+    return Report(tensors=tensors, message=build, operands=False, frame=user, at=this.where)
