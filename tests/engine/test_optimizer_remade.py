@@ -80,17 +80,22 @@ def _make_optimizer(net: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.Adam(net.parameters(), lr=2e-4, betas=(0.5, 0.999))  # made per step
 
 
+def _gan_step(generator: nn.Module, critic: nn.Module, opt_g: Any, opt_d: Any, real: Any) -> None:
+    """One WGAN-style step: the critic on a detached fake, then the generator."""
+    fake = generator(torch.randn(16, 2, device=real.device))
+    opt_d.zero_grad()
+    (critic(fake.detach()).mean() - critic(real).mean()).backward()
+    opt_d.step()
+    opt_g.zero_grad()
+    (-critic(fake).mean()).backward()
+    opt_g.step()
+
+
 def gan_optimizers_from_one_helper(device: torch.device) -> None:
     generator, critic = nn.Linear(2, 4).to(device), nn.Linear(4, 1).to(device)
     for real, _ in _batches(device):
         opt_d, opt_g = _make_optimizer(critic), _make_optimizer(generator)
-        fake = generator(torch.randn(16, 2, device=device))
-        opt_d.zero_grad()
-        (critic(fake.detach()).mean() - critic(real).mean()).backward()
-        opt_d.step()
-        opt_g.zero_grad()
-        (-critic(fake).mean()).backward()
-        opt_g.step()
+        _gan_step(generator, critic, opt_g, opt_d, real)
 
 
 def optimizer_per_micro_batch(device: torch.device) -> None:
@@ -207,13 +212,7 @@ def gan_optimizers_made_once(device: torch.device) -> None:
     opt_g = torch.optim.Adam(generator.parameters(), lr=1e-3, betas=(0.5, 0.999))
     opt_d = torch.optim.Adam(critic.parameters(), lr=1e-3, betas=(0.5, 0.999))
     for real, _ in _batches(device):
-        fake = generator(torch.randn(16, 2, device=device))
-        opt_d.zero_grad()
-        (critic(fake.detach()).mean() - critic(real).mean()).backward()
-        opt_d.step()
-        opt_g.zero_grad()
-        (-critic(fake).mean()).backward()
-        opt_g.step()
+        _gan_step(generator, critic, opt_g, opt_d, real)
 
 
 def adam_given_the_saved_state_each_time(device: torch.device) -> None:
