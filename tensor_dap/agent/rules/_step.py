@@ -33,3 +33,8 @@ def before_step(
             state._rule_failed(rule_id)
 
     return hook
+
+
+def params(optimizer: Any) -> list[Any]:
+    """Every parameter ``optimizer`` steps, in its groups' order."""
+    return [p for group in optimizer.param_groups for p in group["params"]]

@@ -104,7 +104,7 @@ def install(state: RuleState) -> list[Any]:
         user = frames.user_frame(caller)
         name = naming.object_name(user, optimizer) or "optimizer"
         placed = _placed_zero_grad(user, optimizer, name)
-        message = _message(len(stale), len(_params(optimizer)), name, placed)
+        message = _message(len(stale), len(_step.params(optimizer)), name, placed)
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
     def after_step(optimizer: Any) -> None:
@@ -129,7 +129,7 @@ def install(state: RuleState) -> list[Any]:
                 for unread in list(state.rule_state.get(_UNREAD, {}).values()):
                     unread.discard(id(optimizer))
             grads = state.rule_state.setdefault(_ZEROED, set())
-            grads.update(id(p.grad) for p in _params(optimizer) if p.grad is not None)
+            grads.update(id(p.grad) for p in _step.params(optimizer) if p.grad is not None)
         except Exception:
             state._rule_failed(RULE.id)
 
@@ -148,7 +148,7 @@ def _closure_accumulated(optimizer: Any, caller: FrameType, state: Any) -> Optio
         return None
     user = frames.user_frame(caller)
     name = naming.object_name(user, optimizer) or "optimizer"
-    total = len(_params(optimizer))
+    total = len(_step.params(optimizer))
     times = " (LBFGS calls it up to max_iter times per step)" if _calls_again(optimizer) else ""
 
     def build(described: list[Any], expression: str) -> str:
@@ -165,10 +165,6 @@ def _closure_accumulated(optimizer: Any, caller: FrameType, state: Any) -> Optio
 
 def _calls_again(optimizer: Any) -> bool:
     return isinstance(optimizer, torch.optim.LBFGS)
-
-
-def _params(optimizer: Any) -> list[Any]:
-    return [p for group in optimizer.param_groups for p in group["params"]]
 
 
 class _Steps:
@@ -195,7 +191,7 @@ def _remember(optimizer: Any, state: Any) -> None:
     steps.versions.clear()
     zeroed = state.rule_state.get(_ZEROED)
     if zeroed:  # this optimizer's step used them: zeroing before it no longer counts
-        for param in _params(optimizer):
+        for param in _step.params(optimizer):
             grad = param.grad
             if grad is not None:
                 zeroed.discard(id(grad))
@@ -216,7 +212,7 @@ def _read_versions(unread: set[int], state: Any) -> None:
         if steps is None or optimizer is None or steps.zeroed:
             continue
         versions = steps.versions
-        for param in _params(optimizer):
+        for param in _step.params(optimizer):
             grad = param.grad
             if grad is not None:
                 versions.set(grad, grad._version)
@@ -321,7 +317,7 @@ def _placed_zero_grad(user: Optional[FrameType], optimizer: Any, name: str) -> O
 def _models_of(frame: FrameType, optimizer: Any) -> list[str]:
     """The names the frame gives the modules whose parameters the optimizer steps (``netD`` of
     ``optimizerD``: the DCGAN tutorial zeroes the model, ``netD.zero_grad()``)."""
-    stepped = {id(p) for p in _params(optimizer)}
+    stepped = {id(p) for p in _step.params(optimizer)}
     try:
         scopes = {**frame.f_globals, **frames.read_locals(frame)}
     except Exception:

@@ -42,10 +42,10 @@ _MADE = "optimizer-remade.made"
 
 @dataclass(eq=False)
 class _Made:
-    """One optimizer made at a user line: its parameters (weakly), the steps it took (counted
-    up to 2), what its first step left it, and whether the one made there before for the same
-    parameters took a single step that left it state (then this one's first step is reported).
-    """
+    """One optimizer made at a user line: how many parameters it has, the steps it took
+    (counted up to 2), what its first step left it, and the newest optimizer made there before
+    it for the same parameters that stepped (if that one took a single step that left it state,
+    this one's first step is reported)."""
 
     optimizer: weakref.ref[Any]
     #: how many parameters it has (its first is the key of :data:`_MADE`)
@@ -56,9 +56,9 @@ class _Made:
     state_made: int
     steps: int = 0
     state_names: tuple[str, ...] = ()
-    previous: Optional[_Made] = field(default=None, repr=False)
     #: the newest optimizer made at its line before it that stepped (those made in between,
-    #: never stepped, skipped: a gradient accumulation making one per micro-batch)
+    #: never stepped, skipped: a gradient accumulation making one per micro-batch); let go at
+    #: this one's first step
     stepped_before: Optional[_Made] = field(default=None, repr=False)
 
 
@@ -77,7 +77,7 @@ def install(state: RuleState) -> list[Any]:
             where = frames.site(user)
             if user is None or where is None or not frames.is_user_code(user.f_code):
                 return
-            params = _params(optimizer)
+            params = _step.params(optimizer)
             if not params:
                 return
             kind = type(optimizer).__name__
@@ -92,11 +92,6 @@ def install(state: RuleState) -> list[Any]:
             if before is not None and not before.steps:
                 before = before.stepped_before
             this.stepped_before = before
-            # (the one before, for these parameters, took one step that left it state)
-            if before is not None and _one_step_lost(before):
-                this.previous = before
-            if before is not None:
-                before.stepped_before = None  # (a chain of one)
         except Exception:
             state._rule_failed(RULE.id)
 
@@ -110,9 +105,13 @@ def install(state: RuleState) -> list[Any]:
         if this.steps > 1:  # (not one step only: no longer counted)
             counting.pop(id(optimizer), None)
             return
-        previous, this.previous = this.previous, None
-        if previous is None or id(getattr(optimizer, "state", None)) != this.state_made:
-            return  # (nothing lost, or given a state: load_state_dict)
+        previous, this.stepped_before = this.stepped_before, None
+        # (the one before, for these parameters, took one step that left it state; this one
+        # was not given a state since: load_state_dict)
+        if previous is None or not _one_step_lost(previous):
+            return
+        if id(getattr(optimizer, "state", None)) != this.state_made:
+            return
         if RULE.id not in state.enabled or RULE.id in state.failed:
             return
         try:
@@ -158,10 +157,6 @@ def _one_step_lost(made: _Made) -> bool:
     return made.steps == 1 and bool(made.state_names)
 
 
-def _params(optimizer: Any) -> list[Any]:
-    return [p for group in optimizer.param_groups for p in group["params"]]
-
-
 def _state_names(optimizer: Any) -> tuple[str, ...]:
     """The names of what the optimizer keeps per parameter after a step (``exp_avg``,
     ``momentum_buffer``...), those holding a value; none for SGD without momentum."""
@@ -191,6 +186,6 @@ def _report(user: Optional[FrameType], this: _Made, previous: _Made) -> Report:
             f"first. Make the optimizer once, before the training loop."
         )
 
-    params = _params(optimizer) if optimizer is not None else []
+    params = _step.params(optimizer) if optimizer is not None else []
     tensors = params[:1]
     return Report(tensors=tensors, message=build, operands=False, frame=user, at=this.where)
