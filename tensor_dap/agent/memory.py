@@ -363,6 +363,8 @@ def _graph_leaves(args: Any, kwargs: Any) -> TensorMap[None]:
 
 #: the op names the optimizer's tensors are counted under
 _GRAD = SimpleNamespace(name="grad")
+#: rule_state key: the optimizers' steps the books have seen (see :func:`install`)
+_SEEN = "memory.steps-seen"
 
 
 def install(state: Any) -> list[Any]:
@@ -379,8 +381,12 @@ def install(state: Any) -> list[Any]:
     #: it here until the next step, which replaces it)
     callers: dict[int, Any] = {}
     #: optimizer -> (its steps seen, how many parameters had state when last looked at)
-    #: (weakly: nothing kept, and an optimizer made anew each iteration leaves no entry)
-    seen: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
+    #: (weakly: nothing kept, and an optimizer made anew each iteration leaves no entry; kept
+    #: by the watch: a watch started again goes on counting, it does not look at every
+    #: gradient again for 8 steps)
+    seen: weakref.WeakKeyDictionary[Any, tuple[int, int]] = state.rule_state.setdefault(
+        _SEEN, weakref.WeakKeyDictionary()
+    )
 
     def before_step(optimizer: Any, caller: FrameType) -> None:
         callers.clear()
