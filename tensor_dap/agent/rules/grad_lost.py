@@ -49,6 +49,7 @@ from tensor_dap.agent.provenance import (
 from tensor_dap.agent.rules import (
     Report,
     _constant_terms,
+    _penalty_as_number,
     _step,
     _trained_under_no_grad,
     _updated_by_hand,
@@ -68,8 +69,9 @@ def applies_before(op: OpInfo) -> bool:
 
 
 def applies(op: OpInfo) -> bool:
-    """``after`` runs on in-place scalings (a zero_grad's zeros clipped or unscaled)."""
-    return op.name in _zeroed_before_step.SCALINGS
+    """``after`` runs on in-place scalings (a zero_grad's zeros clipped or unscaled), and on
+    ``torch.autograd.grad`` (:mod:`._penalty_as_number`)."""
+    return op.name in _zeroed_before_step.SCALINGS or (op.backward and op.name == "grad")
 
 
 def applies_passthrough(op: OpInfo) -> bool:
@@ -79,7 +81,9 @@ def applies_passthrough(op: OpInfo) -> bool:
 
 
 def after(op: OpInfo, args: Args, kwargs: Kwargs, out: Any, caller: Any, state: Any) -> Any:
-    if not op.passthrough:
+    if op.backward:
+        _penalty_as_number.made(args, kwargs, out, caller, state)
+    elif not op.passthrough:
         _zeroed_before_step.scaled(args, state)
 
 
@@ -121,7 +125,8 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             handed = _handed_before(prov, previous, state) if tensor.numel() == 1 else None
             if handed is not None:  # (of numbers the engine cannot follow: a sum of .item()s)
                 return Report(tensors=[tensor], message=_leaf_message(prov, handed))
-    return None
+    # (a backward through autograd.grad's own outputs, MAML's next inner step, judges nothing)
+    return _penalty_as_number.check(targets, caller, state) if op.name == "backward" else None
 
 
 def _handed_before(prov: Optional[Prov], since: int, state: Any) -> Optional[Prov]:
@@ -184,6 +189,10 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     simply left out of the loss (a head a winner-takes-all loss did not pick)."""
     if op.name in _HAND_OUTS:
         _note_hand_out(op, args, caller, state)
+        return
+    if op.name == "__float__":  # (`float(penalty)`: only a create_graph penalty's is followed)
+        if args and isinstance(args[0], _Tensor) and args[0].requires_grad:
+            _penalty_as_number.handed_out(args[0], op.name, caller, state)
         return
     if not torch.is_grad_enabled():
         _trained_under_no_grad.observe(args, caller, state)
@@ -294,6 +303,7 @@ def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
     if not isinstance(tensor, _Tensor):
         return
     if tensor.requires_grad:  # cut right here: h.tolist(), loss.item()
+        _penalty_as_number.handed_out(tensor, op.name, caller, state)
         user = frames.user_frame(caller)
         if user is None:
             return

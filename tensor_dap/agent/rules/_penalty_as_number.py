@@ -1,0 +1,144 @@
+"""A gradient penalty turned into a Python number (part of ``grad-lost``).
+
+``torch.autograd.grad(..., create_graph=True)`` builds a graph of the gradients so that a
+``backward()`` can go through them: WGAN-GP's and R1's gradient penalties, double backprop,
+MAML's inner steps. A penalty returned as ``((g.norm(2, dim=1) - 1) ** 2).mean().item()`` is a
+Python float: ``d_loss = ... + 10 * gp`` adds a constant, the critic is never penalised, and
+nothing says so — the loss even looks right.
+
+Each ``autograd.grad(create_graph=True)`` call is remembered (the autograd nodes of its results,
+by :func:`~tensor_dap.agent.graph_walk.node_key`, nothing kept alive) until the next
+``backward()``. A value whose graph runs back to one of them that is handed to Python
+(``.item()``, ``.tolist()``, ``.numpy()``) before that backward marks the call; the next backward
+then walks its own graph: when it does not reach the call's gradients, the penalty never got
+into the loss, and the ``.item()`` line is reported (paused at the backward). A penalty logged
+with ``.item()`` and also added to the loss as a tensor is reached: no report.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from tensor_dap.agent import frames
+from tensor_dap.agent.graph_nodes import graph_node
+from tensor_dap.agent.graph_walk import NodeKey, breadth_first, node_key
+from tensor_dap.agent.rules import Report
+
+#: rule_state key: the create_graph calls since the last backward() (a deque of :class:`_Made`)
+_MADE = "grad-lost.create-graph-calls"
+#: the calls remembered at most between two backward() calls (MAML's inner steps...)
+_KEPT = 16
+#: nodes walked at most, from a value handed out or a backward()'s roots
+_WALK_LIMIT = 20000
+_Tensor = torch.Tensor
+
+
+@dataclass(eq=False)
+class _Made:
+    #: the autograd nodes of the call's results
+    nodes: frozenset[NodeKey]
+    #: the user's line calling autograd.grad
+    at: tuple[str, int]
+    #: where a value made of them was handed to Python, and how (``item``...); None: not yet
+    handed: Optional[tuple[str, int, str]] = None
+
+
+def made(args: Any, kwargs: Any, out: Any, caller: Any, state: Any) -> None:
+    """``torch.autograd.grad`` returned ``out``: remembered when it built a graph of the
+    gradients (``create_graph=True``, keyword or fifth argument)."""
+    create = (kwargs or {}).get("create_graph", args[4] if len(args) > 4 else False)
+    if not create or not isinstance(out, (tuple, list)):
+        return
+    nodes = frozenset(
+        node_key(node)
+        for item in out
+        if isinstance(item, _Tensor) and (node := graph_node(item)) is not None
+    )
+    user = frames.user_frame(caller)
+    if not nodes or user is None:
+        return
+    calls = state.rule_state.get(_MADE)
+    if calls is None:
+        calls = state.rule_state[_MADE] = collections.deque(maxlen=_KEPT)
+    calls.append(_Made(nodes, (user.f_code.co_filename, user.f_lineno)))
+
+
+def handed_out(tensor: Any, op_name: str, caller: Any, state: Any) -> None:
+    """``tensor`` (with history) handed to Python by ``op_name``: the calls its graph runs back
+    to are marked with this line."""
+    calls = state.rule_state.get(_MADE)
+    waiting = [call for call in calls or () if call.handed is None]
+    node = graph_node(tensor)
+    if not waiting or node is None:
+        return
+    found = _reached(node, waiting)
+    user = frames.user_frame(caller) if found else None
+    if user is None:
+        return
+    for call in found:
+        call.handed = (user.f_code.co_filename, user.f_lineno, op_name)
+
+
+def check(roots: list[Any], caller: Any, state: Any) -> Optional[Report]:
+    """At a ``backward()`` from ``roots``: the report for a call whose gradients went to
+    Python and not into this backward's graph; every call is judged here once."""
+    calls = state.rule_state.get(_MADE)
+    if not calls:
+        return None
+    handed = [call for call in calls if call.handed is not None]
+    calls.clear()
+    nodes = [node for node in map(graph_node, roots) if node is not None]
+    if not handed or not nodes:
+        return None
+    reached = _reached_by(nodes, handed)
+    missed = [call for call in handed if call not in reached]
+    user = frames.user_frame(caller)
+    if not missed or user is None:
+        return None
+    call = missed[0]
+    assert call.handed is not None
+    path, line, op_name = call.handed
+    message = _message(call.at, op_name, (user.f_code.co_filename, user.f_lineno))
+    return Report(tensors=[], message=message, operands=False, frame=user, at=(path, line))
+
+
+def _reached(root: Any, calls: list[_Made]) -> list[_Made]:
+    """The calls among ``calls`` whose gradients the graph from ``root`` runs back to."""
+    return _reached_by([root], calls)
+
+
+def _reached_by(roots: list[Any], calls: list[_Made]) -> list[_Made]:
+    wanted = {key: call for call in calls for key in call.nodes}
+    found: list[_Made] = []
+    with torch._C.DisableTorchFunction():
+        for node in breadth_first(roots, _WALK_LIMIT):
+            call = wanted.get(node_key(node))
+            if call is not None and call not in found:
+                found.append(call)
+                if len(found) == len(calls):
+                    break
+    return found
+
+
+def _message(made_at: tuple[str, int], op_name: str, backward_at: tuple[str, int]) -> Any:
+    call = "float()" if op_name == "__float__" else f".{op_name}()"
+
+    def build(_described: list[Any], expression: str) -> str:
+        return (
+            f"`{expression}`: {call} turns a value made of the gradients of "
+            f"torch.autograd.grad(..., create_graph=True) at {_where(made_at)} into a Python "
+            f"number, and the backward() at {_where(backward_at)} does not go through those "
+            "gradients: a penalty made of them adds a constant to the loss and trains nothing. "
+            f"Keep it a tensor in the loss (leave out {call}); call {call} only to log it."
+        )
+
+    return build
+
+
+def _where(at: tuple[str, int]) -> str:
+    return f"{os.path.basename(at[0])}:{at[1]}"
