@@ -6,6 +6,7 @@ MAML's inner steps and double backprop are not."""
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import pytest
 import torch
@@ -182,3 +183,41 @@ def double_backprop_regularizer_logged() -> None:
 )
 def test_a_penalty_kept_in_the_loss_is_not_reported(program) -> None:  # noqa: ANN001
     assert _findings(program) == []
+
+
+_PROGRAMS = Path(__file__).parent / "grad_lost_programs"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bug_pinn_dict_losses",  # (a PINN's loss terms in a dict, one of them an .item())
+        "bug_jacobian_reg_tolist",  # (per-sample norms through .tolist())
+        "bug_ebm_contrastive_gp",  # (a helper returning (loss, gp.item()))
+        "bug_amp_gradscaler_gp_float",  # (the AMP recipe's penalty made a float())
+    ],
+)
+def test_a_helpers_penalty_turned_into_a_number_is_found_at_its_line(check, name: str) -> None:  # noqa: ANN001
+    """Programs a helper wrote the way public code is written, one bug each at `# BUG`."""
+    script = _PROGRAMS / f"penalty_{name}.py"
+    run = check(script)
+    lines = script.read_text().splitlines()
+    marked = next(n for n, text in enumerate(lines, 1) if text.rstrip().endswith("# BUG"))
+    found = [f for f in run.report["findings"] if f["rule"] == "grad-lost"]
+    assert [f["line"] for f in found] == [marked], run.report["findings"]
+    assert "create_graph=True" in found[0]["message"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ok_pinn_burgers",  # (Adam, then LBFGS with a closure)
+        "ok_maml_sine",
+        "ok_stylegan2_lazy_r1",
+        "ok_hessian_trace",
+        "ok_amp_gradscaler_gp",
+    ],
+)
+def test_a_helpers_create_graph_programs_are_clean(check, name: str) -> None:  # noqa: ANN001
+    run = check(_PROGRAMS / f"penalty_{name}.py")
+    assert run.report["findings"] == []
