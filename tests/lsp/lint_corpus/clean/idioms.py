@@ -175,3 +175,35 @@ def optimizers_made_again_on_purpose(model, loader, tasks, meta, lrs):
         inner.zero_grad()
         learner(task).sum().backward()
         inner.step()
+
+
+def penalties_kept_tensors(D, G, model, real, z, x, x_col, d_opt, opt, LAMBDA_GP=10):
+    """create_graph=True penalties kept tensors in the loss and logged with .item() / float()
+    (before or after the backward, summed with +=), and an adaptive weight read with .item()
+    on purpose (it weights a tensor; a PINN's residual term)."""
+    fake = G(z).detach()
+    alpha = torch.rand(real.size(0), 1)
+    mixed = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    scores = D(mixed)
+    grads = torch.autograd.grad(scores, mixed, torch.ones_like(scores), create_graph=True)[0]
+    gp = ((grads.norm(2, dim=1) - 1) ** 2).mean()
+    gp_logged = gp.item()
+    d_loss = D(fake).mean() - D(real).mean() + LAMBDA_GP * gp
+    d_opt.zero_grad()
+    d_loss.backward()
+    d_opt.step()
+    running_gp = 0.0
+    running_gp += float(gp)
+    print(f"gp {gp.item():.3f} {gp_logged:.3f} {running_gp:.3f}")
+    u = model(x_col)
+    du = torch.autograd.grad(u, x_col, torch.ones_like(u), create_graph=True)[0]
+    d2u = torch.autograd.grad(du, x_col, torch.ones_like(du), create_graph=True)[0]
+    loss_r = (d2u + u).pow(2).mean()
+    loss_b = model(x).pow(2).mean()
+    lam = loss_r.item() / (loss_b.item() + 1e-8)
+    weight = loss_r.item()
+    loss = loss_r + lam * loss_b + weight * loss_b
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return {"loss": loss.item(), "residual": loss_r.item()}
