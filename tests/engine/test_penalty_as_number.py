@@ -99,8 +99,8 @@ def test_a_penalty_turned_into_a_number_is_reported_at_that_line(
     assert "create_graph=True) at test_penalty_as_number.py:" in message
     assert "adds a constant to the loss and trains nothing" in message
     assert f"leave out {call}" in message
-    backward_line = _line_of(program, "d_loss.backward()")
-    assert f"the backward() at test_penalty_as_number.py:{backward_line}" in message
+    step_line = _line_of(program, "opt_d.step()")
+    assert f"no backward() before opt_d.step() at test_penalty_as_number.py:{step_line}" in message
 
 
 def wgan_gp_logged_before_the_backward() -> None:
@@ -136,6 +136,22 @@ def wgan_gp_logged_after_the_backward() -> None:
             opt_g.zero_grad()
             g_loss.backward()
             opt_g.step()
+
+
+def wgan_gp_penalty_backpropagated_on_its_own() -> None:
+    """The penalty logged, then backpropagated by a backward() of its own after the critic's
+    (as caogang/wgan-gp does): the first backward() does not go through it, the second does."""
+    generator, critic = _critic_and_generator()
+    opt_d = torch.optim.Adam(critic.parameters(), lr=1e-4, betas=(0.5, 0.9))
+    for _ in range(3):
+        real, z = torch.randn(32, 2), torch.randn(32, 8)
+        fake = generator(z).detach()
+        gp = gradient_penalty(critic, real, fake)
+        print(f"gp {gp.item():.3f}")
+        opt_d.zero_grad()
+        (critic(fake).mean() - critic(real).mean()).backward()
+        (10 * gp).backward()
+        opt_d.step()
 
 
 def maml_inner_steps_with_logged_losses() -> None:
@@ -177,6 +193,7 @@ def double_backprop_regularizer_logged() -> None:
     [
         wgan_gp_logged_before_the_backward,
         wgan_gp_logged_after_the_backward,
+        wgan_gp_penalty_backpropagated_on_its_own,
         maml_inner_steps_with_logged_losses,
         double_backprop_regularizer_logged,
     ],

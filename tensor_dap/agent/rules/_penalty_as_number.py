@@ -8,11 +8,12 @@ nothing says so — the loss even looks right.
 
 Each ``autograd.grad(create_graph=True)`` call is remembered (the autograd nodes of its results,
 by :func:`~tensor_dap.agent.graph_walk.node_key`, nothing kept alive) until the next
-``backward()``. A value whose graph runs back to one of them that is handed to Python
-(``.item()``, ``.tolist()``, ``.numpy()``) before that backward marks the call; the next backward
-then walks its own graph: when it does not reach the call's gradients, the penalty never got
-into the loss, and the ``.item()`` line is reported (paused at the backward). A penalty logged
-with ``.item()`` and also added to the loss as a tensor is reached: no report.
+``optimizer.step()``. A value whose graph runs back to one of them handed to Python
+(``.item()``, ``.tolist()``, ``float()``) marks the call; each ``backward()`` walks its graph
+and marks the calls whose gradients it goes through. A call marked handed and never gone
+through when a step comes means the penalty never got into a loss: the ``.item()`` line is
+reported, paused at the step. A penalty logged with ``.item()`` and added to the loss as a
+tensor, or backpropagated on its own (``gradient_penalty.backward()``), is gone through.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent import frames
+from tensor_dap.agent import frames, naming
 from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import NodeKey, breadth_first, node_key
 from tensor_dap.agent.rules import Report
@@ -76,7 +77,7 @@ def handed_out(tensor: Any, op_name: str, caller: Any, state: Any) -> None:
     node = graph_node(tensor)
     if not waiting or node is None:
         return
-    found = _reached(node, waiting)
+    found = _reached_by([node], waiting)
     user = frames.user_frame(caller) if found else None
     if user is None:
         return
@@ -84,35 +85,37 @@ def handed_out(tensor: Any, op_name: str, caller: Any, state: Any) -> None:
         call.handed = (user.f_code.co_filename, user.f_lineno, op_name)
 
 
-def check(roots: list[Any], caller: Any, state: Any) -> Optional[Report]:
-    """At a ``backward()`` from ``roots``: the report for a call whose gradients went to
-    Python and not into this backward's graph; every call is judged here once."""
+def backward(roots: list[Any], state: Any) -> None:
+    """A ``backward()`` from ``roots``: the calls whose gradients it goes through are done."""
+    calls = state.rule_state.get(_MADE)
+    nodes = [node for node in map(graph_node, roots) if node is not None] if calls else []
+    if nodes:
+        for call in _reached_by(nodes, list(calls)):
+            calls.remove(call)
+
+
+def at_step(optimizer: Any, caller: Any, state: Any) -> Optional[Report]:
+    """Before ``optimizer.step()``: the report for a call whose gradients went to Python and
+    into no ``backward()`` since it ran; every call is judged at the first step after it."""
     calls = state.rule_state.get(_MADE)
     if not calls:
         return None
     handed = [call for call in calls if call.handed is not None]
     calls.clear()
-    nodes = [node for node in map(graph_node, roots) if node is not None]
-    if not handed or not nodes:
-        return None
-    reached = _reached_by(nodes, handed)
-    missed = [call for call in handed if call not in reached]
     user = frames.user_frame(caller)
-    if not missed or user is None:
+    if not handed or user is None:
         return None
-    call = missed[0]
-    assert call.handed is not None
-    path, line, op_name = call.handed
-    message = _message(call.at, op_name, (user.f_code.co_filename, user.f_lineno))
+    handed_at = handed[0].handed
+    assert handed_at is not None
+    path, line, op_name = handed_at
+    name = naming.object_name(user, optimizer) or "optimizer"
+    step_at = (user.f_code.co_filename, user.f_lineno)
+    message = _message(handed[0].at, op_name, name, step_at)
     return Report(tensors=[], message=message, operands=False, frame=user, at=(path, line))
 
 
-def _reached(root: Any, calls: list[_Made]) -> list[_Made]:
-    """The calls among ``calls`` whose gradients the graph from ``root`` runs back to."""
-    return _reached_by([root], calls)
-
-
 def _reached_by(roots: list[Any], calls: list[_Made]) -> list[_Made]:
+    """The calls among ``calls`` whose gradients the graph from ``roots`` runs back to."""
     wanted = {key: call for call in calls for key in call.nodes}
     found: list[_Made] = []
     with torch._C.DisableTorchFunction():
@@ -125,16 +128,17 @@ def _reached_by(roots: list[Any], calls: list[_Made]) -> list[_Made]:
     return found
 
 
-def _message(made_at: tuple[str, int], op_name: str, backward_at: tuple[str, int]) -> Any:
+def _message(made_at: tuple[str, int], op_name: str, name: str, step_at: tuple[str, int]) -> Any:
     call = "float()" if op_name == "__float__" else f".{op_name}()"
 
     def build(_described: list[Any], expression: str) -> str:
         return (
             f"`{expression}`: {call} turns a value made of the gradients of "
             f"torch.autograd.grad(..., create_graph=True) at {_where(made_at)} into a Python "
-            f"number, and the backward() at {_where(backward_at)} does not go through those "
-            "gradients: a penalty made of them adds a constant to the loss and trains nothing. "
-            f"Keep it a tensor in the loss (leave out {call}); call {call} only to log it."
+            f"number, and no backward() before {name}.step() at {_where(step_at)} goes "
+            "through those gradients: a penalty made of them adds a constant to the loss and "
+            f"trains nothing. Keep it a tensor in the loss (leave out {call}); call {call} "
+            "only to log it."
         )
 
     return build

@@ -125,8 +125,8 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             handed = _handed_before(prov, previous, state) if tensor.numel() == 1 else None
             if handed is not None:  # (of numbers the engine cannot follow: a sum of .item()s)
                 return Report(tensors=[tensor], message=_leaf_message(prov, handed))
-    # (a backward through autograd.grad's own outputs, MAML's next inner step, judges nothing)
-    return _penalty_as_number.check(targets, caller, state) if op.name == "backward" else None
+    _penalty_as_number.backward(targets, state)
+    return None
 
 
 def _handed_before(prov: Optional[Prov], since: int, state: Any) -> Optional[Prov]:
@@ -329,6 +329,9 @@ def install(state: RuleState) -> list[Any]:
         erased = _zeroed_before_step.check(optimizer, caller, state)
         if erased is not None:
             return erased
+        penalty = _penalty_as_number.at_step(optimizer, caller, state)
+        if penalty is not None:
+            return penalty
         used = state.rule_state.get(_USED)
         untrained = _trained_under_no_grad.check(optimizer, caller, state, used)
         return (
