@@ -220,8 +220,9 @@ def test_a_helpers_penalty_turned_into_a_number_is_found_at_its_line(check, name
     run = check(script)
     lines = script.read_text().splitlines()
     marked = next(n for n, text in enumerate(lines, 1) if text.rstrip().endswith("# BUG"))
-    found = [f for f in run.report["findings"] if f["rule"] == "grad-lost"]
-    assert [f["line"] for f in found] == [marked], run.report["findings"]
+    found = run.report["findings"]
+    # (the AMP recipe's `grad_norm += ...` total freed at the float() line: no graph-kept too)
+    assert [(f["rule"], f["line"]) for f in found] == [("grad-lost", marked)], found
     assert "create_graph=True" in found[0]["message"]
 
 

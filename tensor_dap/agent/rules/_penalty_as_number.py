@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -32,6 +33,8 @@ from tensor_dap.agent.rules import Report
 
 #: rule_state key: the create_graph calls since the last backward() (a deque of :class:`_Made`)
 _MADE = "grad-lost.create-graph-calls"
+#: rule_state key: the lines that handed such values to Python (seen on sampled ops: kept)
+_HANDED_LINES = "grad-lost.penalty-handed-lines"
 #: the calls remembered at most between two backward() calls (MAML's inner steps...)
 _KEPT = 16
 #: nodes walked at most, from a value handed out or a backward()'s roots
@@ -83,6 +86,7 @@ def handed_out(tensor: Any, op_name: str, caller: Any, state: Any) -> None:
         return
     for call in found:
         call.handed = (user.f_code.co_filename, user.f_lineno, op_name)
+    state.rule_state.setdefault(_HANDED_LINES, set()).add((user.f_code.co_filename, user.f_lineno))
 
 
 def backward(roots: list[Any], state: Any) -> None:
@@ -112,6 +116,18 @@ def at_step(optimizer: Any, caller: Any, state: Any) -> Optional[Report]:
     step_at = (user.f_code.co_filename, user.f_lineno)
     message = _message(handed[0].at, op_name, name, step_at)
     return Report(tensors=[], message=message, operands=False, frame=user, at=(path, line))
+
+
+def handed_here(state: Any) -> bool:
+    """Whether values made of a create_graph call's gradients are handed to Python at the
+    user line running now, while grad-lost is on (it reports that line at the step): a total
+    freed there (``grad_norm = float(grad_norm.sqrt())`` after ``grad_norm += g.pow(2).sum()``)
+    held a graph meant for the loss, which graph-kept then leaves to it."""
+    lines = state.rule_state.get(_HANDED_LINES)
+    if not lines or "grad-lost" not in state.enabled:
+        return False
+    user = frames.user_frame(sys._getframe(1))
+    return user is not None and (user.f_code.co_filename, user.f_lineno) in lines
 
 
 def _reached_by(roots: list[Any], calls: list[_Made]) -> list[_Made]:

@@ -86,7 +86,7 @@ from tensor_dap.agent.graph_life import GraphLife
 from tensor_dap.agent.graph_nodes import freed_by_backward, graph_node
 from tensor_dap.agent.graph_walk import NodeKey, footprint, node_key
 from tensor_dap.agent.op_kinds import OpInfo
-from tensor_dap.agent.rules import Report
+from tensor_dap.agent.rules import Report, _penalty_as_number
 from tensor_dap.agent.rules.hooks import Args, Kwargs
 from tensor_dap.tensor_text import size_text
 
@@ -466,6 +466,9 @@ def _graph_gone(chain: _Chain, state: Any, life: GraphLife) -> None:
     raised: an exception unwinding the forward that filled it for a loss (a seq2seq decoder's
     ``outputs[t] = output``) frees it, and the loss's backward() never came."""
     if chain.write and state.program_raised:  # (freed as the program's error unwinds)
+        return
+    if chain.life is life and chain.waiting() and _penalty_as_number.handed_here(state):
+        chain.reported = True  # (a penalty made a number there: grad-lost's finding)
         return
     if chain.life is life and chain.waiting():
         chain.reported = True
