@@ -31,11 +31,12 @@ from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import NodeKey, breadth_first, node_key
 from tensor_dap.agent.rules import Report
 
-#: rule_state key: the create_graph calls since the last backward() (a deque of :class:`_Made`)
+#: rule_state key: the create_graph calls not judged yet: made since the last step and not
+#: gone through by a backward() (a deque of :class:`_Made`)
 _MADE = "grad-lost.create-graph-calls"
 #: rule_state key: the lines that handed such values to Python (seen on sampled ops: kept)
 _HANDED_LINES = "grad-lost.penalty-handed-lines"
-#: the calls remembered at most between two backward() calls (MAML's inner steps...)
+#: the calls remembered at most between two steps (MAML's inner steps...)
 _KEPT = 16
 #: nodes walked at most, from a value handed out or a backward()'s roots
 _WALK_LIMIT = 20000
@@ -76,9 +77,9 @@ def handed_out(tensor: Any, op_name: str, caller: Any, state: Any) -> None:
     """``tensor`` (with history) handed to Python by ``op_name``: the calls its graph runs back
     to are marked with this line."""
     calls = state.rule_state.get(_MADE)
-    waiting = [call for call in calls or () if call.handed is None]
-    node = graph_node(tensor)
-    if not waiting or node is None:
+    waiting = [call for call in calls if call.handed is None] if calls else []
+    node = graph_node(tensor) if waiting else None
+    if node is None:
         return
     found = _reached_by([node], waiting)
     user = frames.user_frame(caller) if found else None
@@ -124,7 +125,7 @@ def handed_here(state: Any) -> bool:
     freed there (``grad_norm = float(grad_norm.sqrt())`` after ``grad_norm += g.pow(2).sum()``)
     held a graph meant for the loss, which graph-kept then leaves to it."""
     lines = state.rule_state.get(_HANDED_LINES)
-    if not lines or "grad-lost" not in state.enabled:
+    if not lines or "grad-lost" not in state.enabled or "grad-lost" in state.failed:
         return False
     user = frames.user_frame(sys._getframe(1))
     return user is not None and (user.f_code.co_filename, user.f_lineno) in lines

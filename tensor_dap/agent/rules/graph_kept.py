@@ -467,12 +467,11 @@ def _graph_gone(chain: _Chain, state: Any, life: GraphLife) -> None:
     ``outputs[t] = output``) frees it, and the loss's backward() never came."""
     if chain.write and state.program_raised:  # (freed as the program's error unwinds)
         return
-    if chain.life is life and chain.waiting() and _penalty_as_number.handed_here(state):
-        chain.reported = True  # (a penalty made a number there: grad-lost's finding)
-        return
     if chain.life is life and chain.waiting():
         chain.reported = True
-        _emit_dropped(state, _left_report(chain, None))
+        # (freed where a create_graph penalty is made a number: grad-lost's finding, and fix)
+        if not _penalty_as_number.handed_here(state):
+            _emit_dropped(state, _left_report(chain, None))
 
 
 def raised(

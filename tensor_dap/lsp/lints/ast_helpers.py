@@ -6,7 +6,7 @@ calls that make a tensor without ``device=``.
 from __future__ import annotations
 
 import ast
-from typing import AbstractSet, Optional, Union
+from typing import AbstractSet, Iterable, Optional, Union
 
 from tensor_dap.device_fix import device_in_fix, device_variable
 from tensor_dap.torch_names import CPU_UNLESS_TOLD
@@ -56,6 +56,23 @@ def method_call(node: ast.AST, name: str) -> Optional[ast.Call]:
     ):
         return node
     return None
+
+
+def names_in(*nodes: ast.AST) -> set[str]:
+    """Every name read or written in ``nodes`` (``x``, ``y`` of ``f(x).y + y``)."""
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def backward_names(nodes: Iterable[ast.AST]) -> set[str]:
+    """Names whose value reaches a ``.backward()`` call among ``nodes``: ``loss.backward()``,
+    ``(total / k).backward()``, ``scaler.scale(loss).backward()``."""
+    found: set[str] = set()
+    for node in nodes:
+        call = method_call(node, "backward")
+        if call is not None:
+            assert isinstance(call.func, ast.Attribute)
+            found |= names_in(call.func.value)
+    return found
 
 
 def span(node: ast.AST) -> tuple[int, int, int, int]:

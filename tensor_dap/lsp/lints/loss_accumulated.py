@@ -12,7 +12,7 @@ import ast
 import re
 from typing import Iterator, Optional
 
-from .ast_helpers import LOOPS, accumulated, called_name, method_call, span
+from .ast_helpers import LOOPS, accumulated, backward_names, called_name, method_call, span
 from .context import LintContext, walk_scope
 from .model import Edit, Lint, LintSpec
 from .names import latest_value, runs_without_grad
@@ -37,18 +37,6 @@ def _is_loss(context: LintContext, value: ast.expr, backwarded: set[str]) -> boo
     if isinstance(made, ast.Attribute):
         return made.attr == "loss"
     return isinstance(made, ast.Call) and bool(_LOSS_CALL.search(called_name(made) or ""))
-
-
-def _backwarded(nodes: list[ast.AST]) -> set[str]:
-    """Names whose value reaches a ``.backward()`` call: ``loss.backward()``,
-    ``(total / k).backward()``, ``scaler.scale(loss).backward()``."""
-    found: set[str] = set()
-    for node in nodes:
-        call = method_call(node, "backward")
-        if call is not None:
-            assert isinstance(call.func, ast.Attribute)
-            found.update(n.id for n in ast.walk(call.func.value) if isinstance(n, ast.Name))
-    return found
 
 
 def _kept(node: ast.AST) -> Optional[tuple[str, ast.expr, bool]]:
@@ -79,7 +67,7 @@ def check(context: LintContext) -> Iterator[Lint]:
                 seen.add(node)
                 total, value, summed = kept
                 if backwarded is None:
-                    backwarded = _backwarded(nodes)
+                    backwarded = backward_names(nodes)
                 if total in backwarded or not _is_loss(context, value, backwarded):
                     continue
                 if runs_without_grad(context, node):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional
 
-from .ast_helpers import LOOPS, SCOPES, called_name, span
+from .ast_helpers import LOOPS, SCOPES, called_name, names_in, span
 from .context import LintContext, target_key, walk_scope
 from .model import Edit, Lint, LintSpec
 
@@ -60,7 +60,7 @@ def _same_level(loop: ast.AST) -> Iterator[ast.AST]:
 def _assigned_in(loop: ast.AST) -> set[str]:
     names: set[str] = set()
     if isinstance(loop, (ast.For, ast.AsyncFor)):
-        names.update(n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name))
+        names |= names_in(loop.target)
     for node in walk_scope(loop.body):  # type: ignore[attr-defined]
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
@@ -88,17 +88,13 @@ def check(context: LintContext) -> Iterator[Lint]:
             name = target_key(target) if target is not None else None
             if kind is None or name is None or name not in stepped:
                 continue
-            if _names(node.value.args[:1]) & assigned:
+            if names_in(*node.value.args[:1]) & assigned:
                 continue  # new parameters each time: a model per trial, MAML's copies
             yield _lint(loop, node, name, kind, assigned)
 
 
-def _names(nodes: list[ast.expr]) -> set[str]:
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
 def _lint(loop: ast.AST, made: ast.Assign, name: str, kind: str, assigned: set[str]) -> Lint:
-    movable = made.lineno == made.end_lineno and not _names([made.value]) & assigned
+    movable = made.lineno == made.end_lineno and not names_in(made.value) & assigned
     edits: tuple[Edit, ...] = ()
     if movable:
         indent = " " * loop.col_offset  # type: ignore[attr-defined]

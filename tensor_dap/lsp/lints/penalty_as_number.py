@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional
 
-from .ast_helpers import called_name, span
+from .ast_helpers import backward_names, called_name, names_in, span
 from .context import LintContext, walk_scope
 from .model import Edit, Lint, LintSpec
 
@@ -39,14 +39,6 @@ def _creates_graph(call: ast.Call) -> bool:
     return False
 
 
-def _names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def _stored(target: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-
-
 def _number_of(node: ast.AST, made: set[str]) -> Optional[ast.expr]:
     """The tensor expression ``node`` turns into a number when it is ``x.item()``,
     ``x.tolist()`` or ``float(x)`` of a value made of the gradients (names in ``made``)."""
@@ -59,20 +51,7 @@ def _number_of(node: ast.AST, made: set[str]) -> Optional[ast.expr]:
         inner = node.args[0]
     else:
         return None
-    return inner if _names_in(inner) & made else None
-
-
-def _backpropagated(scope: list[ast.stmt]) -> set[str]:
-    """Names whose ``.backward()`` the scope calls (``loss.backward()``, ``(loss).backward``)."""
-    names: set[str] = set()
-    for node in walk_scope(scope):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "backward"
-        ):
-            names |= _names_in(node.func.value)
-    return names
+    return inner if names_in(inner) & made else None
 
 
 def _check_scope(scope: list[ast.stmt]) -> Iterator[Lint]:
@@ -89,28 +68,27 @@ def _check_scope(scope: list[ast.stmt]) -> Iterator[Lint]:
         if isinstance(statement, ast.Assign):
             value, targets = statement.value, statement.targets
             calls = [n for n in ast.walk(value) if isinstance(n, ast.Call)]
-            stored = set().union(*(_stored(t) for t in targets))
+            stored = set().union(*(names_in(t) for t in targets))
             if calls:
                 computed |= stored
-            if any(_creates_graph(call) for call in calls) or _names_in(value) & made:
-                number = _number_of(value, made)
-                if number is not None and isinstance(value, ast.Call):
+            if any(_creates_graph(call) for call in calls) or names_in(value) & made:
+                if isinstance(value, ast.Call) and _number_of(value, made) is not None:
                     numbers.update(dict.fromkeys(stored, value))
                 else:
                     made |= stored
             if isinstance(value, ast.BinOp):
                 arithmetic.append((value, stored))
-        elif isinstance(statement, ast.AugAssign) and _names_in(statement.value) & made:
-            made |= _stored(statement.target)  # (`norm += g.pow(2).sum()`)
-        elif isinstance(statement, (ast.For, ast.AsyncFor)) and _names_in(statement.iter) & made:
-            made |= _stored(statement.target)  # (`for g in grads:`)
+        elif isinstance(statement, ast.AugAssign) and names_in(statement.value) & made:
+            made |= names_in(statement.target)  # (`norm += g.pow(2).sum()`)
+        elif isinstance(statement, (ast.For, ast.AsyncFor)) and names_in(statement.iter) & made:
+            made |= names_in(statement.target)  # (`for g in grads:`)
         elif isinstance(statement, ast.Return) and statement.value is not None:
             value = statement.value
             items = value.elts if isinstance(value, ast.Tuple) else [value]
             found.extend(
                 item for item in items if isinstance(item, ast.Call) and _number_of(item, made)
             )
-    backpropagated = _backpropagated(scope)
+    backpropagated = backward_names(walk_scope(scope))
     for operation, stored in arithmetic:
         if not stored & backpropagated:
             continue
