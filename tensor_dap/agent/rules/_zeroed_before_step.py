@@ -38,11 +38,10 @@ from tensor_dap.agent import frames, naming
 from tensor_dap.agent.rules import Report
 
 #: rule_state keys: backward() calls so far and the line of the last; per optimizer (weakly)
-#: the calls at its last zero_grad() (and that line) and at its last step()
+#: its :class:`_Record`; per module (weakly) what its last zero_grad() left
 _BACKWARDS = "grad-lost.backwards"
 _BACKWARD_AT = "grad-lost.backward-at"
-_ZEROED = "grad-lost.zeroed-at"
-_STEPPED = "grad-lost.stepped-at"
+_RECORDS = "grad-lost.optimizer-records"
 _MODULE_ZEROED = "grad-lost.module-zeroed-at"
 #: backward() calls when any zero_grad() (an optimizer's or a module's) last ran: a step
 #: with none since its backward (every step of the usual orders) is passed at once
@@ -58,14 +57,29 @@ _KEPT_BACKWARDS = 8
 #: the newest zero_grad()'s user frames, innermost first, as (code, line)
 _ZERO_CALLS = "grad-lost.zero-calls"
 _CALL_DEPTH = 4
-#: per optimizer (weakly): the user line of the backward() its last step applied
-_APPLIED = "grad-lost.applied-backward"
-#: per optimizer (weakly): its first parameter with a gradient at its last step, and that
-#: gradient's id and version; and whether its zero_grad() found that gradient as the step left
-#: it (no backward() since wrote into its parameters: the backward() calls between were other
-#: optimizers', a deep ensemble's members trained side by side from one loop line)
-_PROBE = "grad-lost.step-probe"
-_UNTOUCHED = "grad-lost.untouched-at-zero"
+
+
+class _Record:
+    """What the rule remembers of one optimizer, in one object: a step reads and writes most
+    of it, and one table lookup per step is what the usual orders pay (not one per field)."""
+
+    __slots__ = ("stepped", "zeroed", "applied", "probe", "untouched")
+
+    def __init__(self) -> None:
+        #: backward() calls at its last step() (None before its first)
+        self.stepped: Optional[int] = None
+        #: (backward() calls, its line, what it left in each .grad) at its last zero_grad()
+        #: that came after a backward()
+        self.zeroed: Optional[tuple[int, Any, list[Optional[tuple[int, int]]]]] = None
+        #: the user line of the backward() its last step applied
+        self.applied: Optional[tuple[str, int]] = None
+        #: its first parameter with a gradient at its last step, that gradient's id and version
+        self.probe: Optional[tuple[Any, int, int]] = None
+        #: whether its zero_grad() found that gradient as the step left it (no backward() since
+        #: wrote into its parameters: the backward() calls between were other optimizers', a
+        #: deep ensemble's members trained side by side from one loop line)
+        self.untouched = False
+
 
 #: in-place ops that scale their tensors (a zero stays zero): the first argument, or each of
 #: a list's
@@ -110,27 +124,27 @@ def _remember_zero_call(state: Any, user: Optional[FrameType]) -> None:
 def zeroing(state: Any, optimizer: Any) -> None:
     """An optimizer's ``zero_grad()`` is about to run with backward() calls since its last step
     (never in the usual orders): whether they left its gradients as that step found them."""
-    if _table(state, _STEPPED).get(optimizer) == state.rule_state.get(_BACKWARDS, 0):
+    record = _record(state, optimizer)
+    if record.stepped == state.rule_state.get(_BACKWARDS, 0):
         return
-    probe = _table(state, _PROBE).get(optimizer)
-    untouched = _table(state, _UNTOUCHED)
+    probe = record.probe
     if probe is None:
-        untouched.pop(optimizer, None)
+        record.untouched = False
         return
     param, grad_id, version = probe
     grad = param.grad
-    untouched[optimizer] = grad is not None and (id(grad), grad._version) == (grad_id, version)
+    record.untouched = grad is not None and (id(grad), grad._version) == (grad_id, version)
 
 
-def _remember_probe(state: Any, optimizer: Any) -> None:
+def _remember_probe(record: _Record, optimizer: Any) -> None:
     """At a step: its first parameter with a gradient, and that gradient's id and version."""
     for group in optimizer.param_groups:
         for param in group["params"]:
             grad = param.grad
             if grad is not None:
-                _table(state, _PROBE)[optimizer] = (param, id(grad), grad._version)
+                record.probe = (param, id(grad), grad._version)
                 return
-    _table(state, _PROBE).pop(optimizer, None)
+    record.probe = None
 
 
 def zeroed(state: Any, optimizer: Any) -> None:
@@ -139,13 +153,14 @@ def zeroed(state: Any, optimizer: Any) -> None:
     the usual orders (no backward since the optimizer's last step): the rest is read only
     when a backward came between."""
     backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
-    if _table(state, _STEPPED).get(optimizer) == backwards:
+    record = _record(state, optimizer)
+    if record.stepped == backwards:
         return
     user = frames.user_frame(sys._getframe(1))
     at = frames.site(user)
     left = _grads_now(optimizer)
     _remember_zero_call(state, user)
-    _table(state, _ZEROED)[optimizer] = (backwards, at, left)
+    record.zeroed = (backwards, at, left)
     _follow_zeros(state, left)
 
 
@@ -155,7 +170,7 @@ def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
     only the when if every optimizer stepped since the last backward (none has gradients
     left to apply)."""
     backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
-    stepped = list(_table(state, _STEPPED).values())
+    stepped = [r.stepped for r in _records(state).values() if r.stepped is not None]
     if stepped and min(stepped) == backwards:
         return
     user = frames.user_frame(caller)
@@ -211,19 +226,20 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     either way). ``failing``: the step is about to raise for want of gradients (a
     ``GradScaler``'s), so its first is reported too."""
     backwards = state.rule_state.get(_BACKWARDS, 0)
-    stepped = _table(state, _STEPPED)
-    previous = stepped.get(optimizer)
-    stepped[optimizer] = backwards
-    _remember_probe(state, optimizer)
+    record = _record(state, optimizer)
+    previous = record.stepped
+    record.stepped = backwards
+    _remember_probe(record, optimizer)
     # (an optimizer's first step is only remembered: a new one's `zero_grad(); step()` to
     # start a scheduler after an earlier stage's backward() calls is no erasing)
     if previous is None and failing:
         previous = -1
     zeroed_at = state.rule_state.get(_ANY_ZEROED)
-    usual = _applied(optimizer, state)
+    # (the line of the backward() the previous step applied; this step's is the last one)
+    usual, record.applied = record.applied, state.rule_state.get(_BACKWARD_AT)
     if previous is not None and zeroed_at is not None and previous < zeroed_at < backwards:
         _forget_zeros(optimizer, state)  # (a backward came after the zeros: they are gone)
-        accumulated = _accumulation_erased(optimizer, caller, state, previous, zeroed_at)
+        accumulated = _accumulation_erased(optimizer, record, caller, state, previous, zeroed_at)
         if accumulated is not None:
             return accumulated
         return _replaced(optimizer, caller, state, usual, zeroed_at)
@@ -231,7 +247,7 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
         _forget_zeros(optimizer, state)
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    erased = _erased_by_optimizer(optimizer, backwards, state)
+    erased = _erased_by_optimizer(optimizer, record, backwards, state)
     erased = erased if erased is not None else _erased_by_module(params, backwards, state)
     _forget_zeros(optimizer, state)
     if erased is None:
@@ -248,15 +264,6 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     message = _message(name, zeroer, backward_at, step_at, without, len(params), failing)
     # (at the zero_grad() line, the one to move; paused at the step, where it shows)
     return Report(tensors=params[:4], message=message, operands=False, frame=user, at=at)
-
-
-def _applied(optimizer: Any, state: Any) -> Optional[tuple[str, int]]:
-    """The line of the backward() the optimizer's previous step applied; this step's is
-    remembered (the last backward() before it)."""
-    table = _table(state, _APPLIED)
-    usual = table.get(optimizer)
-    table[optimizer] = state.rule_state.get(_BACKWARD_AT)
-    return usual  # type: ignore[no-any-return]
 
 
 def _replaced(
@@ -299,7 +306,7 @@ def _replaced(
 def _zeroer(optimizer: Any, params: list[Any], state: Any, zeroed_at: int) -> tuple[bool, Any]:
     """Whether the ``zero_grad()`` after backward() number ``zeroed_at`` zeroed ``optimizer``'s
     gradients, and the module whose own it was (None: the optimizer's)."""
-    own = _table(state, _ZEROED).get(optimizer)
+    own = _record(state, optimizer).zeroed
     if own is not None and own[0] == zeroed_at:
         return True, None
     ids = {id(p) for p in params}
@@ -309,13 +316,14 @@ def _zeroer(optimizer: Any, params: list[Any], state: Any, zeroed_at: int) -> tu
 
 
 def _accumulation_erased(
-    optimizer: Any, caller: FrameType, state: Any, previous: int, zeroed_at: int
+    optimizer: Any, record: _Record, caller: FrameType, state: Any, previous: int, zeroed_at: int
 ) -> Optional[Report]:
     """Gradient accumulation with its ``zero_grad()`` inside the micro-batch loop: the
     backward() calls since the optimizer's previous step all ran from one line (called from one
     line), a ``zero_grad()`` of its gradients ran between them, and this step applies the last
     micro-batch's gradients alone. The report, at that ``zero_grad()``; None otherwise."""
-    if _table(state, _UNTOUCHED).pop(optimizer, False):
+    untouched, record.untouched = record.untouched, False
+    if untouched:
         return None  # (the backward() calls before its zero_grad() were other optimizers')
     backwards = state.rule_state.get(_BACKWARDS, 0)
     count = backwards - previous
@@ -394,10 +402,12 @@ def _forget_zeros(optimizer: Any, state: Any) -> None:
                     followed.pop(id(param.grad), None)
 
 
-def _erased_by_optimizer(optimizer: Any, backwards: int, state: Any) -> Optional[tuple[Any, None]]:
+def _erased_by_optimizer(
+    optimizer: Any, record: _Record, backwards: int, state: Any
+) -> Optional[tuple[Any, None]]:
     """(the line of the optimizer's ``zero_grad()``, None) when it ran after the last backward
     and the gradients are still what it left."""
-    zeroed_at = _table(state, _ZEROED).get(optimizer)
+    zeroed_at = record.zeroed
     if zeroed_at is None:
         return None
     count, at, left = zeroed_at
@@ -430,6 +440,19 @@ def _table(state: Any, key: str) -> Any:
     if table is None:
         table = state.rule_state[key] = weakref.WeakKeyDictionary()
     return table
+
+
+def _records(state: Any) -> weakref.WeakKeyDictionary[Any, _Record]:
+    return _table(state, _RECORDS)  # type: ignore[no-any-return]
+
+
+def _record(state: Any, optimizer: Any) -> _Record:
+    """The optimizer's :class:`_Record` (made empty on first use)."""
+    records = _records(state)
+    record = records.get(optimizer)
+    if record is None:
+        record = records[optimizer] = _Record()
+    return record
 
 
 def _where(at: Optional[tuple[str, int]]) -> str:
