@@ -118,6 +118,27 @@ _NOT_VALUE_WRITES = frozenset(
 HOST_COPIES = frozenset(["cpu", "numpy", "tolist", "__array__"])
 SCALAR_READS = frozenset(["item", "__float__", "__int__", "__bool__", "__index__", "__complex__"])
 
+#: Python's augmented assignments (``t += 1``): in-place; named explicitly, since other dunders
+#: begin with ``__i`` too (``~mask`` is ``__invert__``, which makes a new tensor)
+AUGMENTED = frozenset(
+    (
+        "__iadd__",
+        "__isub__",
+        "__imul__",
+        "__imatmul__",
+        "__itruediv__",
+        "__idiv__",
+        "__ifloordiv__",
+        "__imod__",
+        "__ipow__",
+        "__ilshift__",
+        "__irshift__",
+        "__iand__",
+        "__ior__",
+        "__ixor__",
+    )
+)
+
 #: elementwise ops with two or more tensor operands that broadcast silently
 _ELEMENTWISE = frozenset(
     [
@@ -273,7 +294,7 @@ def _classify(func: Callable[..., Any]) -> OpInfo:
         return OpInfo(name, passthrough=True)
     if name in BACKWARD_CALLS and (name == "backward" or "autograd" in module):
         return OpInfo(name, backward=True)
-    augmented = name.startswith("__i") and name not in ("__index__", "__int__", "__iter__")
+    augmented = name in AUGMENTED
     inplace = (
         augmented
         or name == "__setitem__"

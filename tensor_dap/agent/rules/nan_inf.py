@@ -30,7 +30,7 @@ from tensor_dap.agent.graph_nodes import (
     saved_attribute_names,
     saved_value,
 )
-from tensor_dap.agent.op_kinds import OpInfo
+from tensor_dap.agent.op_kinds import AUGMENTED, OpInfo
 from tensor_dap.agent.provenance import NODE_PROV_KEY
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.grad_lost import backward_targets
@@ -392,7 +392,7 @@ def _forward_hint(op_name: str, inputs: list[Any], args: Args) -> Callable[[list
     ``deg.pow(-0.5)``), a log or a square root of what is not positive, an input outside an
     inverse sine's domain, an overflow."""
     op = op_name.strip("_")
-    op = op[1:] if op_name.startswith("__i") else op  # __itruediv__: truediv
+    op = op[1:] if op_name in AUGMENTED else op  # __itruediv__: truediv
     exponent = args[1] if len(args) > 1 and isinstance(args[1], (int, float)) else None
     first = inputs[0] if inputs and inputs[0].is_floating_point() else None
     if op in _DIVIDING or (op == "pow" and exponent is not None and exponent < 0):

@@ -82,6 +82,14 @@ with torch.no_grad():
 commitment = F.mse_loss(flat, quantized)
 commitment.backward()
 
+# operators that make new tensors, though their names begin as augmented assignments' do:
+# `~pad` (__invert__) of the padding mask masked_fill saved, as attention pooling writes it
+scores = model(kind(torch.randn(4, 6)))
+pad = kind(torch.tensor([[False, True]] * 4))
+masked = scores.masked_fill(pad, 0.0)
+keep = ~pad
+(masked * keep).sum().backward()
+
 # inference: eval() under no_grad, and inference_mode
 model.eval()
 with torch.no_grad():
