@@ -1211,3 +1211,22 @@ def vq_codebook_remade_each_forward() -> None:
 )
 def test_parameters_the_program_updates_by_hand_or_replaced_are_no_cut(program) -> None:  # noqa: ANN001
     assert _grad_lost(program) == []
+
+
+def test_the_item_that_cut_the_untrained_head_is_named_not_another(check) -> None:  # noqa: ANN001
+    """A helper's actor-critic (pytorch/examples' shape): the actor's log-probability saved as
+    `.item()` and re-made with `torch.tensor`, the critic's `value.item()` read for the
+    advantage. The actor's head gets no gradient; the finding names the `.item()` whose graph
+    it fed (each number read out knows the parameters upstream of it), not the newer one."""
+    script = Path(__file__).parent / "grad_lost_programs" / "actor_critic_log_prob_item.py"
+    run = check(script)
+    lines = script.read_text().splitlines()
+    cut = next(n for n, text in enumerate(lines, 1) if text.endswith("# BUG"))
+    advantage = next(n for n, text in enumerate(lines, 1) if "R - value.item()" in text)
+    step = next(n for n, text in enumerate(lines, 1) if text.strip() == "optimizer.step()")
+    assert {(f["rule"], f["line"]) for f in run.report["findings"]} == {("grad-lost", step)}
+    message = run.report["findings"][0]["message"]
+    assert "model.action_head.weight (2, 64)" in message
+    assert f"cut after that use, at actor_critic_log_prob_item.py:{cut} " in message
+    assert f"actor_critic_log_prob_item.py:{advantage} " not in message
+    assert run.returncode == 1 and "Episode 12" in run.stdout

@@ -301,7 +301,6 @@ def test_one_watch_over_every_scenario_in_turn(kind: str) -> None:
 def _saved_x_written_after(replace: Callable[[torch.Tensor], None]) -> tuple[list[str], bool]:
     """``y = w * x`` saves ``x``; an unrelated write has the rule look at the graph; then
     ``replace(x)`` and ``x.mul_(2)``: (the rule's findings, whether backward() failed)."""
-    failed = False
     with tensor_dap.watch(rules=["inplace-saved"]) as watch:
         w = torch.randn(3, requires_grad=True)
         x = torch.randn(3)
@@ -310,12 +309,18 @@ def _saved_x_written_after(replace: Callable[[torch.Tensor], None]) -> tuple[lis
         unrelated.add_(1.0)
         replace(x)
         x.mul_(2)
-        try:
-            y.sum().backward()
-        except RuntimeError as error:
-            assert "modified by an inplace operation" in str(error)
-            failed = True
+        failed = _backward_fails(y.sum())
     return [f.message for f in watch.findings], failed
+
+
+def _backward_fails(loss: torch.Tensor) -> bool:
+    """Whether ``loss.backward()`` fails, for an in-place write and nothing else."""
+    try:
+        loss.backward()
+    except RuntimeError as error:
+        assert "modified by an inplace operation" in str(error)
+        return True
+    return False
 
 
 def _new_data(x: torch.Tensor) -> None:
@@ -429,3 +434,30 @@ def test_a_recurrence_into_a_preallocated_tensor_is_told_a_fix_that_works() -> N
         "(`states.append(...)`, reading `states[-1]`) and `torch.stack(states, dim=...)` after "
         "the loop."
     )
+
+
+def _write_through(alias: Callable[[torch.Tensor], torch.Tensor]) -> tuple[list[str], bool]:
+    """``y = tanh(x)`` saves its output; ``alias(y).mul_(0.5)`` (a GAN's samples scaled for
+    logging before the generator's backward): (the rule's findings, whether backward() failed)."""
+    with tensor_dap.watch(rules=["inplace-saved"]) as watch:
+        x = torch.randn(4, 3, requires_grad=True)
+        y = torch.tanh(x)
+        samples = alias(y)
+        samples.mul_(0.5)
+        failed = _backward_fails(y.sum())
+    return [f.message for f in watch.findings], failed
+
+
+def test_a_write_through_a_data_alias_says_backward_computes_from_the_written_values() -> None:
+    """``.data`` shares the memory, not the version counter: backward() raises nothing and its
+    gradients come from the written values. The finding says so, not that backward() fails;
+    through ``.detach()`` (the counter shared) it fails, and the finding says that."""
+    found, failed = _write_through(lambda y: y.data)
+    assert not failed and len(found) == 1, found
+    assert "which tanh saved for backward" in found[0]
+    assert "samples is a .data alias, so autograd does not see the write" in found[0]
+    assert "raises no error and computes its gradients from the modified values" in found[0]
+    found, failed = _write_through(lambda y: y.detach())
+    assert failed and len(found) == 1, found
+    assert "fails with 'modified by an inplace operation'" in found[0]
+    assert ".data alias" not in found[0]

@@ -114,6 +114,12 @@ def last_backward(state: Any) -> int:
     return int(state.rule_state.get(_BACKWARD_AT, -1))
 
 
+def from_leaves(state: Any) -> bool:
+    """Whether the last ``backward()`` started from leaf tensors only: it reached no graph (a
+    loss re-made of numbers, reported at that backward)."""
+    return bool(state.rule_state.get(_FROM_LEAVES))
+
+
 def on_backward(state: Any, from_leaves: bool = False) -> None:
     state.rule_state[_BACKWARD_AT] = next(CLOCK)
     state.rule_state[_FROM_LEAVES] = from_leaves
@@ -131,7 +137,7 @@ def check(optimizer: Any, caller: FrameType, state: Any, used_with_grad: Any) ->
     uses = state.rule_state.get(_USES)
     if not uses or state.rule_state.get(_BACKWARD_AT, -1) <= previous:
         return None  # (no backward() since this optimizer's last step)
-    if state.rule_state.get(_FROM_LEAVES):  # (no graph at all: not for want of gradients on)
+    if from_leaves(state):  # (no graph at all: not for want of gradients on)
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
     checkpointed = _checkpointed_without_grad(params, uses, previous, used_with_grad)

@@ -308,8 +308,11 @@ def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
         if user is None:
             return
         how = f"{op.name}(), whose Python numbers keep no gradient history"
-        # (a loss's .item() every step: its graph is not walked, it rarely goes on into one)
-        upstream = upstream_leaves([tensor]) if op.name == "tolist" else None
+        # (the parameters upstream, as for a `.detach()`: of two numbers read out, an actor's
+        # `log_prob.item()` re-made into the loss and a critic's `value.item()` for its
+        # advantage, the one that cut the parameters left without gradient is named; sampled
+        # as every observed op, and bounded by UPSTREAM_LIMIT nodes)
+        upstream = upstream_leaves([tensor])
         cut: Optional[Prov] = Prov(
             user.f_code.co_filename, user.f_lineno, op.name, how, upstream=upstream
         )
@@ -334,9 +337,12 @@ def install(state: RuleState) -> list[Any]:
             return penalty
         used = state.rule_state.get(_USED)
         untrained = _trained_under_no_grad.check(optimizer, caller, state, used)
-        return (
-            untrained if untrained is not None else _params_without_grad(optimizer, state, caller)
-        )
+        if untrained is not None:
+            return untrained
+        without = _params_without_grad(optimizer, state, caller)
+        # (a backward() that reached no graph left every parameter without gradient: its own
+        # finding, a loss re-made of numbers, says why; the step's would say it again)
+        return None if _trained_under_no_grad.from_leaves(state) else without
 
     def zeroed(optimizer: Any) -> None:
         try:

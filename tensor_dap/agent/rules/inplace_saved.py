@@ -122,10 +122,23 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     if found is None:
         return None
     node, phase = found
-    if phase < 2 or not _wait_for_backward(state, _savers(phases[2], target), op, target, caller):
+    unseen = _unseen_by_autograd(node, target, state)
+    nodes = _savers(phases[2], target) if phase == 2 else []
+    if phase < 2 or not _wait_for_backward(state, nodes, op, target, caller, unseen):
         module = _writing_module(op, caller)
-        return Report(tensors=[target], message=_message(op.name, node, target, module))
+        return Report(tensors=[target], message=_message(op.name, node, target, module, unseen))
     return None
+
+
+def _unseen_by_autograd(node: Any, target: Any, state: Any) -> bool:
+    """Whether the write goes through a ``.data`` alias of what ``node`` saved (the memory is
+    the same, the version counter is not): autograd then never sees it, and a ``backward()``
+    computes its gradient from the written values without an error. Known where the watch saw
+    the alias made (``samples = fake.data``, its provenance)."""
+    prov = state.provenance.lookup(target)
+    if prov is None or prov.op != "data":
+        return False
+    return not _saved_by(node, _Target(target, by_memory=False))
 
 
 #: how a module's input is named (:func:`_writing_module`)
@@ -219,7 +232,9 @@ class _Pending:
             self.reached = index
 
 
-def _wait_for_backward(state: Any, nodes: list[Any], op: OpInfo, target: Any, caller: Any) -> bool:
+def _wait_for_backward(
+    state: Any, nodes: list[Any], op: OpInfo, target: Any, caller: Any, unseen: bool = False
+) -> bool:
     """Hook ``nodes`` to report the write when a ``backward()`` reaches one; False when it
     cannot be (no user frame, a node without pre-hooks)."""
     user = frames.user_frame(caller)
@@ -231,7 +246,7 @@ def _wait_for_backward(state: Any, nodes: list[Any], op: OpInfo, target: Any, ca
     path, line = user.f_code.co_filename, user.f_lineno
     at = f" ({os.path.basename(path)}:{line})"
     expression = naming.expression_text(user)
-    texts = [_text(op.name, node, name, shape, target, expression, at) for node in nodes]
+    texts = [_text(op.name, node, name, shape, target, expression, at, unseen) for node in nodes]
     pending = _Pending(path, line, texts)
     try:
         for index, saver in enumerate(nodes):
@@ -380,10 +395,13 @@ def _reached(state: Any, caller: Any) -> Optional[Report]:
 class _Target:
     """What a saved tensor is compared with: the written tensor, its base and its version."""
 
-    __slots__ = ("tensor", "root", "version", "grad_fn", "output_nr", "storage")
+    __slots__ = ("tensor", "root", "version", "grad_fn", "output_nr", "storage", "by_memory")
 
-    def __init__(self, tensor: Any) -> None:
+    def __init__(self, tensor: Any, by_memory: bool = True) -> None:
+        """``by_memory``: a saved tensor sharing only the target's memory counts (an alias
+        made without autograd's link)."""
         self.tensor = tensor
+        self.by_memory = by_memory
         self.root = _root(tensor)
         self.version = tensor._version
         self.grad_fn = graph_node(self.root)
@@ -404,6 +422,8 @@ class _Target:
         if grad_fn is not None and grad_fn is self.grad_fn and root.output_nr == self.output_nr:
             return True
         # a detach() alias: no autograd link, only the memory says so (where it is real)
+        if not self.by_memory:
+            return False
         if self.storage is _UNSET:
             self.storage = storage_key(self.tensor)
         return self.storage is not None and storage_key(saved) == self.storage
@@ -468,22 +488,33 @@ def _op_of(node: Any) -> tuple[str, Optional[Prov]]:
     return name.lower() or type(node).__name__, None
 
 
-def _message(op_name: str, node: Any, target: Any, module: Optional[str] = None) -> Any:
+def _message(
+    op_name: str, node: Any, target: Any, module: Optional[str] = None, unseen: bool = False
+) -> Any:
     """``module``: the module whose ``inplace=True`` wrote (its input has no name of the
-    user's: the module's own parameter's is ``input``)."""
+    user's: the module's own parameter's is ``input``); ``unseen``: see :func:`_text`."""
 
     def build(described: list[Any], expression: str) -> str:
         d = described[0]
         name = f"{_MODULE_INPUT}{module}" if module else d.name
-        return _text(op_name, node, name, d.shape_text, target, expression)
+        return _text(op_name, node, name, d.shape_text, target, expression, unseen=unseen)
 
     return build
 
 
 def _text(
-    op_name: str, node: Any, name: str, shape: str, target: Any, expression: str, at: str = ""
+    op_name: str,
+    node: Any,
+    name: str,
+    shape: str,
+    target: Any,
+    expression: str,
+    at: str = "",
+    unseen: bool = False,
 ) -> str:
-    """The finding's text; ``at``: where the write is, when the finding comes later."""
+    """The finding's text; ``at``: where the write is, when the finding comes later;
+    ``unseen``: through a ``.data`` alias, which autograd does not see
+    (:func:`_unseen_by_autograd`)."""
     saver, prov = _op_of(node)
     where = ""
     fix = _fix(op_name, name, target)
@@ -493,10 +524,15 @@ def _text(
         # (the statement writing is the one reading: `h[:, t + 1] = f(h[:, t])` in a loop)
         if op_name == "__setitem__" and text and re.match(rf"{re.escape(expression)}\s*=", text):
             fix = _recurrence_fix(name)
+    outcome = (
+        f"{name} is a .data alias, so autograd does not see the write: a backward() through "
+        "it raises no error and computes its gradients from the modified values"
+        if unseen
+        else "A backward() through it fails with 'modified by an inplace operation'"
+    )
     return (
         f"`{expression}`{at}: in-place {op_name} modifies {name} {shape}, which "
-        f"{saver} saved for backward{where} ({type(node).__name__}). A backward() through it "
-        f"fails with 'modified by an inplace operation'. {fix}"
+        f"{saver} saved for backward{where} ({type(node).__name__}). {outcome}. {fix}"
     )
 
 
