@@ -212,6 +212,16 @@ def _nearest(prov: Optional[Prov], wanted: Callable[[Prov], bool], limit: int) -
     return None
 
 
+#: ops that make a tensor of Python or NumPy data (``torch.tensor(loss.item())``)
+REWRAPS = frozenset({"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer"})
+
+
+def rewrapped(prov: Optional[Prov], limit: int = 8) -> bool:
+    """Whether ``prov`` runs back (``limit`` roots at most) to a tensor made of Python or NumPy
+    data: values read out of a graph may have been made a tensor again there."""
+    return any(root.op in REWRAPS for root in roots(prov, limit=limit))
+
+
 def roots(prov: Optional[Prov], limit: int = 8) -> list[Prov]:
     """The earliest recorded Provs this one was computed from (or itself, without parents)."""
     if prov is None:

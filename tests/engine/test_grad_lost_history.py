@@ -1230,3 +1230,72 @@ def test_the_item_that_cut_the_untrained_head_is_named_not_another(check) -> Non
     assert f"cut after that use, at actor_critic_log_prob_item.py:{cut} " in message
     assert f"actor_critic_log_prob_item.py:{advantage} " not in message
     assert run.returncode == 1 and "Episode 12" in run.stdout
+
+
+def distillation_steps(detach_student: bool) -> None:
+    """Hinton's knowledge distillation as the PyTorch tutorial writes it: soft targets of a
+    teacher under no_grad, the student's temperature-scaled log-probabilities, a weighted sum
+    with the cross-entropy; ``detach_student``: the student's logits detached in the KD term."""
+    torch.manual_seed(0)
+    teacher, student = nn.Linear(8, 4), nn.Linear(8, 4)
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    temperature = 2.0
+    for _ in range(3):
+        x, y = torch.randn(16, 8), torch.randint(0, 4, (16,))
+        with torch.no_grad():
+            teacher_logits = teacher(x)
+        student_logits = student(x)
+        soft_targets = F.softmax(teacher_logits / temperature, dim=-1)
+        kd_input = student_logits.detach() if detach_student else student_logits
+        soft_prob = F.log_softmax(kd_input / temperature, dim=-1)
+        kd = torch.sum(soft_targets * (soft_targets.log() - soft_prob)) / x.size(0)
+        loss = 0.25 * kd * temperature**2 + 0.75 * F.cross_entropy(student_logits, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_a_distillation_term_of_the_detached_student_is_found_at_the_loss() -> None:
+    """The KD term made of ``student_logits.detach()`` adds a constant: the student learns from
+    the cross-entropy alone, no error. Found at the sum, naming the detach; the teacher's
+    detached outputs (no_grad) and a term with history of its own are no finding."""
+    ((line, message),) = set(_grad_lost(distillation_steps, True))
+    assert line == _line_of(distillation_steps, "loss = 0.25 * kd")
+    detached = _line_of(distillation_steps, "kd_input = student_logits.detach()")
+    assert "a term of loss has no gradient history: it is made of a tensor cut by detach() at " in (
+        message
+    )
+    assert f"test_grad_lost_history.py:{detached} " in message
+    assert "so it adds a constant and trains nothing" in message
+    assert message.endswith(
+        "Leave out the detach() there (detach only what is a target, such as a teacher's output)."
+    )
+    assert _grad_lost(distillation_steps, False) == []
+
+
+def actor_critic_with_a_detached_baseline() -> None:
+    """The actor's log-probability read out with `.item()` and made a tensor again (the bug),
+    the advantage against the critic's detached value (right): the constant policy term's cut
+    that matters is the number re-made, so the detach is not blamed (grad-lost's step names
+    the `.item()`)."""
+    torch.manual_seed(0)
+    body, actor, critic = nn.Linear(3, 8), nn.Linear(8, 2), nn.Linear(8, 1)
+    params = [*body.parameters(), *actor.parameters(), *critic.parameters()]
+    optimizer = torch.optim.Adam(params, lr=1e-2)
+    for _ in range(3):
+        h = torch.relu(body(torch.randn(5, 3)))
+        log_probs = [p.item() for p in torch.log_softmax(actor(h), dim=-1)[:, 0]]
+        values = critic(h).squeeze(-1)
+        advantages = 1.0 - values.detach()
+        policy_loss = (-torch.tensor(log_probs) * advantages).sum()
+        loss = policy_loss + ((1.0 - values) ** 2).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_a_detached_baseline_beside_a_number_made_a_tensor_again_is_not_blamed() -> None:
+    found = _grad_lost(actor_critic_with_a_detached_baseline)
+    assert all("cut by detach()" not in message for _, message in found), found
+    step = _line_of(actor_critic_with_a_detached_baseline, "optimizer.step()")
+    assert {line for line, _ in found} == {step}

@@ -40,9 +40,11 @@ from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
 from tensor_dap.agent.provenance import (
     CLOCK,
+    REWRAPS,
     Prov,
     address_of,
     first_cut,
+    rewrapped,
     roots,
     untracked_input,
 )
@@ -134,7 +136,7 @@ def _handed_before(prov: Optional[Prov], since: int, state: Any) -> Optional[Pro
     requires_grad=True)``): the values read out of a graph (``.item()``) since the backward
     before, ahead of the leaf, if any; autograd's tutorial's leaves of plain data are no
     re-made loss."""
-    if prov is None or prov.op not in _REWRAPS:
+    if prov is None or prov.op not in REWRAPS:
         return None
     recent = state.rule_state.get(_HANDED, ())
     return next((cut for when, cut in reversed(recent) if since < when < prov.made), None)
@@ -268,7 +270,6 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
 
 
 #: ops that make a tensor of NumPy or Python data
-_REWRAPS = frozenset({"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer"})
 
 
 #: records looked through, back from an input, for the tensor made of what was handed out
@@ -292,7 +293,7 @@ def _moved_unseen(prov: Prov, since: int) -> bool:
 
 def _rewrapped(prov: Prov) -> bool:
     """Whether ``prov`` runs back to a tensor made of NumPy or Python data."""
-    return any(root.op in _REWRAPS for root in roots(prov, limit=_REWRAP_GENERATIONS))
+    return rewrapped(prov, limit=_REWRAP_GENERATIONS)
 
 
 def _note_hand_out(op: OpInfo, args: Args, caller: Any, state: Any) -> None:
