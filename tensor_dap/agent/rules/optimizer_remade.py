@@ -60,6 +60,9 @@ class _Made:
     #: never stepped, skipped: a gradient accumulation making one per micro-batch); let go at
     #: this one's first step
     stepped_before: Optional[_Made] = field(default=None, repr=False)
+    #: made in a function of the user's (a ``configure_optimizers()``, a ``make_optimizer(net)``
+    #: helper): its code, name, and the user line that called it
+    maker: Optional[tuple[Any, str, tuple[str, int]]] = field(default=None, repr=False)
 
 
 def install(state: RuleState) -> list[Any]:
@@ -82,6 +85,7 @@ def install(state: RuleState) -> list[Any]:
                 return
             kind = type(optimizer).__name__
             this = _Made(weakref.ref(optimizer), len(params), where, kind, id(optimizer.state))
+            this.maker = _maker(user)
             with lock:
                 before = made_with.get(params[0])
                 made_with.set(params[0], this)
@@ -146,6 +150,16 @@ def _outside_its_init(caller: FrameType, optimizer: Any) -> Optional[FrameType]:
     return frame
 
 
+def _maker(user: FrameType) -> Optional[tuple[Any, str, tuple[str, int]]]:
+    """The function of the user's making the optimizer, and the user line calling it; None at
+    a module's top level or called from outside the user's code."""
+    code, caller = user.f_code, user.f_back
+    if code.co_name == "<module>" or caller is None or not frames.is_user_code(caller.f_code):
+        return None
+    site = frames.site(caller)
+    return (code, code.co_name, site) if site is not None else None
+
+
 def _iterates(optimizer: Any) -> bool:
     """One ``step(closure)`` of it is a whole fit: LBFGS's ``max_iter`` iterations."""
     groups = optimizer.param_groups
@@ -174,16 +188,26 @@ def _report(user: Optional[FrameType], this: _Made, previous: _Made) -> Report:
     kept = ", ".join(previous.state_names[:4])
     kind = previous.kind
     step_at = frames.site(user)
+    # (made by a function the stepping code does not run itself: the line calling it is the
+    # one to move, as Lightning-style code calling self.configure_optimizers() each step)
+    maker = this.maker
+    helper = maker is not None and user is not None and maker[0] is not user.f_code
 
     def build(described: list[Any], expression: str) -> str:
         who = f"`{name}`" if name else "the optimizer"
         plural = "s" if count != 1 else ""
         at = f" at {os.path.basename(step_at[0])}:{step_at[1]}" if step_at is not None else ""
+        fix = "Make the optimizer once, before the training loop."
+        if helper and maker is not None:
+            fix = (
+                f"It is made in {maker[1]}(), which {naming.place(*maker[2])} calls at every "
+                f"step: call it once, before the training loop, and keep what it returns."
+            )
         return (
             f"`{expression}`: {who} is made again at every step: the {kind} this line made "
             f"before, for the same {count} parameter{plural}, took one step, and each new one "
             f"starts with no state ({kept}), so every step (step(){at}) is a new {kind}'s "
-            f"first. Make the optimizer once, before the training loop."
+            f"first. {fix}"
         )
 
     params = _step.params(optimizer) if optimizer is not None else []
