@@ -146,11 +146,11 @@ def check(targets: list[Any], caller: FrameType, state: Any) -> Optional[Report]
         node = graph_node(total)
         if node is not None:
             by_node[node_key(node)] = (total, term)
-    roots = [node for node in map(graph_node, targets) if node is not None]
-    if not by_node or not roots:
+    starts = [node for node in map(graph_node, targets) if node is not None]
+    if not by_node or not starts:
         return None
     trained: Optional[frozenset[int]] = None
-    for node in breadth_first(roots, _WALK_LIMIT):
+    for node in breadth_first(starts, _WALK_LIMIT):
         found = by_node.get(node_key(node))
         if found is None:
             continue
