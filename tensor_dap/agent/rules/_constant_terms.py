@@ -33,6 +33,7 @@ import torch
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import breadth_first, node_key, upstream_leaves
+from tensor_dap.agent.op_kinds import SCALAR_READS
 from tensor_dap.agent.provenance import REWRAPS, Prov, first_cut, roots
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.hooks import Args
@@ -112,7 +113,7 @@ def _reduced(prov: Prov, cut: Prov) -> bool:
 
 
 #: reads of a tensor's values as Python numbers or NumPy data
-_READ_OUT = frozenset({"item", "tolist", "numpy", "__float__", "__int__"})
+_READ_OUT = SCALAR_READS | frozenset({"numpy", "tolist", "__array__"})
 
 
 def _made_of_numbers(prov: Prov) -> bool:

@@ -269,9 +269,6 @@ def _note_rejoined_cuts(args: Args, state: Any) -> None:
         kept.append(rejoined)
 
 
-#: ops that make a tensor of NumPy or Python data
-
-
 #: records looked through, back from an input, for the tensor made of what was handed out
 _REWRAP_GENERATIONS = 4
 
@@ -340,9 +337,10 @@ def install(state: RuleState) -> list[Any]:
         untrained = _trained_under_no_grad.check(optimizer, caller, state, used)
         if untrained is not None:
             return untrained
+        # (run either way: it takes this step's uses; but a backward() that reached no graph
+        # left every parameter without gradient, and its own finding, a loss re-made of
+        # numbers, says why: the step's would say it again)
         without = _params_without_grad(optimizer, state, caller)
-        # (a backward() that reached no graph left every parameter without gradient: its own
-        # finding, a loss re-made of numbers, says why; the step's would say it again)
         return None if _trained_under_no_grad.from_leaves(state) else without
 
     def zeroed(optimizer: Any) -> None:

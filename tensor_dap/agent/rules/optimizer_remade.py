@@ -61,8 +61,8 @@ class _Made:
     #: this one's first step
     stepped_before: Optional[_Made] = field(default=None, repr=False)
     #: made in a function of the user's (a ``configure_optimizers()``, a ``make_optimizer(net)``
-    #: helper): its code, name, and the user line that called it
-    maker: Optional[tuple[Any, str, tuple[str, int]]] = field(default=None, repr=False)
+    #: helper): its code and the user line that called it
+    maker: Optional[tuple[Any, tuple[str, int]]] = field(default=None, repr=False)
 
 
 def install(state: RuleState) -> list[Any]:
@@ -150,14 +150,14 @@ def _outside_its_init(caller: FrameType, optimizer: Any) -> Optional[FrameType]:
     return frame
 
 
-def _maker(user: FrameType) -> Optional[tuple[Any, str, tuple[str, int]]]:
+def _maker(user: FrameType) -> Optional[tuple[Any, tuple[str, int]]]:
     """The function of the user's making the optimizer, and the user line calling it; None at
     a module's top level or called from outside the user's code."""
     code, caller = user.f_code, user.f_back
     if code.co_name == "<module>" or caller is None or not frames.is_user_code(caller.f_code):
         return None
     site = frames.site(caller)
-    return (code, code.co_name, site) if site is not None else None
+    return (code, site) if site is not None else None
 
 
 def _iterates(optimizer: Any) -> bool:
@@ -200,8 +200,8 @@ def _report(user: Optional[FrameType], this: _Made, previous: _Made) -> Report:
         fix = "Make the optimizer once, before the training loop."
         if helper and maker is not None:
             fix = (
-                f"It is made in {maker[1]}(), which {naming.place(*maker[2])} calls at every "
-                f"step: call it once, before the training loop, and keep what it returns."
+                f"It is made in {maker[0].co_name}(), which {naming.place(*maker[1])} calls at "
+                f"every step: call it once, before the training loop, and keep what it returns."
             )
         return (
             f"`{expression}`: {who} is made again at every step: the {kind} this line made "
