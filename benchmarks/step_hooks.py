@@ -65,6 +65,7 @@ def _wrap_module_hooks() -> None:
             memory._free_weak_ref,
             memory.before_backward,
             _timed("  books: after backward (.grad)", memory.after_backward),
+            memory._GRAD,
         )
 
 
