@@ -1299,3 +1299,57 @@ def test_a_detached_baseline_beside_a_number_made_a_tensor_again_is_not_blamed()
     assert all("cut by detach()" not in message for _, message in found), found
     step = _line_of(actor_critic_with_a_detached_baseline, "optimizer.step()")
     assert {line for line, _ in found} == {step}
+
+
+def test_a_parameter_re_made_after_its_optimizer_took_it_is_named_with_its_line(check) -> None:  # noqa: ANN001
+    """GradNorm's task weights renormalized as a new Parameter each step (a helper's program):
+    the forward uses the new one, the optimizer steps the first, which gets no gradient from the
+    second step on. The finding names the line re-making it and the in-place update, not the
+    unrelated no_grad block computing the GradNorm target; written in place, no finding."""
+    script = Path(__file__).parent / "grad_lost_programs" / "gradnorm_task_weights_remade.py"
+    lines = script.read_text().splitlines()
+    remade = next(n for n, text in enumerate(lines, 1) if text.endswith("# BUG"))
+    step = next(n for n, text in enumerate(lines, 1) if text.strip() == "opt_w.step()")
+    run = check(script, "--remade")
+    assert {(f["rule"], f["line"]) for f in run.report["findings"]} == {("grad-lost", step)}
+    message = run.report["findings"][0]["message"]
+    assert "opt_w steps a tensor the program no longer uses: task_w names a new one" in message
+    assert f"gradnorm_task_weights_remade.py:{remade} `task_w = nn.Parameter(" in message
+    assert "`with torch.no_grad(): task_w.copy_(...)`" in message
+    assert "no_grad()" not in message.split("Update")[0]
+    assert run.returncode == 1 and "task weights" in run.stdout
+    clean = check(script)
+    assert clean.report["findings"] == [] and clean.returncode == 0
+
+
+def test_a_raw_weight_projected_into_a_new_leaf_is_named() -> None:
+    """A positive scale kept positive the short way, ``scale = scale.detach().clamp(min=0.1)
+    .requires_grad_()`` after each step, in a function: the optimizer keeps the first tensor.
+    Clamped in place (``scale.clamp_(min=0.1)`` under no_grad), nothing is reported."""
+
+    def fit(in_place: bool) -> None:
+        torch.manual_seed(0)
+        model = nn.Linear(3, 1)
+        scale = torch.ones(1, requires_grad=True)
+        optimizer = torch.optim.SGD([*model.parameters(), scale], lr=0.1)
+        for _ in range(4):
+            x = torch.randn(8, 3)
+            loss = (model(x) * scale - x.sum(1, keepdim=True)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if in_place:
+                with torch.no_grad():
+                    scale.clamp_(min=0.1)
+            else:
+                scale = scale.detach().clamp(min=0.1).requires_grad_()
+
+    messages = _step_findings(lambda: fit(in_place=False))
+    assert len(messages) == 1, messages
+    line = _line_of(fit, "scale = scale.detach().clamp(min=0.1).requires_grad_()")
+    assert (
+        "optimizer steps a tensor the program no longer uses: scale names a new one"
+        in (messages[0])
+    )
+    assert f":{line} `scale = scale.detach().clamp(min=0.1).requires_grad_()`" in messages[0]
+    assert _step_findings(lambda: fit(in_place=True)) == []

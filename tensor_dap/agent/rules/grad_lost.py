@@ -52,6 +52,7 @@ from tensor_dap.agent.rules import (
     Report,
     _constant_terms,
     _penalty_as_number,
+    _remade_parameters,
     _step,
     _trained_under_no_grad,
     _updated_by_hand,
@@ -390,6 +391,7 @@ def _params_without_grad(optimizer: Any, state: Any, caller: FrameType) -> Optio
     missing: list[tuple[Any, tuple[Prov, Prov]]] = []
     unseen: list[Any] = []
     cuts: list[Prov] = []
+    lacking: list[Any] = []
     for group in optimizer.param_groups:
         for param in group["params"]:
             use = used.pop(param, None) if used else None
@@ -399,6 +401,8 @@ def _params_without_grad(optimizer: Any, state: Any, caller: FrameType) -> Optio
                 continue
             cut = _cut_after(use, rejoined, id(param)) if use is not None else None
             before = pending.get(param) if pending else None
+            if use is not None or before is not None:
+                lacking.append(param)
             if cut is None and before is None:  # (an output left out of the loss: no cut)
                 continue
             if _updated_by_hand.updated_by_hand(param, state):  # (an EMA teacher, a codebook)
@@ -415,6 +419,16 @@ def _params_without_grad(optimizer: Any, state: Any, caller: FrameType) -> Optio
             if use is None:  # (kept from an earlier step: not seen used in this one)
                 unseen.append(param)
             missing.append((param, found))
+    # (a name re-bound to a new leaf made of the parameter: that is the cause, whatever cut
+    # was seen; and at once, the old parameter will never get a gradient again)
+    remade = _remade_parameters.find(optimizer, lacking, caller, state) if lacking else []
+    if remade:
+        name = naming.object_name(frames.user_frame(caller), optimizer) or "optimizer"
+        return Report(
+            tensors=[p for p, _ in remade[:4]],
+            message=_remade_parameters.message(name, remade, caller),
+            operands=False,
+        )
     if unseen:
         replaced = _replaced_in_their_modules(optimizer, unseen, caller)
         missing = [(p, found) for p, found in missing if not replaced.get(p, False)]
