@@ -13,6 +13,7 @@ from typing import Any, Callable
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import tensor_dap
 from tests.conftest import expected_findings
@@ -461,3 +462,33 @@ def test_a_write_through_a_data_alias_says_backward_computes_from_the_written_va
     assert failed and len(found) == 1, found
     assert "fails with 'modified by an inplace operation'" in found[0]
     assert ".data alias" not in found[0]
+
+
+def _objectness_written(write: Callable[[torch.Tensor], None]) -> tuple[list[str], bool]:
+    """A YOLO head's objectness logits ``p[..., 4]``, which the BCE-with-logits loss saves,
+    then ``write(p)`` before backward (a helper's program turned them into probabilities for
+    logging): (the rule's findings, whether backward() failed)."""
+    with tensor_dap.watch(rules=["inplace-saved"]) as watch:
+        head = nn.Conv2d(3, 2 * 6, 1)
+        p = head(torch.randn(2, 3, 4, 4)).view(2, 2, 6, 4, 4).permute(0, 1, 3, 4, 2)
+        loss = F.binary_cross_entropy_with_logits(p[..., 4], torch.ones(2, 2, 4, 4))
+        write(p)
+        failed = _backward_fails(loss)
+    return [f.message for f in watch.findings], failed
+
+
+def test_a_write_through_a_view_of_a_data_alias_is_told_as_unseen_with_a_fix_that_copies() -> None:
+    """``p.data[..., 4].sigmoid_()``: the alias is not bound to a name, the write goes through a
+    view of it. backward() raises nothing and uses the written values: the finding says so, and
+    its fix makes a new tensor (``p.data[..., 4] = p.data[..., 4].sigmoid()`` would write into
+    p all the same). Through ``p[..., 4]`` itself (no alias) backward() fails, and the same fix
+    is given."""
+    found, failed = _objectness_written(lambda p: p.data[..., 4].sigmoid_())
+    assert not failed and len(found) == 1, found
+    assert "p.data[..., 4] is a .data alias, so autograd does not see the write" in found[0]
+    assert "Compute it out of place into a new tensor (`p.data[..., 4].sigmoid(...)`" in found[0]
+    assert "= p.data[..., 4].sigmoid" not in found[0]
+    found, failed = _objectness_written(lambda p: p[..., 4].sigmoid_())
+    assert failed and len(found) == 1, found
+    assert "fails with 'modified by an inplace operation'" in found[0]
+    assert "(`p[..., 4].sigmoid(...)` leaves p as it was)" in found[0]

@@ -327,3 +327,32 @@ def test_an_optimizer_is_made_as_without_the_watch() -> None:
         assert copy.deepcopy(opt).state_dict()["param_groups"] == opt.state_dict()["param_groups"]
     assert optimizers.release()
     assert "__tensor_dap_wraps__" not in vars(torch.optim.Optimizer.__init__)
+
+
+def sgd_momentum_remade_for_a_poly_schedule(device: torch.device) -> None:
+    """A segmentation loop's poly learning rate applied by making SGD with momentum again at
+    each iteration (a helper's program): each new one loses the momentum."""
+    model = nn.Linear(4, 1).to(device)
+    batches = _batches(device)
+    for it, (x, y) in enumerate(batches):
+        lr = 0.01 * (1 - it / len(batches)) ** 0.9
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)  # made per step
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+
+def test_an_optimizer_made_again_for_a_new_learning_rate_is_told_how_to_set_the_rate() -> None:
+    """ "Make the optimizer once" alone would drop the schedule the program made it again for:
+    when the learning rate differs from the one made before, the message says how to change it
+    on the one optimizer. Made again with the same rate (adam_in_the_loop), it says nothing of
+    the rate."""
+    [finding] = _findings(sgd_momentum_remade_for_a_poly_schedule, torch.device("cpu"))
+    assert finding.line == _line_of(sgd_momentum_remade_for_a_poly_schedule, "# made per step")
+    assert finding.message.endswith(
+        "Make the optimizer once, before the training loop. Its learning rate changes from one "
+        "to the next: keep the one optimizer and set `optimizer.param_groups[i]['lr']` (or use "
+        "a scheduler of torch.optim.lr_scheduler), which keeps its state."
+    ), finding.message
+    [same_rate, *_] = _findings(adam_in_the_loop, torch.device("cpu"))
+    assert "learning rate" not in same_rate.message

@@ -134,9 +134,13 @@ def _unseen_by_autograd(node: Any, target: Any, state: Any) -> bool:
     """Whether the write goes through a ``.data`` alias of what ``node`` saved (the memory is
     the same, the version counter is not): autograd then never sees it, and a ``backward()``
     computes its gradient from the written values without an error. Known where the watch saw
-    the alias made (``samples = fake.data``, its provenance)."""
-    prov = state.provenance.lookup(target)
-    if prov is None or prov.op != "data":
+    the alias made (``samples = fake.data``, its provenance), written through itself or a view
+    of it (``p.data[..., 4].sigmoid_()``)."""
+    provenance = state.provenance
+    if not any(
+        prov is not None and prov.op == "data"
+        for prov in (provenance.lookup(target), provenance.lookup(_root(target)))
+    ):
         return False
     return not _saved_by(node, _Target(target, by_memory=False))
 
@@ -573,9 +577,16 @@ def _fix(op_name: str, name: str, target: Any) -> str:
             f"(nn.Dropout, nn.ReLU...), or clone {name} first."
         )
     operator = _OPERATORS.get(op_name)
+    method = op_name[:-1] if op_name.endswith("_") and not op_name.endswith("__") else None
+    if "[" in name and (operator is not None or (method is not None and op_name != "copy_")):
+        # (`p[..., 4] = p[..., 4].sigmoid()` writes into p all the same: a new tensor is the fix)
+        made = f"{name} {operator} ..." if operator is not None else f"{name}.{method}(...)"
+        return (
+            f"Compute it out of place into a new tensor (`{made}` leaves {name.split('[')[0]} "
+            f"as it was) and use that, or clone {name} first."
+        )
     if operator is not None:
         return f"Use an out-of-place op ({name} = {name} {operator} ...) or clone {name} first."
-    if op_name.endswith("_") and not op_name.endswith("__") and op_name != "copy_":
-        method = op_name[:-1]
+    if method is not None and op_name != "copy_":
         return f"Use the out-of-place op ({name} = {name}.{method}(...)) or clone {name} first."
     return f"Write into a copy ({name} = {name}.clone() before the write)."

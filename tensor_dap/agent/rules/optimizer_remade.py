@@ -63,6 +63,9 @@ class _Made:
     #: made in a function of the user's (a ``configure_optimizers()``, a ``make_optimizer(net)``
     #: helper): its code and the user line that called it
     maker: Optional[tuple[Any, tuple[str, int]]] = field(default=None, repr=False)
+    #: its groups' learning rates as made (numbers only): one made again with another (a poly
+    #: or warm-up schedule applied by re-making it) is told how to change the rate instead
+    lrs: tuple[Optional[float], ...] = ()
 
 
 def install(state: RuleState) -> list[Any]:
@@ -86,6 +89,7 @@ def install(state: RuleState) -> list[Any]:
             kind = type(optimizer).__name__
             this = _Made(weakref.ref(optimizer), len(params), where, kind, id(optimizer.state))
             this.maker = _maker(user)
+            this.lrs = _learning_rates(optimizer)
             with lock:
                 before = made_with.get(params[0])
                 made_with.set(params[0], this)
@@ -166,6 +170,15 @@ def _iterates(optimizer: Any) -> bool:
     return isinstance(optimizer, torch.optim.LBFGS) and bool(groups) and groups[0]["max_iter"] > 1
 
 
+def _learning_rates(optimizer: Any) -> tuple[Optional[float], ...]:
+    """Each group's ``lr`` when a Python number (a tensor's is not read: that could sync)."""
+    rates = (group.get("lr") for group in optimizer.param_groups)
+    return tuple(
+        float(lr) if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
+        for lr in rates
+    )
+
+
 def _one_step_lost(made: _Made) -> bool:
     """The optimizer took exactly one step, which left it state."""
     return made.steps == 1 and bool(made.state_names)
@@ -202,6 +215,13 @@ def _report(user: Optional[FrameType], this: _Made, previous: _Made) -> Report:
             fix = (
                 f"It is made in {maker[0].co_name}(), which {naming.place(*maker[1])} calls at "
                 f"every step: call it once, before the training loop, and keep what it returns."
+            )
+        if this.lrs != previous.lrs and any(lr is not None for lr in this.lrs):
+            held = name or "optimizer"
+            fix += (
+                f" Its learning rate changes from one to the next: keep the one optimizer and "
+                f"set `{held}.param_groups[i]['lr']` (or use a scheduler of "
+                f"torch.optim.lr_scheduler), which keeps its state."
             )
         return (
             f"`{expression}`: {who} is made again at every step: the {kind} this line made "
