@@ -378,3 +378,29 @@ def test_a_closure_step_without_zero_grad_is_found_from_its_second_step() -> Non
 def test_closures_zeroed_in_them_or_before_a_single_call_step_stay_quiet(zero: str) -> None:
     assert _findings(lambda: style_transfer_lbfgs(True)) == []
     assert _findings(lambda: closure_step_sgd(zero)) == []
+
+
+def test_a_models_zero_grad_that_misses_a_parameter_beside_the_model_is_named() -> None:
+    """Uncertainty weighting of two tasks (a helper's program): ``log_vars`` is a Parameter
+    beside the model, in the optimizer; the loop zeroes with ``model.zero_grad()``, which runs
+    at every step but leaves log_vars' gradient adding up. The message names that call and what
+    it misses, not "zero_grad() was not called"."""
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        model = nn.Linear(3, 2)
+        log_vars = nn.Parameter(torch.zeros(2))
+        optimizer = torch.optim.Adam([*model.parameters(), log_vars], lr=5e-3)
+        for _ in range(4):
+            model.zero_grad()
+            losses = model(torch.randn(8, 3)).pow(2).mean(0)
+            (torch.exp(-log_vars) * losses + log_vars).sum().backward()
+            optimizer.step()
+    here = test_a_models_zero_grad_that_misses_a_parameter_beside_the_model_is_named
+    zero = _line_of_source(here, "model.zero_grad()")
+    (message,) = {f.message for f in watch.findings}
+    assert "1 of 3 parameters get gradients that still hold contributions" in message
+    assert "(log_vars (2,))" in message
+    assert message.endswith(
+        f"model.zero_grad() at test_missing_zero_grad_forms.py:{zero} zeroes model's parameters "
+        "only, and these are not among them. Call optimizer.zero_grad() there instead: it zeroes "
+        "every parameter optimizer steps."
+    ), message

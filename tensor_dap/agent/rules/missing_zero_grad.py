@@ -103,7 +103,7 @@ def install(state: RuleState) -> list[Any]:
             return None
         user = frames.user_frame(caller)
         name = naming.object_name(user, optimizer) or "optimizer"
-        placed = _placed_zero_grad(user, optimizer, name)
+        placed = _placed_zero_grad(user, optimizer, name, stale)
         message = _message(len(stale), len(_step.params(optimizer)), name, placed)
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
@@ -266,6 +266,10 @@ def _was_zeroed(grad: Any, zeroed: Any) -> bool:
 #: in the step's loop, or outside that loop; and the ``step()`` itself under a condition in its
 #: loop (gradient accumulation), with that ``zero_grad()`` outside the loop or none
 _CONDITIONAL, _OUTSIDE, _ACCUMULATING = "conditional", "outside", "accumulating"
+#: a model's ``zero_grad()`` in the step's loop that zeroes only some of the optimizer's
+#: parameters: the stale ones are not the model's (``log_vars`` of uncertainty weighting, a
+#: ``nn.Parameter`` beside the model in the optimizer)
+_PARTIAL = "partial"
 
 
 class _Placement(NamedTuple):
@@ -289,7 +293,9 @@ _ACCUMULATION = re.compile(r"%|accum|sync_gradients", re.IGNORECASE)
 _STEP_CALLERS = 2
 
 
-def _placed_zero_grad(user: Optional[FrameType], optimizer: Any, name: str) -> Optional[_Placement]:
+def _placed_zero_grad(
+    user: Optional[FrameType], optimizer: Any, name: str, stale: Optional[list[Any]] = None
+) -> Optional[_Placement]:
     """Read statically, a ``zero_grad()`` of ``optimizer`` (``name`` in the step's frame) that
     runs, but not before each step: under an ``if`` in the loop around the ``step()`` line
     (``if (i + 1) % accum == 0: optimizer.zero_grad()``: gradient accumulation whose ``step()``
@@ -307,7 +313,11 @@ def _placed_zero_grad(user: Optional[FrameType], optimizer: Any, name: str) -> O
             named = name if frame is user else naming.object_name(frame, optimizer)
             tree = naming.module_tree(frame.f_code.co_filename) if named else None
             zeroers = {named, *_models_of(frame, optimizer)} if named else set()
-            found = _placed_in(tree, frame, named, zeroers) if tree is not None and named else None
+            found = (
+                _placed_in(tree, frame, named, zeroers, stale or [])
+                if tree is not None and named
+                else None
+            )
             if found is not None:
                 return found if found.kind else None
         frame = frame.f_back
@@ -331,7 +341,7 @@ def _models_of(frame: FrameType, optimizer: Any) -> list[str]:
 
 
 def _placed_in(
-    tree: ast.AST, frame: FrameType, optimizer: str, zeroers: set[str]
+    tree: ast.AST, frame: FrameType, optimizer: str, zeroers: set[str], stale: list[Any]
 ) -> Optional[_Placement]:
     """:func:`_placed_zero_grad` in the frame's function (``zeroers``: the names whose
     ``zero_grad()`` zeroes the optimizer's gradients); a placement of kind ``""`` for a loop
@@ -360,6 +370,9 @@ def _placed_in(
     if not loops:
         return None
     loop = max(loops, key=lambda node: node.lineno)  # the innermost
+    partial = _zeroing_others(frame, zero_grads(loop), optimizer, stale)
+    if partial is not None:
+        return placement(_PARTIAL, partial)
     for branch in ast.walk(loop):
         if isinstance(branch, ast.If) and not around(branch) and zero_grads(branch):
             return placement(_CONDITIONAL, zero_grads(branch)[0])
@@ -379,6 +392,27 @@ def _placed_in(
     return placement(_OUTSIDE if outside else "", outside[0] if outside else None)
 
 
+def _zeroing_others(
+    frame: FrameType, calls: list[tuple[int, str]], optimizer: str, stale: list[Any]
+) -> Optional[tuple[int, str]]:
+    """The first of ``calls`` (``(line, name)`` of the ``zero_grad()`` calls in the step's loop)
+    that is a module's (not the optimizer's) holding none of the ``stale`` parameters: it runs,
+    and zeroes the others."""
+    if not stale:
+        return None
+    try:
+        scopes = {**frame.f_globals, **frames.read_locals(frame)}
+    except Exception:
+        return None
+    for line, name in calls:
+        module = scopes.get(name) if name != optimizer else None
+        if isinstance(module, torch.nn.Module):
+            held = {id(p) for p in module.parameters()}
+            if not any(id(p) in held for p in stale):
+                return line, name
+    return None
+
+
 def _message(
     stale: int,
     total: int,
@@ -391,16 +425,22 @@ def _message(
 
     def build(described: list[Any], expression: str) -> str:
         examples = ", ".join(f"{d.name} {d.shape_text}" for d in described)
-        text = (
+        head = (
             f"`{expression}`: {stale} of {total} parameters get gradients that still hold "
-            f"contributions from before the previous step() ({examples}): zero_grad() was not "
-            f"called since."
+            f"contributions from before the previous step() ({examples}):"
         )
+        text = f"{head} zero_grad() was not called since."
         each_step = f"{optimizer}.zero_grad() before loss.backward() in each step."
         if placed is None:
             return f"{text} Call {each_step}"
         kind, at, named, zeroer = placed
         where = f"{os.path.basename(at[0])}:{at[1]}" if at is not None else ""
+        if kind == _PARTIAL:
+            return (
+                f"{head} {zeroer}.zero_grad() at {where} zeroes {zeroer}'s parameters only, and "
+                f"these are not among them. Call {named}.zero_grad() there instead: it zeroes "
+                f"every parameter {named} steps."
+            )
         if kind == _ACCUMULATING:
             once = f" ({zeroer}.zero_grad() at {where} runs once, before that loop)" if at else ""
             return (
