@@ -404,3 +404,19 @@ def test_a_models_zero_grad_that_misses_a_parameter_beside_the_model_is_named() 
         "only, and these are not among them. Call optimizer.zero_grad() there instead: it zeroes "
         "every parameter optimizer steps."
     ), message
+
+
+def test_the_fix_names_the_backward_call_as_the_program_writes_it() -> None:
+    """A sampler's energy ``U.backward()`` with zero_grad() forgotten (helper 70's SGLD): the
+    fix says "before U.backward()", the program's own call."""
+    with tensor_dap.watch(rules=["missing-zero-grad", "grad-lost"]) as watch:
+        model = nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        for _ in range(3):
+            U = model(torch.randn(8, 3)).pow(2).mean()  # noqa: N806
+            U.backward()
+            opt.step()
+    messages = [f.message for f in watch.findings if f.rule == "missing-zero-grad"]
+    assert messages and messages[0].endswith(
+        "Call opt.zero_grad() before U.backward() in each step."
+    ), messages

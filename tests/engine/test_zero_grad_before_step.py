@@ -555,3 +555,24 @@ def test_accumulation_whose_zero_grad_stayed_in_the_micro_batch_loop_is_found(de
 
 def test_two_passes_through_one_backward_helper_stay_quiet() -> None:
     assert _found(sam_through_one_backward_helper, "cpu") == []
+
+
+def energy_zeroed_after_backward(device: str) -> None:
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        U = F.mse_loss(model(x), y)  # noqa: N806 (an energy, as the physics code names it)
+        U.backward()
+        optimizer.zero_grad()  # erased
+        optimizer.step()
+
+
+def test_the_advice_names_the_backward_call_as_the_program_writes_it() -> None:
+    """An energy ``U.backward()`` (helper 70's SGLD sampler): the advice says "before
+    U.backward()", not "before loss.backward()"; an expression's backward (``F.mse_loss(...)
+    .backward()``) keeps "loss.backward()"."""
+    ((_, message),) = _found(energy_zeroed_after_backward, "cpu")
+    assert message.endswith(
+        "Call optimizer.zero_grad() before U.backward() (or after optimizer.step())."
+    )
+    ((_, message),) = _found(gradients_zeroed_in_place_after_backward, "cpu")
+    assert "before loss.backward() (or after" in message

@@ -4,9 +4,11 @@ step, turned into findings at the step's line."""
 
 from __future__ import annotations
 
+import re
 from types import FrameType
 from typing import Any, Callable, Optional
 
+from tensor_dap.agent import naming
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.hooks import RuleState
@@ -38,3 +40,15 @@ def before_step(
 def params(optimizer: Any) -> list[Any]:
     """Every parameter ``optimizer`` steps, in its groups' order."""
     return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+#: ``U.backward(`` on a line: the name (or attribute path) backward() is called on
+_RECEIVER = re.compile(r"([A-Za-z_][\w.]*)\.backward\(")
+
+
+def backward_call(at: Optional[tuple[str, int]]) -> str:
+    """How the program's ``backward()`` call at ``at`` (path, line) reads, for advice:
+    ``U.backward()`` when it is called on a name there, else ``loss.backward()``
+    (``scaler.scale(loss).backward()``, an expression, or no line known)."""
+    found = _RECEIVER.search(naming.source_line(*at)) if at is not None else None
+    return f"{found.group(1)}.backward()" if found else "loss.backward()"

@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Any, Iterable, Optional
 
 from tensor_dap.agent import frames, naming
-from tensor_dap.agent.rules import Report
+from tensor_dap.agent.rules import Report, _step
 
 #: rule_state keys: backward() calls so far and the line of the last; per optimizer (weakly)
 #: its :class:`_Record`; per module (weakly) what its last zero_grad() left
@@ -94,6 +94,12 @@ SCALINGS = frozenset(
         "_amp_foreach_non_finite_check_and_unscale_",
     }
 )
+
+
+def last_backward(state: Any) -> Optional[tuple[str, int]]:
+    """(path, line) of the user line of the newest ``backward()``, when grad-lost is on."""
+    at: Optional[tuple[str, int]] = state.rule_state.get(_BACKWARD_AT)
+    return at
 
 
 def on_backward(state: Any, caller: Any) -> None:
@@ -488,7 +494,7 @@ def _message(
                 if failing
                 else ""
             )
-            + f". {move} before loss.backward() (or after {name}.step())."
+            + f". {move} before {_step.backward_call(backward_at)} (or after {name}.step())."
         )
 
     return build

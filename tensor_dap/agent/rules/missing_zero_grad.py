@@ -31,7 +31,7 @@ from tensor_dap import catalog
 from tensor_dap.agent import frames, naming, optimizers
 from tensor_dap.agent.op_kinds import OpInfo
 from tensor_dap.agent.optimizers import Subscriber
-from tensor_dap.agent.rules import Report, _step
+from tensor_dap.agent.rules import Report, _step, _zeroed_before_step
 from tensor_dap.agent.rules.hooks import Args, Kwargs, RuleState
 from tensor_dap.agent.storage import storage_key
 from tensor_dap.agent.tensor_map import TensorMap
@@ -104,7 +104,8 @@ def install(state: RuleState) -> list[Any]:
         user = frames.user_frame(caller)
         name = naming.object_name(user, optimizer) or "optimizer"
         placed = _placed_zero_grad(user, optimizer, name, stale)
-        message = _message(len(stale), len(_step.params(optimizer)), name, placed)
+        backward = _step.backward_call(_zeroed_before_step.last_backward(state))
+        message = _message(len(stale), len(_step.params(optimizer)), name, placed, backward)
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
     def after_step(optimizer: Any) -> None:
@@ -418,10 +419,12 @@ def _message(
     total: int,
     optimizer: str,
     placed: Optional[_Placement] = None,
+    backward: str = "loss.backward()",
 ) -> Any:
     """``optimizer``: the name the user's code gives the optimizer (``opt``, ``self.opt``);
     ``placed``: its ``zero_grad()`` that does not run before each step, if there is one
-    (:func:`_placed_zero_grad`)."""
+    (:func:`_placed_zero_grad`); ``backward``: how the program's ``backward()`` call reads
+    (:func:`_step.backward_call`)."""
 
     def build(described: list[Any], expression: str) -> str:
         examples = ", ".join(f"{d.name} {d.shape_text}" for d in described)
@@ -430,7 +433,7 @@ def _message(
             f"contributions from before the previous step() ({examples}):"
         )
         text = f"{head} zero_grad() was not called since."
-        each_step = f"{optimizer}.zero_grad() before loss.backward() in each step."
+        each_step = f"{optimizer}.zero_grad() before {backward} in each step."
         if placed is None:
             return f"{text} Call {each_step}"
         kind, at, named, zeroer = placed
