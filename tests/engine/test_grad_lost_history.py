@@ -1301,7 +1301,7 @@ def test_a_detached_baseline_beside_a_number_made_a_tensor_again_is_not_blamed()
     assert {line for line, _ in found} == {step}
 
 
-def test_a_parameter_re_made_after_its_optimizer_took_it_is_named_with_its_line(check) -> None:  # noqa: ANN001
+def test_a_parameter_re_made_after_its_optimizer_took_it_is_named(check) -> None:  # noqa: ANN001
     """GradNorm's task weights renormalized as a new Parameter each step (a helper's program):
     the forward uses the new one, the optimizer steps the first, which gets no gradient from the
     second step on. The finding names the line re-making it and the in-place update, not the
@@ -1353,3 +1353,28 @@ def test_a_raw_weight_projected_into_a_new_leaf_is_named() -> None:
     )
     assert f":{line} `scale = scale.detach().clamp(min=0.1).requires_grad_()`" in messages[0]
     assert _step_findings(lambda: fit(in_place=True)) == []
+
+
+def test_a_head_left_out_beside_an_alike_leaf_of_another_optimizer_is_not_called_re_made() -> None:
+    """A spare head computed but left out of the loss, its module out of sight (in a dict), and
+    uncertainty weights of its shape with an optimizer of their own: no name is re-assigned in
+    the loop, so nothing was re-made, and a head left out of the loss is no finding."""
+
+    def train() -> None:
+        torch.manual_seed(0)
+        nets = {"body": nn.Linear(3, 2), "spare": nn.Linear(3, 2)}
+        log_vars = nn.Parameter(torch.zeros(2))
+        opt = torch.optim.SGD([*nets["body"].parameters(), *nets["spare"].parameters()], lr=0.1)
+        opt_w = torch.optim.SGD([log_vars], lr=0.1)
+        for _ in range(4):
+            x = torch.randn(8, 3)
+            nets["spare"](x)  # (left out of the loss)
+            losses = nets["body"](x).pow(2).mean(0)
+            loss = (torch.exp(-log_vars) * losses + log_vars).sum()
+            opt.zero_grad()
+            opt_w.zero_grad()
+            loss.backward()
+            opt.step()
+            opt_w.step()
+
+    assert _step_findings(train) == []

@@ -485,7 +485,10 @@ def test_a_write_through_a_view_of_a_data_alias_is_told_as_unseen_with_a_fix_tha
     is given."""
     found, failed = _objectness_written(lambda p: p.data[..., 4].sigmoid_())
     assert not failed and len(found) == 1, found
-    assert "p.data[..., 4] is a .data alias, so autograd does not see the write" in found[0]
+    assert (
+        "p.data[..., 4] is a view of a .data alias, so autograd does not see the write"
+        in (found[0])
+    )
     assert "Compute it out of place into a new tensor (`p.data[..., 4].sigmoid(...)`" in found[0]
     assert "= p.data[..., 4].sigmoid" not in found[0]
     found, failed = _objectness_written(lambda p: p[..., 4].sigmoid_())

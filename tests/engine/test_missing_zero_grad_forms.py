@@ -420,3 +420,51 @@ def test_the_fix_names_the_backward_call_as_the_program_writes_it() -> None:
     assert messages and messages[0].endswith(
         "Call opt.zero_grad() before U.backward() in each step."
     ), messages
+
+
+def test_two_backward_lines_before_a_step_are_not_named_one_of_them() -> None:
+    """DCGAN's discriminator: ``errD_real.backward(); errD_fake.backward()`` then the step, with
+    zero_grad() forgotten: "before errD_fake.backward()" would erase errD_real's gradients, so
+    the fix keeps the generic "before loss.backward()"."""
+    with tensor_dap.watch(rules=["missing-zero-grad", "grad-lost"]) as watch:
+        netD = nn.Linear(2, 1)
+        optimizerD = torch.optim.SGD(netD.parameters(), lr=1e-3)
+        for _ in range(3):
+            errD_real = netD(torch.randn(8, 2)).mean()
+            errD_real.backward()
+            errD_fake = -netD(torch.randn(8, 2)).mean()
+            errD_fake.backward()
+            optimizerD.step()
+    messages = [f.message for f in watch.findings if f.rule == "missing-zero-grad"]
+    assert messages and messages[0].endswith(
+        "Call optimizerD.zero_grad() before loss.backward() in each step."
+    ), messages
+
+
+class _UncertaintyTrainer:
+    """A trainer holding the model and the task weights (``self.model.zero_grad()``)."""
+
+    def __init__(self) -> None:
+        self.model = nn.Linear(3, 2)
+        self.log_vars = nn.Parameter(torch.zeros(2))
+        self.optimizer = torch.optim.Adam([*self.model.parameters(), self.log_vars], lr=5e-3)
+
+    def fit(self, steps: int) -> None:
+        for _ in range(steps):
+            self.model.zero_grad()
+            losses = self.model(torch.randn(8, 3)).pow(2).mean(0)
+            (torch.exp(-self.log_vars) * losses + self.log_vars).sum().backward()
+            self.optimizer.step()
+
+
+def test_a_trainers_model_zero_grad_that_misses_its_task_weights_is_named() -> None:
+    """The same bug in a trainer: ``self.model.zero_grad()`` is the call named."""
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        _UncertaintyTrainer().fit(4)
+    zero = _line_of_source(_UncertaintyTrainer.fit, "self.model.zero_grad()")
+    (message,) = {f.message for f in watch.findings}
+    assert message.endswith(
+        f"self.model.zero_grad() at test_missing_zero_grad_forms.py:{zero} zeroes self.model's "
+        "parameters only, and these are not among them. Call self.optimizer.zero_grad() there "
+        "instead: it zeroes every parameter self.optimizer steps."
+    ), message

@@ -42,13 +42,14 @@ def params(optimizer: Any) -> list[Any]:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 
-#: ``U.backward(`` on a line: the name (or attribute path) backward() is called on
-_RECEIVER = re.compile(r"([A-Za-z_][\w.]*)\.backward\(")
+#: ``U.backward()`` on a line (no positional argument: ``accelerator.backward(loss)`` and
+#: ``torch.autograd.backward(loss)`` are other calls): the name or attribute path it is called on
+_RECEIVER = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.backward\(\s*(?:\)|[A-Za-z_]\w*\s*=)")
 
 
 def backward_call(at: Optional[tuple[str, int]]) -> str:
     """How the program's ``backward()`` call at ``at`` (path, line) reads, for advice:
     ``U.backward()`` when it is called on a name there, else ``loss.backward()``
-    (``scaler.scale(loss).backward()``, an expression, or no line known)."""
+    (``scaler.scale(loss).backward()``, an expression, or no single line known)."""
     found = _RECEIVER.search(naming.source_line(*at)) if at is not None else None
     return f"{found.group(1)}.backward()" if found else "loss.backward()"

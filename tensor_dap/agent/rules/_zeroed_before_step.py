@@ -96,10 +96,12 @@ SCALINGS = frozenset(
 )
 
 
-def last_backward(state: Any) -> Optional[tuple[str, int]]:
-    """(path, line) of the user line of the newest ``backward()``, when grad-lost is on."""
-    at: Optional[tuple[str, int]] = state.rule_state.get(_BACKWARD_AT)
-    return at
+def single_backward_at(state: Any) -> Optional[tuple[str, int]]:
+    """(path, line) of the one user line the newest ``backward()`` calls ran from, when grad-lost
+    is on and there is one: advice naming a backward() call must not name the second of a
+    discriminator's two (``errD_real.backward(); errD_fake.backward()``)."""
+    lines = {at for _, at, _, _ in state.rule_state.get(_BACKWARD_LINES, ())}
+    return next(iter(lines)) if len(lines) == 1 else None
 
 
 def on_backward(state: Any, caller: Any) -> None:
@@ -267,7 +269,8 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     without = sum(1 for p in params if p.grad is None)
     step_at = frames.site(user)
     zeroer = name if zeroer is None else zeroer
-    message = _message(name, zeroer, backward_at, step_at, without, len(params), failing)
+    backward = _step.backward_call(single_backward_at(state))
+    message = _message(name, zeroer, backward_at, step_at, without, len(params), failing, backward)
     # (at the zero_grad() line, the one to move; paused at the step, where it shows)
     return Report(tensors=params[:4], message=message, operands=False, frame=user, at=at)
 
@@ -473,8 +476,10 @@ def _message(
     without: int,
     total: int,
     failing: bool = False,
+    backward: str = "loss.backward()",
 ) -> Any:
-    """Worded at the ``zero_grad()`` line (``expression``)."""
+    """Worded at the ``zero_grad()`` line (``expression``); ``backward``: how the program's
+    ``backward()`` call reads (:func:`_step.backward_call`)."""
 
     def build(_described: list[Any], expression: str) -> str:
         applied = (
@@ -494,7 +499,7 @@ def _message(
                 if failing
                 else ""
             )
-            + f". {move} before {_step.backward_call(backward_at)} (or after {name}.step())."
+            + f". {move} before {backward} (or after {name}.step())."
         )
 
     return build

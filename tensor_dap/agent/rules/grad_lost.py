@@ -391,7 +391,7 @@ def _params_without_grad(optimizer: Any, state: Any, caller: FrameType) -> Optio
     missing: list[tuple[Any, tuple[Prov, Prov]]] = []
     unseen: list[Any] = []
     cuts: list[Prov] = []
-    lacking: list[Any] = []
+    lacking: list[tuple[Any, Optional[int]]] = []
     for group in optimizer.param_groups:
         for param in group["params"]:
             use = used.pop(param, None) if used else None
@@ -401,11 +401,14 @@ def _params_without_grad(optimizer: Any, state: Any, caller: FrameType) -> Optio
                 continue
             cut = _cut_after(use, rejoined, id(param)) if use is not None else None
             before = pending.get(param) if pending else None
+            by_hand = None
             if use is not None or before is not None:
-                lacking.append(param)
+                by_hand = _updated_by_hand.updated_by_hand(param, state)
+                if not by_hand:
+                    lacking.append((param, use[0] if use is not None else None))
             if cut is None and before is None:  # (an output left out of the loss: no cut)
                 continue
-            if _updated_by_hand.updated_by_hand(param, state):  # (an EMA teacher, a codebook)
+            if by_hand:  # (an EMA teacher, a codebook)
                 continue
             # (the first step's: its lines were followed in full, later ones are sampled)
             found = before if before is not None or use is None or cut is None else (use[1], cut)
@@ -419,13 +422,13 @@ def _params_without_grad(optimizer: Any, state: Any, caller: FrameType) -> Optio
             if use is None:  # (kept from an earlier step: not seen used in this one)
                 unseen.append(param)
             missing.append((param, found))
-    # (a name re-bound to a new leaf made of the parameter: that is the cause, whatever cut
+    # (a name re-bound to a new leaf the forward used instead: that is the cause, whatever cut
     # was seen; and at once, the old parameter will never get a gradient again)
-    remade = _remade_parameters.find(optimizer, lacking, caller, state) if lacking else []
+    remade = _remade_parameters.find(optimizer, lacking, used, caller, state) if lacking else []
     if remade:
         name = naming.object_name(frames.user_frame(caller), optimizer) or "optimizer"
         return Report(
-            tensors=[p for p, _ in remade[:4]],
+            tensors=[p for p, _, _ in remade[:4]],
             message=_remade_parameters.message(name, remade, caller),
             operands=False,
         )

@@ -528,8 +528,9 @@ def _text(
         # (the statement writing is the one reading: `h[:, t + 1] = f(h[:, t])` in a loop)
         if op_name == "__setitem__" and text and re.match(rf"{re.escape(expression)}\s*=", text):
             fix = _recurrence_fix(name)
+    alias = "a view of a .data alias" if target._base is not None else "a .data alias"
     outcome = (
-        f"{name} is a .data alias, so autograd does not see the write: a backward() through "
+        f"{name} is {alias}, so autograd does not see the write: a backward() through "
         "it raises no error and computes its gradients from the modified values"
         if unseen
         else "A backward() through it fails with 'modified by an inplace operation'"
@@ -578,7 +579,8 @@ def _fix(op_name: str, name: str, target: Any) -> str:
         )
     operator = _OPERATORS.get(op_name)
     method = op_name[:-1] if op_name.endswith("_") and not op_name.endswith("__") else None
-    if "[" in name and (operator is not None or (method is not None and op_name != "copy_")):
+    indexed = "[" in name and target._base is not None  # (not `batch["x"]`: no view)
+    if indexed and (operator is not None or (method is not None and op_name != "copy_")):
         # (`p[..., 4] = p[..., 4].sigmoid()` writes into p all the same: a new tensor is the fix)
         made = f"{name} {operator} ..." if operator is not None else f"{name}.{method}(...)"
         return (

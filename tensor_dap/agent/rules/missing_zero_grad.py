@@ -104,7 +104,7 @@ def install(state: RuleState) -> list[Any]:
         user = frames.user_frame(caller)
         name = naming.object_name(user, optimizer) or "optimizer"
         placed = _placed_zero_grad(user, optimizer, name, stale)
-        backward = _step.backward_call(_zeroed_before_step.last_backward(state))
+        backward = _step.backward_call(_zeroed_before_step.single_backward_at(state))
         message = _message(len(stale), len(_step.params(optimizer)), name, placed, backward)
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
@@ -295,7 +295,7 @@ _STEP_CALLERS = 2
 
 
 def _placed_zero_grad(
-    user: Optional[FrameType], optimizer: Any, name: str, stale: Optional[list[Any]] = None
+    user: Optional[FrameType], optimizer: Any, name: str, stale: list[Any]
 ) -> Optional[_Placement]:
     """Read statically, a ``zero_grad()`` of ``optimizer`` (``name`` in the step's frame) that
     runs, but not before each step: under an ``if`` in the loop around the ``step()`` line
@@ -315,7 +315,7 @@ def _placed_zero_grad(
             tree = naming.module_tree(frame.f_code.co_filename) if named else None
             zeroers = {named, *_models_of(frame, optimizer)} if named else set()
             found = (
-                _placed_in(tree, frame, named, zeroers, stale or [])
+                _placed_in(tree, frame, named, zeroers, stale)
                 if tree is not None and named
                 else None
             )
@@ -331,6 +331,11 @@ def _models_of(frame: FrameType, optimizer: Any) -> list[str]:
     stepped = {id(p) for p in _step.params(optimizer)}
     try:
         scopes = {**frame.f_globals, **frames.read_locals(frame)}
+        owner = scopes.get("self")  # (a trainer's self.model.zero_grad())
+        if isinstance(owner, torch.nn.Module):
+            scopes.update((f"self.{n}", m) for n, m in owner.named_children())
+        elif owner is not None and hasattr(owner, "__dict__"):
+            scopes.update((f"self.{n}", v) for n, v in vars(owner).items())
     except Exception:
         return []
     return [
@@ -406,12 +411,21 @@ def _zeroing_others(
     except Exception:
         return None
     for line, name in calls:
-        module = scopes.get(name) if name != optimizer else None
+        module = _resolved(scopes, name) if name != optimizer else None
         if isinstance(module, torch.nn.Module):
             held = {id(p) for p in module.parameters()}
             if not any(id(p) in held for p in stale):
                 return line, name
     return None
+
+
+def _resolved(scopes: dict[str, Any], dotted: str) -> Any:
+    """The object ``self.model`` (any dotted name) names in ``scopes``; None if it names none."""
+    first, *rest = dotted.split(".")
+    found = scopes.get(first)
+    for attribute in rest:
+        found = getattr(found, attribute, None)
+    return found
 
 
 def _message(
