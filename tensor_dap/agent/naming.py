@@ -16,7 +16,7 @@ import os
 import sys
 import tokenize
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 
@@ -229,6 +229,30 @@ def object_name(frame: Optional[FrameType], obj: Any) -> Optional[str]:
     except Exception:
         return None
     return None
+
+
+def names_in_sight(frame: FrameType) -> dict[str, Any]:
+    """What the user's code in ``frame`` names, by the name it uses: its module's globals, its
+    locals, and ``self``'s attributes and child modules as ``self.<name>``. May raise (a
+    mapping that fails to read)."""
+    names = {**frame.f_globals, **frames.read_locals(frame)}
+    owner = names.get("self")
+    if owner is not None and hasattr(owner, "__dict__"):
+        names.update((f"self.{n}", value) for n, value in vars(owner).items())
+    if isinstance(owner, torch.nn.Module):
+        names.update((f"self.{n}", child) for n, child in owner.named_children())
+    return names
+
+
+def innermost_loop(tree: ast.AST, line: int) -> Optional[Union[ast.For, ast.While]]:
+    """The innermost ``for`` or ``while`` of ``tree`` around ``line``, if any."""
+    loops: list[Union[ast.For, ast.While]] = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.For, ast.While))
+        and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    return max(loops, key=lambda node: node.lineno) if loops else None
 
 
 def modules_in_sight(frame: Optional[FrameType]) -> list[torch.nn.Module]:

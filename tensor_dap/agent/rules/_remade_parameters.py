@@ -91,15 +91,8 @@ def find(
 
 
 def _names_in_sight(frame: FrameType) -> dict[str, Any]:
-    """The tensors the frame names: its globals, its locals, ``self``'s attributes."""
-    scope = {**frame.f_globals, **frames.read_locals(frame)}
-    names = {name: value for name, value in scope.items() if isinstance(value, _Tensor)}
-    owner = scope.get("self")
-    if owner is not None and hasattr(owner, "__dict__"):
-        for attribute, value in vars(owner).items():
-            if isinstance(value, _Tensor):
-                names[f"self.{attribute}"] = value
-    return names
+    """The tensors the frame names (:func:`naming.names_in_sight`)."""
+    return {n: v for n, v in naming.names_in_sight(frame).items() if isinstance(v, _Tensor)}
 
 
 def _alike(one: Any, other: Any) -> bool:
@@ -132,19 +125,10 @@ def message(optimizer: str, remade: list[tuple[Any, str, int]], caller: FrameTyp
 def _remade_at(frame: FrameType, name: str) -> Optional[int]:
     """The line of an assignment to ``name`` in the innermost loop around the frame's line, in
     the frame's function: where the program re-makes it at every iteration (None: nowhere)."""
-    path, line = frame.f_code.co_filename, frame.f_lineno
-    tree = naming.module_tree(path)
-    if tree is None:
+    tree = naming.module_tree(frame.f_code.co_filename)
+    loop = naming.innermost_loop(tree, frame.f_lineno) if tree is not None else None
+    if loop is None:  # (a loop around the line is inside the frame's function, or is it)
         return None
-
-    def around(node: ast.AST) -> bool:
-        start = getattr(node, "lineno", 0)
-        return bool(start <= line <= (getattr(node, "end_lineno", None) or start))
-
-    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While)) and around(n)]
-    if not loops:
-        return None
-    loop = max(loops, key=lambda node: node.lineno)  # (inside the frame's function, or it)
     assigns = [
         node.lineno
         for node in ast.walk(loop)

@@ -330,12 +330,7 @@ def _models_of(frame: FrameType, optimizer: Any) -> list[str]:
     ``optimizerD``: the DCGAN tutorial zeroes the model, ``netD.zero_grad()``)."""
     stepped = {id(p) for p in _step.params(optimizer)}
     try:
-        scopes = {**frame.f_globals, **frames.read_locals(frame)}
-        owner = scopes.get("self")  # (a trainer's self.model.zero_grad())
-        if isinstance(owner, torch.nn.Module):
-            scopes.update((f"self.{n}", m) for n, m in owner.named_children())
-        elif owner is not None and hasattr(owner, "__dict__"):
-            scopes.update((f"self.{n}", v) for n, v in vars(owner).items())
+        scopes = naming.names_in_sight(frame)  # (with a trainer's self.model)
     except Exception:
         return []
     return [
@@ -372,10 +367,9 @@ def _placed_in(
         at = (path, found[0]) if found is not None else None
         return _Placement(kind, at, optimizer, found[1] if found is not None else optimizer)
 
-    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While)) and around(n)]
-    if not loops:
+    loop = naming.innermost_loop(tree, line)
+    if loop is None:
         return None
-    loop = max(loops, key=lambda node: node.lineno)  # the innermost
     partial = _zeroing_others(frame, zero_grads(loop), optimizer, stale)
     if partial is not None:
         return placement(_PARTIAL, partial)
@@ -407,25 +401,16 @@ def _zeroing_others(
     if not stale:
         return None
     try:
-        scopes = {**frame.f_globals, **frames.read_locals(frame)}
+        scopes = naming.names_in_sight(frame)
     except Exception:
         return None
     for line, name in calls:
-        module = _resolved(scopes, name) if name != optimizer else None
+        module = scopes.get(name) if name != optimizer else None
         if isinstance(module, torch.nn.Module):
             held = {id(p) for p in module.parameters()}
             if not any(id(p) in held for p in stale):
                 return line, name
     return None
-
-
-def _resolved(scopes: dict[str, Any], dotted: str) -> Any:
-    """The object ``self.model`` (any dotted name) names in ``scopes``; None if it names none."""
-    first, *rest = dotted.split(".")
-    found = scopes.get(first)
-    for attribute in rest:
-        found = getattr(found, attribute, None)
-    return found
 
 
 def _message(
