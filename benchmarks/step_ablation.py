@@ -34,7 +34,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from overhead import _NoopMode  # noqa: E402
-from timing import interleaved_ratios  # noqa: E402
+from timing import Resumed, interleaved_ratios  # noqa: E402
 from workloads import make_mlp_step  # noqa: E402
 
 import tensor_dap  # noqa: E402
@@ -83,7 +83,8 @@ def _watched(
     fn: Run, edit: Optional[PlanEdit] = None, subscribers: bool = True, memory: bool = True
 ) -> Run:
     """``fn`` under one watch, resumed around each run, with its plans edited by ``edit`` and
-    the optimizer subscribers removed unless ``subscribers``."""
+    the optimizer subscribers removed unless ``subscribers`` (the start and stop untimed, as in
+    ``overhead.py``)."""
     watch = tensor_dap.watch(memory=memory)
     watch.start()
     fn(20)  # plan every op of the step
@@ -94,20 +95,14 @@ def _watched(
             if plan is not PASS and isinstance(plan, tuple) and len(plan) >= 4:
                 planned[func] = edit(getattr(func, "__qualname__", repr(func)), plan)
 
-    def run(n: int) -> None:
+    def start() -> None:
         watch.start()
         if edit is not None:
             watch._plans = planned
-        callbacks = optimizers._callbacks
-        if not subscribers:
+        if not subscribers:  # (stop() indexes the subscribers left again)
             optimizers._callbacks = {}
-        try:
-            fn(n)
-        finally:
-            optimizers._callbacks = callbacks
-            watch.stop()
 
-    return run
+    return Resumed(fn, start, watch.stop)
 
 
 def _noop(fn: Run) -> Run:
