@@ -609,6 +609,9 @@ class _Unused:
     #: the helper's frame (``id()``, code) while it may still run; None once it returned
     helper: Optional[tuple[int, Any]] = None
     helper_returned: bool = False
+    #: (name, line) of a total reported for accumulating tensors with history that the
+    #: appending line reads (``history.append(total / n)`` of ``total += loss``)
+    made_of: Optional[tuple[str, int]] = None
 
 
 def _note_returned_helpers(state: Any) -> None:
@@ -764,6 +767,7 @@ def observe(
         # (a list of the helper's own frame: a forward hook's list outlives its call)
         called_at=_helper_call(holder, callers) if evaluating and found is not None else None,
     )
+    watched.made_of = _total_read(state, path, line)
     if watched.called_at is not None:  # (whether the list still holds it, see _list_let_go)
         held = _resolve(holder, name)
         try:
@@ -779,6 +783,19 @@ def observe(
     upstream = [] if watched.training else _ancestors(node)
     if all([watched.life.hold(n) for n in (node, *upstream)]):
         pending.append(watched)
+
+
+def _total_read(state: Any, path: str, line: int) -> Optional[tuple[str, int]]:
+    """The reported total (``total += loss``, see ``graph_kept.reported_totals``) the appending
+    line ``path:line`` reads, if one: what its list keeps is made of it."""
+    # (graph_kept runs this module's check at each backward(): imported here, not at the top)
+    from tensor_dap.agent.rules.graph_kept import reported_totals
+
+    text = naming.without_comments(naming.source_line(path, line))
+    for total, at in reported_totals(state, path):
+        if at != line and re.search(rf"(?<![\w.]){re.escape(total)}(?![\w])", text):
+            return total, at
+    return None
 
 
 def _evaluation_kept(tensor: Any, user: FrameType) -> bool:
@@ -1173,11 +1190,19 @@ def _unused_report(watched: _Unused, until: str) -> Report:
             if watched.training
             else "run the loop under `torch.no_grad()` when it needs no gradient"
         )
-        return (
+        text = (
             f"`{expression}` ({where}): {watched.name} kept a tensor that carries autograd "
             f"history each iteration, and no backward() went through them: each kept its graph "
-            f"({each}) alive until {until}. Append {keep}, or {otherwise}."
+            f"({each}) alive until {until}."
         )
+        if watched.made_of is not None:  # (the cause, reported at its own line)
+            total, at = watched.made_of
+            return (
+                f"{text} They are made of {total}, which accumulates tensors with history at "
+                f"{os.path.basename(watched.path)}:{at} (reported there): accumulating numbers "
+                f"there (`.item()`) fixes this line too."
+            )
+        return f"{text} Append {keep}, or {otherwise}."
 
     return Report(
         tensors=[], message=build, frame=None, at=(watched.path, watched.line), operands=False

@@ -2224,6 +2224,56 @@ def test_a_list_of_losses_never_backpropagated_names_the_list_and_what_each_keep
     assert "`torch.no_grad()`" in message
 
 
+def epoch_means_of_a_kept_total(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    history = []
+    for _ in range(5):
+        total = 0
+        for x, y in batches[:4]:
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total += loss  # kept
+        history.append(total / 4)  # kept
+    print(len(history))
+
+
+def epoch_means_of_a_number_total(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    history, running = [], 0.0
+    for _ in range(5):
+        total = 0.0
+        for x, y in batches[:4]:
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+            running = 0.9 * running + 0.1 * loss.item()
+        history.append(torch.tensor(total / 4))
+    print(len(history), running)
+
+
+def test_a_list_of_values_made_of_a_kept_total_points_to_the_total() -> None:
+    """``total += loss`` each batch and ``history.append(total / 4)`` each epoch: the list keeps
+    graphs because the total does; its finding says so, and that fixing the total's line fixes
+    it, rather than giving a fix of its own that leaves each epoch's graphs growing."""
+    found = _run(epoch_means_of_a_kept_total, DEVICE)
+    total_line = _line(Path(__file__), "total += loss  # kept")
+    append_line = _line(Path(__file__), "history.append(total / 4)  # kept")
+    assert {line for _, line, _ in found} == {total_line, append_line}
+    (appended,) = [message for _, line, message in found if line == append_line]
+    assert appended.endswith(
+        f"They are made of total, which accumulates tensors with history at "
+        f"test_graph_kept.py:{total_line} (reported there): accumulating numbers there "
+        "(`.item()`) fixes this line too."
+    )
+    (total,) = [message for _, line, message in found if line == total_line]
+    assert "`total += loss.item()`" in total
+    assert _run(epoch_means_of_a_number_total, DEVICE) == []
+
+
 def test_on_the_standin_accelerator() -> None:
     device = accelerator_device()
     for program in LEAKS:

@@ -156,9 +156,12 @@ class _Chain:
     #: the fix may make the term a number (``.item()``): not a statistic of several elements
     #: smoothed across batches, nor the end of a ``lerp``, which must be a tensor
     number_fix: bool = True
+    #: an earlier chain of this site was reported (a total made anew each epoch)
+    ever_reported: bool = False
 
     def restart(self, node: NodeKey, backwards: int) -> None:
         """The site starts a new chain (kept as one record: most adds start one)."""
+        self.ever_reported = self.ever_reported or self.reported
         self.node, self.started, self.grown, self.iterations = node, backwards, backwards, 1
         self.consumed = self.reported = self.dependent = self.evaluating = False
         self.term_backward = self.smoothed = False
@@ -447,6 +450,20 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
             if user is not None:
                 return _left_report(chain, user, "training resumed, and still holds it")
     return kept_roots.check(args, caller, state, backwards + 1)
+
+
+def reported_totals(state: Any, path: str) -> list[tuple[str, int]]:
+    """``(name, line)`` of each total in the file ``path`` reported for accumulating tensors
+    with history (``total += loss``): a list elsewhere keeping values made of it (``history.
+    append(total / n)``) keeps them for that line's reason (:mod:`kept_roots` says so)."""
+    found = []
+    for chain in (state.rule_state.get(_CHAINS) or {}).values():
+        if chain.path != path or chain.write or not (chain.reported or chain.ever_reported):
+            continue
+        total, _ = _names(naming.source_line(chain.path, chain.line), chain)
+        if _TARGET.fullmatch(total) and (total, chain.line) not in found:
+            found.append((total, chain.line))
+    return found
 
 
 def _first_target(args: Args, kwargs: Kwargs) -> Any:
