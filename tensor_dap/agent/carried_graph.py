@@ -188,5 +188,33 @@ def reused_message(name: Optional[str], prov: Any, line_text: str) -> str:
     )
 
 
+def keeps_graph(args: tuple[Any, ...], kwargs: Any) -> bool:
+    """Whether a ``torch.autograd.grad(outputs, inputs, grad_outputs, retain_graph,
+    create_graph, ...)`` call keeps the graph it goes through (either flag true)."""
+    named = kwargs or {}
+    retain = args[3] if len(args) > 3 else named.get("retain_graph")
+    create = args[4] if len(args) > 4 else named.get("create_graph", False)
+    return bool(retain) or bool(create)
+
+
+def freed_by_grad(grad_at: tuple[str, int], caller: Any) -> str:
+    """The graph the failed ``backward()`` from ``caller`` goes through was freed by the
+    ``torch.autograd.grad`` at ``grad_at``, called without ``create_graph`` or
+    ``retain_graph`` (a PDE residual's second derivative, a gradient penalty, a gradient
+    norm logged before the backward())."""
+    user = frames.user_frame(caller)
+    backward = f" at {_where((user.f_code.co_filename, user.f_lineno))}" if user else ""
+    text = naming.statement_text(*grad_at)
+    return (
+        f"`{text}`: torch.autograd.grad here went through the graph that backward(){backward} "
+        "goes through again, and freed it: it ran without create_graph=True or "
+        "retain_graph=True, so that backward() fails with 'Trying to backward through the "
+        "graph a second time'. If the loss is made of what it returns (a derivative in a PDE "
+        "residual, a gradient penalty), pass create_graph=True there: the gradients it returns "
+        "then have history of their own, and the graph is kept; if the program only reads "
+        "them, pass retain_graph=True."
+    )
+
+
 def _where(at: tuple[str, int]) -> str:
     return f"{os.path.basename(at[0])}:{at[1]}"

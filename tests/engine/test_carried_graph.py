@@ -156,3 +156,57 @@ def test_a_graph_backpropagated_twice_in_one_iteration_names_its_tensor() -> Non
     assert line == _marked(generator_output_backpropagated_twice, "# reused")
     assert "this backward() goes through fake (made at test_carried_graph.py:" in message
     assert "use `fake.detach()`" in message
+
+
+def pinn_second_derivative_without_a_graph() -> None:
+    """A PINN's heat-equation residual ``u_t - k * u_xx`` whose ``u_xx`` is taken without
+    ``create_graph=True``: that grad frees the network's graph, which the loss's backward()
+    needs for ``u_t``."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1))
+    x = torch.rand(32, 1, requires_grad=True)
+    t = torch.rand(32, 1, requires_grad=True)
+    u = net(torch.cat([x, t], dim=1))
+    u_x, u_t = torch.autograd.grad(u, (x, t), torch.ones_like(u), create_graph=True)
+    u_xx = torch.autograd.grad(u_x, x, grad_outputs=torch.ones_like(u_x))[0]  # freed
+    (u_t - 0.1 * u_xx).pow(2).mean().backward()
+
+
+def pinn_second_derivative_with_a_graph() -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1))
+    x = torch.rand(32, 1, requires_grad=True)
+    t = torch.rand(32, 1, requires_grad=True)
+    u = net(torch.cat([x, t], dim=1))
+    u_x, u_t = torch.autograd.grad(u, (x, t), torch.ones_like(u), create_graph=True)
+    u_xx = torch.autograd.grad(u_x, x, torch.ones_like(u_x), True, True)[0]
+    (u_t - 0.1 * u_xx).pow(2).mean().backward()
+
+
+def gradient_norm_read_before_backward() -> None:
+    """The gradients' norm read before ``backward()`` by a grad that frees the graph."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    grads = torch.autograd.grad(loss, list(model.parameters()))  # freed
+    print(float(sum(g.norm() for g in grads)))
+    loss.backward()
+
+
+@pytest.mark.parametrize(
+    "program", [pinn_second_derivative_without_a_graph, gradient_norm_read_before_backward]
+)
+def test_a_graph_freed_by_autograd_grad_is_named_at_the_grad(program) -> None:  # noqa: ANN001
+    """Not a tensor carried over nor a GAN's reused output: a ``torch.autograd.grad`` without
+    ``create_graph`` or ``retain_graph`` freed the graph; the finding is at that call and says
+    which flag fixes what."""
+    plain_error, _ = _run(program, watched=False)
+    error, found = _run(program, watched=True)
+    assert "second time" in plain_error and error == plain_error
+    ((line, message),) = found
+    assert line == _marked(program, "# freed")
+    assert message.startswith("`")
+    assert "`: torch.autograd.grad here went through the graph that backward() at " in message
+    assert "it ran without create_graph=True or retain_graph=True" in message
+    assert "pass create_graph=True there" in message and "pass retain_graph=True." in message
+    assert _run(pinn_second_derivative_with_a_graph, watched=True) == ("", [])

@@ -103,6 +103,9 @@ _BACKWARDS = kept_roots.BACKWARDS
 #: the node keys of the last backward() roots (a term backpropagated before it is added)
 _ROOTS = "graph-kept.backward-roots"
 _RECENT_ROOTS = 4
+#: root node key of each of the last ``torch.autograd.grad`` calls that freed their graph (no
+#: ``create_graph``, no ``retain_graph``) -> its user line (see carried_graph.freed_by_grad)
+_FREEING_GRADS = "graph-kept.freeing-grads"
 #: (code, instruction offset) -> whether an add there runs inside a call (:func:`_inside_call`)
 _CALL_SITES = "graph-kept.call-sites"
 #: nodes walked to size one iteration's graph and check it does not use the total
@@ -433,6 +436,8 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     node = graph_node(first) if isinstance(first, _Tensor) else None
     if node is not None:
         roots.append(node_key(node))
+        if op.name == "grad" and not carried_graph.keeps_graph(args, kwargs):
+            _note_freeing_grad(node_key(node), caller, state)
     waiting: list[Report] = state.rule_state.get(_WAITING) or []
     if waiting:  # found while another finding was being reported: here, paused here
         report = waiting.pop(0)
@@ -464,6 +469,17 @@ def reported_totals(state: Any, path: str) -> list[tuple[str, int]]:
         if _TARGET.fullmatch(total) and (total, chain.line) not in found:
             found.append((total, chain.line))
     return found
+
+
+def _note_freeing_grad(root: NodeKey, caller: Any, state: Any) -> None:
+    """A ``torch.autograd.grad`` that frees its graph ran from ``caller``: its line, by root."""
+    user = frames.user_frame(caller)
+    if user is None:
+        return
+    freeing: dict[NodeKey, tuple[str, int]] = state.rule_state.setdefault(_FREEING_GRADS, {})
+    freeing[root] = (user.f_code.co_filename, user.f_lineno)
+    if len(freeing) > _RECENT_ROOTS:  # (the oldest goes: only the previous root is asked for)
+        del freeing[next(iter(freeing))]
 
 
 def _first_target(args: Args, kwargs: Kwargs) -> Any:
@@ -517,6 +533,11 @@ def raised(
     if found is None:
         return None
     at, text = found
+    # (nothing carried from an earlier iteration, and the graph was freed by a gradient taken
+    # without keeping it: a PINN's `u_xx = torch.autograd.grad(u_x, x, ...)`)
+    grad_at = (state.rule_state.get(_FREEING_GRADS) or {}).get(roots[-2])
+    if at is None and grad_at is not None:
+        at, text = grad_at, carried_graph.freed_by_grad(grad_at, caller)
     return Report(tensors=[], message=lambda _d, _e: text, at=at, operands=False)
 
 
