@@ -51,6 +51,7 @@ from tensor_dap.agent.provenance import (
 from tensor_dap.agent.rules import (
     Report,
     _constant_terms,
+    _frozen_derivatives,
     _penalty_as_number,
     _remade_parameters,
     _step,
@@ -114,6 +115,9 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     constant = _constant_terms.check(targets, caller, state)
     if constant is not None:
         return constant
+    frozen = _frozen_derivatives.check(targets, caller, state)
+    if frozen is not None:
+        return frozen
     for tensor in targets:
         if not tensor.requires_grad:
             prov = state.provenance.lookup(tensor)
@@ -202,6 +206,8 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
         _updated_by_hand.observe(op, args, caller, state)
         return
     if op.backward:  # (torch.autograd.grad(loss, params): the params' inputs, not a use)
+        if op.name == "grad":
+            _frozen_derivatives.note_grad(args, out, caller, state)
         return
     used: Optional[TensorMap[_Use]] = None
     builds = _builds_graph(out)
@@ -230,6 +236,7 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     if cut_inputs and builds:
         _note_rejoined_cuts(args, state)
         _constant_terms.observe(op.name, args, out, caller, state)
+        _frozen_derivatives.observe(op.name, args, out, caller, state)
 
 
 def _builds_graph(out: Any) -> bool:

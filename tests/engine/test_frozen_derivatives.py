@@ -1,0 +1,153 @@
+"""``grad-lost``: a derivative taken by ``torch.autograd.grad`` without ``create_graph=True`` and
+trained through as a factor of a loss term (a PINN's ``u_t - k * u_xx`` with ``u_xx`` taken
+with ``retain_graph=True`` only: no error, the network learns from ``u_t`` alone). Reported at
+the term's line, naming the gradient and its line; first-order MAML, adversarial examples, a
+fixed density's score and a gradient kept as a weight on purpose stay quiet."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensor_dap
+
+
+def _findings(program: Callable[[bool], None], bug: bool) -> list[tuple[int, str]]:
+    with tensor_dap.watch(rules=["grad-lost"]) as watch:
+        program(bug)
+    assert not watch.failed
+    return [(f.line, f.message) for f in watch.findings]
+
+
+def _line_of(function: Callable[..., None], text: str) -> int:
+    lines, first = inspect.getsourcelines(function)
+    return next(first + i for i, line in enumerate(lines) if text in line)
+
+
+def heat_pinn_inverse(bug: bool) -> None:
+    """The heat equation's diffusivity learned with the network (log k a parameter)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1))
+    log_k = nn.Parameter(torch.tensor(-2.0))
+    optimizer = torch.optim.Adam([*net.parameters(), log_k], lr=1e-3)
+    for _ in range(4):
+        x = torch.rand(32, 1).requires_grad_(True)
+        t = torch.rand(32, 1).requires_grad_(True)
+        u = net(torch.cat([x, t], dim=1))
+        ones = torch.ones_like(u)
+        u_t = torch.autograd.grad(u, t, ones, create_graph=True)[0]
+        u_x = torch.autograd.grad(u, x, ones, create_graph=True)[0]
+        u_xx = torch.autograd.grad(
+            u_x, x, torch.ones_like(u_x), retain_graph=True, create_graph=not bug
+        )[0]
+        residual = u_t - log_k.exp() * u_xx  # term
+        loss = residual.pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def burgers_pinn_fixed_viscosity(bug: bool) -> None:
+    """Burgers' equation u_t + u u_x - nu u_xx with a number for nu."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
+    for _ in range(4):
+        xt = torch.rand(32, 2)
+        x, t = xt[:, :1].clone().requires_grad_(True), xt[:, 1:].clone().requires_grad_(True)
+        u = net(torch.cat([x, t], dim=1))
+        u_x, u_t = torch.autograd.grad(u, (x, t), torch.ones_like(u), create_graph=True)
+        u_xx = torch.autograd.grad(u_x.sum(), x, retain_graph=True, create_graph=not bug)[0]
+        loss = (u_t + u * u_x - 0.01 / torch.pi * u_xx).pow(2).mean()  # term
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize("program", [heat_pinn_inverse, burgers_pinn_fixed_viscosity])
+def test_a_derivative_without_a_graph_in_a_residual_is_named_at_the_term(program) -> None:  # noqa: ANN001
+    ((line, message),) = set(_findings(program, bug=True))
+    assert line == _line_of(program, "# term")
+    grad_line = _line_of(program, "u_xx = torch.autograd.grad(")
+    assert (
+        "u_xx is the gradient torch.autograd.grad returned at "
+        f"test_frozen_derivatives.py:{grad_line}" in message
+    )
+    assert "without create_graph=True, which has no history of its own" in message
+    assert "through the term's other factors only, never through u_xx" in message
+    assert message.endswith("Pass create_graph=True to that torch.autograd.grad.")
+    assert _findings(program, bug=False) == []
+
+
+def first_order_maml(bug: bool) -> None:
+    """First-order MAML: the inner step's gradients taken without a graph on purpose."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    meta = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(4):
+        xs, ys, xq, yq = torch.randn(8, 4), torch.randn(8, 1), torch.randn(8, 4), torch.randn(8, 1)
+        weight, bias = model.weight, model.bias
+        support = F.mse_loss(F.linear(xs, weight, bias), ys)
+        g_weight, g_bias = torch.autograd.grad(support, (weight, bias))
+        fast_weight, fast_bias = weight - 0.1 * g_weight, bias - 0.1 * g_bias
+        query = F.mse_loss(F.linear(xq, fast_weight, fast_bias), yq)
+        meta.zero_grad()
+        query.backward()
+        meta.step()
+
+
+def l2_adversarial_training(bug: bool) -> None:
+    """Adversarial examples from the input's gradient, normalized (no sign)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):
+        x, y = torch.randn(8, 4).requires_grad_(True), torch.randint(0, 3, (8,))
+        g = torch.autograd.grad(F.cross_entropy(model(x), y), x)[0]
+        x_adv = x + 0.1 * g / g.norm(dim=1, keepdim=True)
+        loss = F.cross_entropy(model(x_adv), y) + F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def score_of_a_fixed_density(bug: bool) -> None:
+    """Score matching against the score of a fixed Gaussian (no parameter behind it)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(4):
+        x = torch.randn(16, 2).requires_grad_(True)
+        score = torch.autograd.grad((-0.5 * x.pow(2)).sum(), x)[0]
+        loss = (model(x) - score).pow(2).sum(dim=1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def saliency_weighted_loss(bug: bool) -> None:
+    """Per-input weights from the input gradient's size, detached on purpose."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):
+        x, y = torch.randn(8, 4).requires_grad_(True), torch.randn(8, 1)
+        out = model(x)
+        weight = torch.autograd.grad(out.sum(), x, retain_graph=True)[0].norm(dim=1).detach()
+        loss = (weight * (out - y).pow(2).squeeze(1)).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize(
+    "program",
+    [first_order_maml, l2_adversarial_training, score_of_a_fixed_density, saliency_weighted_loss],
+)
+def test_gradients_meant_as_constants_stay_quiet(program) -> None:  # noqa: ANN001
+    assert _findings(program, bug=True) == []
