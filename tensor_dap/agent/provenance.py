@@ -194,6 +194,22 @@ def first_cut(prov: Optional[Prov], limit: int = 64) -> Optional[Prov]:
     return _nearest(prov, lambda p: bool(p.cut), limit)
 
 
+def made_through(prov: Prov, since: Prov, ops: frozenset[str], limit: int = 64) -> bool:
+    """Whether a record between ``prov`` and its ancestor ``since`` (depth first through
+    parents, ``since`` and what made it left out) is of one of ``ops``: whether a gradient
+    became a penalty through a norm, or a step through ``sign()``."""
+    queue, seen = [prov], 0
+    while queue and seen < limit:
+        record = queue.pop()
+        seen += 1
+        if record is since:
+            continue
+        if record.op in ops:
+            return True
+        queue.extend(record.parents)
+    return False
+
+
 def untracked_input(prov: Optional[Prov], limit: int = 64) -> Optional[Prov]:
     """The nearest Prov upstream whose inputs could not all be followed, if one."""
     return _nearest(prov, lambda p: p.untracked, limit)

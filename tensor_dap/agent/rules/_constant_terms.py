@@ -34,7 +34,7 @@ from tensor_dap.agent import frames, naming
 from tensor_dap.agent.graph_nodes import graph_node
 from tensor_dap.agent.graph_walk import breadth_first, node_key, upstream_leaves
 from tensor_dap.agent.op_kinds import SCALAR_READS
-from tensor_dap.agent.provenance import REWRAPS, Prov, first_cut, roots
+from tensor_dap.agent.provenance import REWRAPS, Prov, first_cut, made_through, roots
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.hooks import Args
 from tensor_dap.agent.tensor_map import TensorMap
@@ -100,16 +100,7 @@ def observe(name: str, args: Args, out: Any, caller: Any, state: Any) -> None:
 def _reduced(prov: Prov, cut: Prov) -> bool:
     """Whether a reduction (a norm, a mean...) made ``prov`` of the gradients ``cut`` gave: a
     penalty, not a gradient step (first-order MAML's ``b - lr * g_b`` of a one-number bias)."""
-    queue, seen = [prov], 0
-    while queue and seen < _PARENTS_LIMIT:
-        record = queue.pop()
-        seen += 1
-        if record is cut:
-            continue
-        if record.op in _REDUCTIONS:
-            return True
-        queue.extend(record.parents)
-    return False
+    return made_through(prov, cut, _REDUCTIONS, _PARENTS_LIMIT)
 
 
 #: reads of a tensor's values as Python numbers or NumPy data

@@ -30,7 +30,7 @@ import torch
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.graph_nodes import accumulates_grad, graph_node
 from tensor_dap.agent.graph_walk import NodeKey, breadth_first, node_key, upstream_leaves
-from tensor_dap.agent.provenance import Prov, first_cut
+from tensor_dap.agent.provenance import Prov, first_cut, made_through
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules.hooks import Args
 
@@ -126,7 +126,7 @@ def observe(name: str, args: Args, out: Any, caller: Any, state: Any) -> None:
             cut is not None
             and cut.op == "grad"
             and (cut.path, cut.line) in sites
-            and not _through_no_derivative(prov, cut)
+            and not made_through(prov, cut, _NO_DERIVATIVE, _PARENTS_LIMIT)
         ):
             frozen = cut
             break
@@ -141,20 +141,6 @@ def observe(name: str, args: Args, out: Any, caller: Any, state: Any) -> None:
         uses[node_key(node)] = ((user.f_code.co_filename, user.f_lineno), frozen)
         if len(uses) > _KEPT_USES:
             del uses[next(iter(uses))]
-
-
-def _through_no_derivative(prov: Any, cut: Prov) -> bool:
-    """Whether ``prov`` was made of the gradient ``cut`` through an op without a derivative."""
-    queue, seen = [prov], 0
-    while queue and seen < _PARENTS_LIMIT:
-        record = queue.pop()
-        seen += 1
-        if record is cut:
-            continue
-        if record.op in _NO_DERIVATIVE:
-            return True
-        queue.extend(record.parents)
-    return False
 
 
 def check(targets: list[Any], caller: FrameType, state: Any) -> Optional[Report]:
