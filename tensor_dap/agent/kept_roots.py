@@ -678,11 +678,14 @@ def observe(
     state: Any,
     backwards: int,
     emit: Callable[[Report], None],
+    totals: Callable[[Any, str], list[tuple[str, int]]],
 ) -> None:
     """A sampled op's result: remember it as a candidate of its user line and op (a line may
     run several ops each iteration: `dist.log_prob(action)`), judge the oldest (see the
     module's docstring). ``backwards``: backward() calls so far; ``emit(report)`` reports one
-    whose graph went without a backward()."""
+    whose graph went without a backward(); ``totals(state, path)``: ``(name, line)`` of the
+    totals in the file ``path`` reported for accumulating tensors with history (graph-kept's
+    ``reported_totals``)."""
     if not isinstance(out, _Tensor) or graph_node(out) is None:
         return
     _note_returned_helpers(state)
@@ -767,7 +770,7 @@ def observe(
         # (a list of the helper's own frame: a forward hook's list outlives its call)
         called_at=_helper_call(holder, callers) if evaluating and found is not None else None,
     )
-    watched.made_of = _total_read(state, path, line)
+    watched.made_of = _total_read(totals(state, path), path, line)
     if watched.called_at is not None:  # (whether the list still holds it, see _list_let_go)
         held = _resolve(holder, name)
         try:
@@ -785,14 +788,11 @@ def observe(
         pending.append(watched)
 
 
-def _total_read(state: Any, path: str, line: int) -> Optional[tuple[str, int]]:
-    """The reported total (``total += loss``, see ``graph_kept.reported_totals``) the appending
-    line ``path:line`` reads, if one: what its list keeps is made of it."""
-    # (graph_kept runs this module's check at each backward(): imported here, not at the top)
-    from tensor_dap.agent.rules.graph_kept import reported_totals
-
+def _total_read(totals: list[tuple[str, int]], path: str, line: int) -> Optional[tuple[str, int]]:
+    """The reported total of ``totals`` (``(name, line)``: ``total += loss``) the appending line
+    ``path:line`` reads, if one: what its list keeps is made of it."""
     text = naming.without_comments(naming.source_line(path, line))
-    for total, at in reported_totals(state, path):
+    for total, at in totals:
         if at != line and re.search(rf"(?<![\w.]){re.escape(total)}(?![\w])", text):
             return total, at
     return None

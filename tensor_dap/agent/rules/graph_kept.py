@@ -460,7 +460,7 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
 def reported_totals(state: Any, path: str) -> list[tuple[str, int]]:
     """``(name, line)`` of each total in the file ``path`` reported for accumulating tensors
     with history (``total += loss``): a list elsewhere keeping values made of it (``history.
-    append(total / n)``) keeps them for that line's reason (:mod:`kept_roots` says so)."""
+    append(total / n)``) keeps them for that line's reason (:func:`kept_roots.observe` says so)."""
     found = []
     for chain in (state.rule_state.get(_CHAINS) or {}).values():
         if chain.path != path or chain.write or not (chain.reported or chain.ever_reported):
@@ -546,7 +546,7 @@ def observe(op: OpInfo, args: Args, out: Any, caller: Any, state: Any) -> None:
     (:func:`kept_roots.observe`)."""
     backwards = state.rule_state.get(_BACKWARDS, 0)
     emit = functools.partial(_emit_dropped, state)
-    kept_roots.observe(op.name, out, caller, state, backwards, emit)
+    kept_roots.observe(op.name, out, caller, state, backwards, emit, reported_totals)
     kept_roots.note_scaling(op.name, args, out, state)
 
 
