@@ -119,6 +119,10 @@ def test_dataloader_workers_report_as_themselves(tmp_path: Path, start_method: s
     assert {f["path"] for f in run.findings} == {str(LOADER)}
     assert f"dataloader_worker_collate.py:{line} broadcast [worker 0; worker 1]" in run.stderr
     plain = run_group([PYTHON, str(LOADER), "--start-method", start_method], tmp_path)
+    if plain.returncode == 0 and not plain.stdout:  # (the reference run, without tensor-dap,
+        # once exited 0 having printed nothing in a fresh-clone CI, 2026-12-06, cause not
+        # found: the reference is taken again; the watched run's output is never retried)
+        plain = run_group([PYTHON, str(LOADER), "--start-method", start_method], tmp_path)
     # same loss: the workers computed the same batches
     assert run.stdout == plain.stdout, (run.stderr[-3000:], plain.returncode, plain.stderr[-3000:])
     db = tmp_path / "trace.db"
