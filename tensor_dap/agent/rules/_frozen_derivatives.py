@@ -20,7 +20,6 @@ Judged, so that first-order meta-learning, adversarial examples and fixed target
 
 from __future__ import annotations
 
-import ast
 import re
 from types import FrameType
 from typing import Any, Optional
@@ -150,12 +149,13 @@ def check(targets: list[Any], caller: FrameType, state: Any) -> Optional[Report]
     if not uses:
         return None
     starts = [node for node in map(graph_node, targets) if node is not None]
+    trained: Any = False  # (the backward's parameters: walked for the first use found)
     for node in breadth_first(starts, _WALK_LIMIT):
         found = uses.pop(node_key(node), None)
         if found is None:
             continue
         site, cut = found
-        trained = upstream_leaves(targets)
+        trained = upstream_leaves(targets) if trained is False else trained
         if trained is not None and cut.upstream is not None and trained.isdisjoint(cut.upstream):
             continue
         user = frames.user_frame(caller)
@@ -193,13 +193,7 @@ def _message(site: tuple[str, int], cut: Prov, backward: Optional[tuple[str, int
 
 def _assigned_names(cut: Prov) -> list[str]:
     """The names the statement calling ``torch.autograd.grad`` assigns (``u_xx`` of ``u_xx =
-    torch.autograd.grad(u_x, x, ...)[0]``; ``u_x, u_t`` of a tuple)."""
-    statement = naming.parsed_statement(naming.statement_text(cut.path, cut.line))
-    if not isinstance(statement, ast.Assign):
-        return []
-    return [
-        one.id
-        for target in statement.targets
-        for one in (target.elts if isinstance(target, ast.Tuple) else [target])
-        if isinstance(one, ast.Name)
-    ]
+    torch.autograd.grad(u_x, x, ...)[0]``; ``u_x`` and ``u_t`` of ``u_x, u_t = ...``)."""
+    target = naming.assignment_target(cut.path, cut.line) or ""
+    names = (one.strip() for one in target.strip("()[] ").split(","))
+    return [name for name in names if name.isidentifier()]
