@@ -69,7 +69,32 @@ def burgers_pinn_fixed_viscosity(bug: bool) -> None:
         optimizer.step()
 
 
-@pytest.mark.parametrize("program", [heat_pinn_inverse, burgers_pinn_fixed_viscosity])
+def poisson_pinn_stacked_coordinates(bug: bool) -> None:
+    """Poisson's equation in 2-D with the derivatives taken w.r.t. the stacked coordinates (a
+    tensor computed from the two leaves, not a leaf itself)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1))
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    for _ in range(4):
+        x = torch.rand(32, 1, requires_grad=True)
+        y = torch.rand(32, 1, requires_grad=True)
+        xy = torch.cat([x, y], dim=1)
+        u = net(xy)
+        du = torch.autograd.grad(u.sum(), xy, create_graph=True)[0]
+        u_x, u_y = du[:, :1], du[:, 1:]
+        u_xx = torch.autograd.grad(u_x.sum(), xy, retain_graph=True, create_graph=not bug)[0]
+        u_yy = torch.autograd.grad(u_y.sum(), xy, create_graph=True)[0][:, 1:]
+        f = -2 * torch.pi**2 * torch.sin(torch.pi * x) * torch.sin(torch.pi * y)
+        residual = u_xx[:, :1] + u_yy - f  # term
+        loss = residual.pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize(
+    "program", [heat_pinn_inverse, burgers_pinn_fixed_viscosity, poisson_pinn_stacked_coordinates]
+)
 def test_a_derivative_without_a_graph_in_a_residual_is_named_at_the_term(program) -> None:  # noqa: ANN001
     ((line, message),) = set(_findings(program, bug=True))
     assert line == _line_of(program, "# term")
@@ -145,9 +170,33 @@ def saliency_weighted_loss(bug: bool) -> None:
         optimizer.step()
 
 
+def embedding_adversarial_training(bug: bool) -> None:
+    """Adversarial training on word embeddings (FGM): the gradient w.r.t. the embedding
+    layer's output, a tensor computed from a parameter, is a perturbation direction."""
+    torch.manual_seed(0)
+    embedding, head = nn.Embedding(50, 8), nn.Linear(8, 2)
+    optimizer = torch.optim.Adam([*embedding.parameters(), *head.parameters()], lr=1e-3)
+    for _ in range(4):
+        tokens, labels = torch.randint(0, 50, (4, 6)), torch.randint(0, 2, (4,))
+        embeds = embedding(tokens)
+        loss = F.cross_entropy(head(embeds.mean(1)), labels)
+        g = torch.autograd.grad(loss, embeds, retain_graph=True)[0]
+        perturbed = embeds + 0.5 * g / (g.norm() + 1e-8)
+        adv_loss = F.cross_entropy(head(perturbed.mean(1)), labels)
+        optimizer.zero_grad()
+        (loss + adv_loss).backward()
+        optimizer.step()
+
+
 @pytest.mark.parametrize(
     "program",
-    [first_order_maml, l2_adversarial_training, score_of_a_fixed_density, saliency_weighted_loss],
+    [
+        first_order_maml,
+        l2_adversarial_training,
+        score_of_a_fixed_density,
+        saliency_weighted_loss,
+        embedding_adversarial_training,
+    ],
 )
 def test_gradients_meant_as_constants_stay_quiet(program) -> None:  # noqa: ANN001
     assert _findings(program, bug=True) == []

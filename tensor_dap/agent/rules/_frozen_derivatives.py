@@ -10,8 +10,9 @@ Nothing raises and the loss has a ``grad_fn``; the fit is just wrong. (Without
 Judged, so that first-order meta-learning, adversarial examples and fixed targets stay quiet:
 
 - the gradient is taken with respect to plain leaf tensors (``x.requires_grad_()``, the
-  collocation points), not parameters or tensors computed from them (first-order MAML's
-  ``p - lr * g`` is meant), of outputs computed from parameters (not a fixed density's score);
+  collocation points) or tensors made of them only (``torch.cat([x, y], 1)``), not parameters
+  or tensors computed from them (first-order MAML's ``p - lr * g`` is meant), of outputs
+  computed from parameters (not a fixed density's score);
 - the op builds a graph from it and from an operand computed from parameters (not FGSM's
   ``x + eps * g.sign()``, whose other operand is the input itself), and nothing between the
   gradient and the op has no derivative of its own (``sign``, ``round``, comparisons);
@@ -37,7 +38,7 @@ _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 
 #: rule_state key: (path, line) of each ``torch.autograd.grad`` call seen returning gradients
-#: without history, taken w.r.t. plain leaves, of outputs computed from parameters
+#: without history, taken w.r.t. plain inputs, of outputs computed from parameters
 _SITES = "grad-lost.frozen-derivative-sites"
 #: rule_state key: the graph node of an op's result -> (its user line, the gradient's Prov): by
 #: node, as the result is mostly a temporary (``u_t - k * u_xx``'s product) its graph outlives
@@ -69,7 +70,7 @@ _PARENTS_LIMIT = 32
 
 def note_grad(args: Args, out: Any, caller: Any, state: Any) -> None:
     """A sampled ``torch.autograd.grad(outputs, inputs, ...)`` returned ``out``: its line is
-    remembered when it returned gradients without history w.r.t. plain leaves of outputs
+    remembered when it returned gradients without history w.r.t. plain inputs of outputs
     computed from parameters."""
     grads = out if isinstance(out, (tuple, list)) else (out,)
     if len(args) < 2 or not grads:
@@ -77,7 +78,7 @@ def note_grad(args: Args, out: Any, caller: Any, state: Any) -> None:
     if any(isinstance(g, _Tensor) and g.requires_grad for g in grads):  # create_graph=True
         return
     inputs = args[1] if isinstance(args[1], (tuple, list)) else (args[1],)
-    if not inputs or not all(_plain_leaf(t) for t in inputs):
+    if not inputs or not all(_plain_input(t) for t in inputs):
         return
     outputs = args[0] if isinstance(args[0], (tuple, list)) else (args[0],)
     if not _reaches_parameter(outputs):
@@ -88,14 +89,14 @@ def note_grad(args: Args, out: Any, caller: Any, state: Any) -> None:
         sites.add((user.f_code.co_filename, user.f_lineno))
 
 
-def _plain_leaf(tensor: Any) -> bool:
-    """A leaf tensor the program made require grad, not a parameter (collocation points)."""
-    return (
-        isinstance(tensor, _Tensor)
-        and tensor.is_leaf
-        and tensor.requires_grad
-        and not isinstance(tensor, _Parameter)
-    )
+def _plain_input(tensor: Any) -> bool:
+    """A tensor the program made require grad that is not a parameter nor computed from one:
+    a leaf (collocation points), or made of such leaves only (``torch.cat([x, t], 1)``)."""
+    if not isinstance(tensor, _Tensor) or not tensor.requires_grad:
+        return False
+    if tensor.is_leaf:
+        return not isinstance(tensor, _Parameter)
+    return not _reaches_parameter((tensor,))
 
 
 def _reaches_parameter(tensors: Any) -> bool:
