@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from types import FrameType, SimpleNamespace
 from typing import Any, Optional
 
@@ -380,13 +379,11 @@ def install(state: Any) -> list[Any]:
     #: the frame that called the step running now (one at a time: a step that raised leaves
     #: it here until the next step, which replaces it)
     callers: dict[int, Any] = {}
-    #: optimizer -> (its steps seen, how many parameters had state when last looked at)
+    #: optimizer -> [its steps seen, how many parameters had state when last looked at]
     #: (weakly: nothing kept, and an optimizer made anew each iteration leaves no entry; kept
     #: by the watch: a watch started again goes on counting, it does not look at every
-    #: gradient again for 8 steps)
-    seen: weakref.WeakKeyDictionary[Any, tuple[int, int]] = state.rule_state.setdefault(
-        _SEEN, weakref.WeakKeyDictionary()
-    )
+    #: gradient again for 8 steps; a list updated in place: a step writes no entry)
+    seen: TensorMap[list[int]] = state.rule_state.setdefault(_SEEN, TensorMap())
 
     def before_step(optimizer: Any, caller: FrameType) -> None:
         callers.clear()
@@ -394,16 +391,19 @@ def install(state: Any) -> list[Any]:
 
     def after_step(optimizer: Any) -> None:
         caller = callers.pop(id(optimizer), None)
-        books = state.memory
-        if books is None or caller is None:
+        if caller is None or state.memory is None:
             return
-        count, with_state = seen.get(optimizer, (0, -1))
-        count += 1
+        counts = seen.get(optimizer)
+        if counts is None:
+            counts = [0, -1]
+            seen.set(optimizer, counts)
+        counts[0] = count = counts[0] + 1
         if count <= 8 or not count % 16:  # (see the docstring)
             grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
-            _observe_all(grads, _GRAD, books.backward_line or caller, state)
-        seen[optimizer] = (count, len(optimizer.state))
-        if len(optimizer.state) != with_state:
+            _observe_all(grads, _GRAD, state.memory.backward_line or caller, state)
+        with_state = len(optimizer.state)
+        if with_state != counts[1]:
+            counts[1] = with_state
             held = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
             step = SimpleNamespace(name=f"{type(optimizer).__name__}.step")
             _observe_all(held, step, caller, state)

@@ -72,11 +72,12 @@ class TensorMap(Generic[V]):
         return entry[1]
 
     def pop(self, tensor: Any, default: Any = None) -> Any:
-        value = self.get(tensor, _MISSING)
-        if value is _MISSING:
+        key = id(tensor)
+        entry = self._table.get(key)
+        if entry is None or entry[0]() is not tensor:
             return default
-        del self._table[id(tensor)]
-        return value
+        del self._table[key]
+        return entry[1]
 
     def items(self) -> list[tuple[Any, V]]:
         """The live entries as ``(tensor, value)`` (dead ones are dropped)."""

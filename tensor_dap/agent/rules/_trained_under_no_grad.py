@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ast
 import os
-import weakref
 from types import FrameType
 from typing import Any, Optional
 
@@ -131,9 +130,13 @@ def check(optimizer: Any, caller: FrameType, state: Any, used_with_grad: Any) ->
     uses with gradients on, parameter -> (when, ...))."""
     stepped = state.rule_state.get(_STEPPED)
     if stepped is None:
-        stepped = state.rule_state[_STEPPED] = weakref.WeakKeyDictionary()
-    previous = stepped.get(optimizer, -1)
-    stepped[optimizer] = next(CLOCK)
+        stepped = state.rule_state[_STEPPED] = TensorMap()
+    # (when it last stepped, in a list changed in place: a step writes no entry)
+    held = stepped.get(optimizer)
+    if held is None:
+        held = [-1]
+        stepped.set(optimizer, held)
+    previous, held[0] = held[0], next(CLOCK)
     uses = state.rule_state.get(_USES)
     if not uses or state.rule_state.get(_BACKWARD_AT, -1) <= previous:
         return None  # (no backward() since this optimizer's last step)

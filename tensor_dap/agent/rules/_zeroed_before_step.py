@@ -36,6 +36,7 @@ from typing import Any, Iterable, Optional
 
 from tensor_dap.agent import frames, naming
 from tensor_dap.agent.rules import Report, _step
+from tensor_dap.agent.tensor_map import TensorMap
 
 #: rule_state keys: backward() calls so far and the line of the last; per optimizer (weakly)
 #: its :class:`_Record`; per module (weakly) what its last zero_grad() left
@@ -178,7 +179,7 @@ def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
     only the when if every optimizer stepped since the last backward (none has gradients
     left to apply)."""
     backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
-    stepped = [r.stepped for r in _records(state).values() if r.stepped is not None]
+    stepped = [r.stepped for _, r in _records(state).items() if r.stepped is not None]
     if stepped and min(stepped) == backwards:
         return
     user = frames.user_frame(caller)
@@ -252,7 +253,8 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
             return accumulated
         return _replaced(optimizer, caller, state, usual, zeroed_at)
     if previous is None or not previous < backwards or zeroed_at != backwards:
-        _forget_zeros(optimizer, state)
+        if state.rule_state.get(_SCALED):
+            _forget_zeros(optimizer, state)
         return None
     params = [p for group in optimizer.param_groups for p in group["params"]]
     erased = _erased_by_optimizer(optimizer, record, backwards, state)
@@ -451,16 +453,23 @@ def _table(state: Any, key: str) -> Any:
     return table
 
 
-def _records(state: Any) -> weakref.WeakKeyDictionary[Any, _Record]:
-    return _table(state, _RECORDS)  # type: ignore[no-any-return]
+def _records(state: Any) -> TensorMap[_Record]:
+    records: Optional[TensorMap[_Record]] = state.rule_state.get(_RECORDS)
+    if records is None:
+        records = state.rule_state[_RECORDS] = TensorMap()
+    return records
 
 
 def _record(state: Any, optimizer: Any) -> _Record:
-    """The optimizer's :class:`_Record` (made empty on first use)."""
-    records = _records(state)
-    record = records.get(optimizer)
+    """The optimizer's :class:`_Record` (made empty on first use; three lookups a step: a
+    :class:`TensorMap`'s, whose entry is read and changed in place, not written again)."""
+    records = state.rule_state.get(_RECORDS)
+    if records is None:
+        records = _records(state)
+    record: Optional[_Record] = records.get(optimizer)
     if record is None:
-        record = records[optimizer] = _Record()
+        record = _Record()
+        records.set(optimizer, record)
     return record
 
 

@@ -391,8 +391,11 @@ def _params_without_grad(optimizer: Any, state: Any, caller: FrameType) -> Optio
     an EMA teacher's are), unless the program updates them by hand or replaced them in their
     module (:func:`_replaced_in_their_modules`)."""
     used = state.rule_state.get(_USED)
+    # (each table's emptiness read once: a TensorMap's len() is a Python call)
+    using = used if used else None
     pending: Optional[TensorMap[tuple[Prov, Prov]]] = state.rule_state.get(_MISSING_BEFORE)
-    if not used and not pending:
+    pending = pending if pending else None
+    if using is None and pending is None:
         return None
     rejoined = state.rule_state.get(_REJOINED, ())
     missing: list[tuple[Any, tuple[Prov, Prov]]] = []
@@ -401,13 +404,13 @@ def _params_without_grad(optimizer: Any, state: Any, caller: FrameType) -> Optio
     lacking: list[tuple[Any, Optional[int]]] = []
     for group in optimizer.param_groups:
         for param in group["params"]:
-            use = used.pop(param, None) if used else None
+            use = using.pop(param, None) if using is not None else None
             if param.grad is not None:
-                if pending:
+                if pending is not None:
                     pending.pop(param)
                 continue
             cut = _cut_after(use, rejoined, id(param)) if use is not None else None
-            before = pending.get(param) if pending else None
+            before = pending.get(param) if pending is not None else None
             by_hand = None
             if use is not None or before is not None:
                 by_hand = _updated_by_hand.updated_by_hand(param, state)

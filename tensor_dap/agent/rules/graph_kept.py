@@ -208,15 +208,19 @@ def install(state: Any) -> list[Any]:
     the outputs it keeps (:func:`kept_roots.observe`) are looked at
     (:mod:`tensor_dap.agent.eval_switch`)."""
 
+    # (the tables are the watch's for good: looked up once here, not at each step)
+    rule_state = state.rule_state
+    in_step: set[int] = rule_state.setdefault(_IN_STEP, set())
+    by_optimizer: dict[int, int] = rule_state.setdefault(kept_updates.STEPS_BY_OPTIMIZER, {})
+
     def zeroed(optimizer: Any) -> None:
-        state.rule_state.setdefault(_IN_STEP, set()).add(id(optimizer))
+        in_step.add(id(optimizer))
 
     def stepped(optimizer: Any) -> None:
-        state.rule_state.setdefault(_IN_STEP, set()).discard(id(optimizer))
-        steps = state.rule_state.get(kept_updates.STEPS_TAKEN, 0)
-        state.rule_state[kept_updates.STEPS_TAKEN] = steps + 1
-        by_optimizer = state.rule_state.setdefault(kept_updates.STEPS_BY_OPTIMIZER, {})
-        by_optimizer[id(optimizer)] = by_optimizer.get(id(optimizer), 0) + 1
+        key = id(optimizer)
+        in_step.discard(key)
+        rule_state[kept_updates.STEPS_TAKEN] = rule_state.get(kept_updates.STEPS_TAKEN, 0) + 1
+        by_optimizer[key] = by_optimizer.get(key, 0) + 1
 
     def evaluating() -> None:
         if RULE.id not in state.enabled or state._mode is None:

@@ -108,6 +108,11 @@ def install(state: RuleState) -> list[Any]:
         message = _message(len(stale), len(_step.params(optimizer)), name, placed, backward)
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
+    # (the watch's tables for good: looked up once here, not at each step)
+    known: dict[int, _Steps] = state.rule_state.setdefault(_AFTER_STEP, {})
+    unread_by_thread: dict[int, set[int]] = state.rule_state.setdefault(_UNREAD, {})
+    zeroed_grads: set[Any] = state.rule_state.setdefault(_ZEROED, set())
+
     def after_step(optimizer: Any) -> None:
         caller = callers.pop(id(optimizer), None)
         try:
@@ -122,15 +127,19 @@ def install(state: RuleState) -> list[Any]:
     def zeroed(optimizer: Any) -> None:
         """``zero_grad()`` ran unwatched (see optimizers): nothing of this optimizer is stale
         until its next step; the gradients it left are zeros (in case another optimizer
-        steps them)."""
+        steps them: none are left by the default ``set_to_none``)."""
         try:
-            steps = _steps(optimizer, state)
-            if steps is not None:
+            key = id(optimizer)
+            steps = known.get(key)
+            if steps is not None and steps.optimizer() is optimizer:
                 steps.zeroed = True
-                for unread in list(state.rule_state.get(_UNREAD, {}).values()):
-                    unread.discard(id(optimizer))
-            grads = state.rule_state.setdefault(_ZEROED, set())
-            grads.update(id(p.grad) for p in _step.params(optimizer) if p.grad is not None)
+                for unread in list(unread_by_thread.values()):
+                    unread.discard(key)
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    grad = param.grad
+                    if grad is not None:
+                        zeroed_grads.add(id(grad))
         except Exception:
             state._rule_failed(RULE.id)
 
@@ -189,7 +198,8 @@ def _remember(optimizer: Any, state: Any) -> None:
     if steps is None:
         return
     steps.zeroed = False
-    steps.versions.clear()
+    if steps.versions:
+        steps.versions.clear()
     zeroed = state.rule_state.get(_ZEROED)
     if zeroed:  # this optimizer's step used them: zeroing before it no longer counts
         for param in _step.params(optimizer):
@@ -197,8 +207,12 @@ def _remember(optimizer: Any, state: Any) -> None:
             if grad is not None:
                 zeroed.discard(id(grad))
                 zeroed.discard(storage_key(grad))
-    by_thread = state.rule_state.setdefault(_UNREAD, {})
-    by_thread.setdefault(threading.get_ident(), set()).add(id(optimizer))
+    by_thread = state.rule_state[_UNREAD]
+    thread = threading.get_ident()
+    unread = by_thread.get(thread)
+    if unread is None:
+        unread = by_thread[thread] = set()
+    unread.add(id(optimizer))
 
 
 def _read_versions(unread: set[int], state: Any) -> None:
@@ -223,7 +237,7 @@ def _read_versions(unread: set[int], state: Any) -> None:
 def _steps(optimizer: Any, state: Any, create: bool = False) -> Optional[_Steps]:
     """What is known of ``optimizer`` (None: not stepped yet, unless ``create``; an optimizer
     without weak references: not judged)."""
-    known: dict[int, _Steps] = state.rule_state.setdefault(_AFTER_STEP, {})
+    known: dict[int, _Steps] = state.rule_state[_AFTER_STEP]
     steps = known.get(id(optimizer))
     if steps is not None and steps.optimizer() is optimizer:
         return steps
