@@ -188,9 +188,68 @@ def embedding_adversarial_training(bug: bool) -> None:
         optimizer.step()
 
 
+def virtual_adversarial_training_on_embeddings(bug: bool) -> None:
+    """Text VAT: the direction of the embeddings' worst perturbation, found by a power
+    iteration on a random direction (a leaf), normalized and kept constant on purpose."""
+    torch.manual_seed(0)
+    embedding, head = nn.Embedding(50, 8), nn.Linear(8, 2)
+    optimizer = torch.optim.Adam([*embedding.parameters(), *head.parameters()], lr=1e-3)
+    for _ in range(4):
+        embeds = embedding(torch.randint(0, 50, (4, 6)))
+        with torch.no_grad():
+            clean = F.softmax(head(embeds.mean(1)), dim=1)
+        d = torch.randn(embeds.shape).requires_grad_(True)
+        noisy = head((embeds + 1e-6 * d).mean(1))
+        distance = F.kl_div(F.log_softmax(noisy, dim=1), clean, reduction="batchmean")
+        grad_d = torch.autograd.grad(distance, d, retain_graph=True)[0]
+        r_adv = 2.0 * F.normalize(grad_d.flatten(1), dim=1).view_as(grad_d)
+        adversarial = head((embeds + r_adv).mean(1))
+        loss = F.kl_div(F.log_softmax(adversarial, dim=1), clean, reduction="batchmean")
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def saliency_norm_weights(bug: bool) -> None:
+    """Per-example weights from the size of the input gradient, without ``.detach()`` (the
+    gradient has no history anyway)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):
+        x, y = torch.randn(8, 4).requires_grad_(True), torch.randn(8, 1)
+        pred = model(x)
+        saliency = torch.autograd.grad(pred.sum(), x, retain_graph=True)[0]
+        weights = saliency.norm(dim=1, keepdim=True)
+        loss = (weights / weights.mean() * (pred - y) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def jacobian_matching_distillation(bug: bool) -> None:
+    """A student's input Jacobian matched to a teacher's at the same points: the teacher's,
+    taken without a graph, is the target (the points are leaves of both)."""
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 2))
+    student = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    optimizer = torch.optim.Adam(student.parameters(), lr=1e-3)
+    for _ in range(4):
+        x = torch.randn(16, 4).requires_grad_(True)
+        target = torch.autograd.grad(teacher(x)[:, 0].sum(), x)[0]
+        jacobian = torch.autograd.grad(student(x)[:, 0].sum(), x, create_graph=True)[0]
+        loss = (jacobian - target).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
 @pytest.mark.parametrize(
     "program",
     [
+        virtual_adversarial_training_on_embeddings,
+        saliency_norm_weights,
+        jacobian_matching_distillation,
         first_order_maml,
         l2_adversarial_training,
         score_of_a_fixed_density,

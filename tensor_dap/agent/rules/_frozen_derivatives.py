@@ -15,8 +15,12 @@ Judged, so that first-order meta-learning, adversarial examples and fixed target
   computed from parameters (not a fixed density's score);
 - the op builds a graph from it and from an operand computed from parameters (not FGSM's
   ``x + eps * g.sign()``, whose other operand is the input itself), and nothing between the
-  gradient and the op has no derivative of its own (``sign``, ``round``, comparisons);
-- the ``backward()`` whose graph holds the op trains the parameters the gradient came from.
+  gradient and the op has no derivative of its own (``sign``, ``round``, comparisons) or takes
+  its size or direction (a norm: VAT's and FGM's normalized perturbations of embeddings, a
+  saliency's norm as a per-example weight; so a Deep Ritz energy written ``g.norm(dim=1)**2``
+  is not judged, ``g.pow(2).sum(1)`` is);
+- the ``backward()`` whose graph holds the op trains the parameters (``nn.Parameter``) the
+  gradient came from (a teacher's Jacobian matched by a student's is a target).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 
 #: rule_state key: (path, line) of each ``torch.autograd.grad`` call seen returning gradients
-#: without history, taken w.r.t. plain inputs, of outputs computed from parameters
+#: without history, taken w.r.t. plain inputs, of outputs computed from parameters -> ``id()``
+#: of those parameters (at its latest call)
 _SITES = "grad-lost.frozen-derivative-sites"
 #: rule_state key: the graph node of an op's result -> (its user line, the gradient's Prov): by
 #: node, as the result is mostly a temporary (``u_t - k * u_xx``'s product) its graph outlives
@@ -62,6 +67,10 @@ _NO_DERIVATIVE = frozenset(
         "detach", "data",
     }
 )  # fmt: skip
+#: ops taking a gradient's size or direction: a perturbation (``g / g.norm()``, VAT's and FGM's
+#: normalized directions) or a weight (a saliency's norm per example) is a constant on purpose,
+#: whereas a PDE residual uses its derivatives as they are
+_SIZES = frozenset({"norm", "normalize", "linalg_vector_norm", "linalg_norm", "frobenius_norm"})
 #: nodes walked, at most, to find a parameter behind an operand or a use behind a backward()
 _WALK_LIMIT = 4096
 #: records looked through from an operand back to its gradient
@@ -81,12 +90,13 @@ def note_grad(args: Args, out: Any, caller: Any, state: Any) -> None:
     if not inputs or not all(_plain_input(t) for t in inputs):
         return
     outputs = args[0] if isinstance(args[0], (tuple, list)) else (args[0],)
-    if not _reaches_parameter(outputs):
+    params = _parameters_behind(outputs)
+    if not params:
         return
     user = frames.user_frame(caller)
     if user is not None:
-        sites: set[tuple[str, int]] = state.rule_state.setdefault(_SITES, set())
-        sites.add((user.f_code.co_filename, user.f_lineno))
+        sites: dict[tuple[str, int], frozenset[int]] = state.rule_state.setdefault(_SITES, {})
+        sites[(user.f_code.co_filename, user.f_lineno)] = params
 
 
 def _plain_input(tensor: Any) -> bool:
@@ -101,18 +111,30 @@ def _plain_input(tensor: Any) -> bool:
 
 def _reaches_parameter(tensors: Any) -> bool:
     """Whether the graph of any of ``tensors`` accumulates into an ``nn.Parameter``."""
+    return bool(_parameters_behind(tensors, first=True))
+
+
+def _parameters_behind(tensors: Any, first: bool = False) -> frozenset[int]:
+    """``id()`` of the ``nn.Parameter`` objects among ``tensors`` and those their graphs
+    accumulate into (only the first found with ``first``). Parameters only: the points a
+    gradient is taken at are leaves too, and a student's Jacobian matched to a teacher's at the
+    same points shares them with the teacher (the teacher's is a target, not a bug)."""
+    found = {id(t) for t in tensors if isinstance(t, _Parameter)}
     roots = [graph_node(t) for t in tensors if isinstance(t, _Tensor)]
     for node in breadth_first([r for r in roots if r is not None], _WALK_LIMIT):
-        if accumulates_grad(node) and isinstance(getattr(node, "variable", None), _Parameter):
-            return True
-    return any(isinstance(t, _Parameter) for t in tensors)
+        if found and first:
+            break
+        variable = getattr(node, "variable", None) if accumulates_grad(node) else None
+        if isinstance(variable, _Parameter):
+            found.add(id(variable))
+    return frozenset(found)
 
 
 def observe(name: str, args: Args, out: Any, caller: Any, state: Any) -> None:
     """An arithmetic op ``name`` built a graph (``out``) from an operand without history: it is
     remembered when that operand is such a gradient (or made of one) and another operand was
     computed from parameters."""
-    sites: Optional[set[tuple[str, int]]] = state.rule_state.get(_SITES)
+    sites: Optional[dict[tuple[str, int], frozenset[int]]] = state.rule_state.get(_SITES)
     if not sites or name not in _ARITHMETIC or not isinstance(out, _Tensor):
         return
     operands = [a for a in args[:3] if isinstance(a, _Tensor)]
@@ -126,7 +148,7 @@ def observe(name: str, args: Args, out: Any, caller: Any, state: Any) -> None:
             cut is not None
             and cut.op == "grad"
             and (cut.path, cut.line) in sites
-            and not made_through(prov, cut, _NO_DERIVATIVE, _PARENTS_LIMIT)
+            and not made_through(prov, cut, _NO_DERIVATIVE | _SIZES, _PARENTS_LIMIT)
         ):
             frozen = cut
             break
@@ -157,7 +179,8 @@ def check(targets: list[Any], caller: FrameType, state: Any) -> Optional[Report]
             continue
         site, cut = found
         trained = upstream_leaves(targets) if trained is False else trained
-        if trained is not None and cut.upstream is not None and trained.isdisjoint(cut.upstream):
+        behind = state.rule_state.get(_SITES, {}).get((cut.path, cut.line))
+        if trained is not None and behind is not None and trained.isdisjoint(behind):
             continue
         user = frames.user_frame(caller)
         return Report(
