@@ -64,7 +64,7 @@ class _Record:
     """What the rule remembers of one optimizer, in one object: a step reads and writes most
     of it, and one table lookup per step is what the usual orders pay (not one per field)."""
 
-    __slots__ = ("stepped", "zeroed", "applied", "probe", "untouched")
+    __slots__ = ("stepped", "zeroed", "applied", "probe", "probe_grad", "untouched")
 
     def __init__(self) -> None:
         #: backward() calls at its last step() (None before its first)
@@ -74,8 +74,11 @@ class _Record:
         self.zeroed: Optional[tuple[int, Any, list[Optional[tuple[int, int]]]]] = None
         #: the user line of the backward() its last step applied
         self.applied: Optional[tuple[str, int]] = None
-        #: its first parameter with a gradient at its last step, that gradient's id and version
-        self.probe: Optional[tuple[Any, int, int]] = None
+        #: its first parameter with a gradient at its last step, and that gradient -> its
+        #: version then (weakly, by the object: the next gradient of the parameter, made after
+        #: ``zero_grad()`` freed this one, often gets its id)
+        self.probe: Optional[Any] = None
+        self.probe_grad: TensorMap[int] = TensorMap()
         #: whether its zero_grad() found that gradient as the step left it (no backward() since
         #: wrote into its parameters: the backward() calls between were other optimizers', a
         #: deep ensemble's members trained side by side from one loop line)
@@ -136,22 +139,24 @@ def zeroing(state: Any, optimizer: Any) -> None:
     record = _record(state, optimizer)
     if record.stepped == state.rule_state.get(_BACKWARDS, 0):
         return
-    probe = record.probe
-    if probe is None:
+    param = record.probe
+    if param is None:
         record.untouched = False
         return
-    param, grad_id, version = probe
     grad = param.grad
-    record.untouched = grad is not None and (id(grad), grad._version) == (grad_id, version)
+    version = record.probe_grad.get(grad) if grad is not None else None
+    record.untouched = version is not None and grad._version == version
 
 
 def _remember_probe(record: _Record, optimizer: Any) -> None:
-    """At a step: its first parameter with a gradient, and that gradient's id and version."""
+    """At a step: its first parameter with a gradient, and that gradient (weakly) and version."""
     for group in optimizer.param_groups:
         for param in group["params"]:
             grad = param.grad
             if grad is not None:
-                record.probe = (param, id(grad), grad._version)
+                record.probe = param
+                record.probe_grad.clear()
+                record.probe_grad.set(grad, grad._version)
                 return
     record.probe = None
 
