@@ -468,9 +468,7 @@ def _records(state: Any) -> TensorMap[_Record]:
 def _record(state: Any, optimizer: Any) -> _Record:
     """The optimizer's :class:`_Record` (made empty on first use; three lookups a step: a
     :class:`TensorMap`'s, whose entry is read and changed in place, not written again)."""
-    records = state.rule_state.get(_RECORDS)
-    if records is None:
-        records = _records(state)
+    records = _records(state)
     record: Optional[_Record] = records.get(optimizer)
     if record is None:
         record = _Record()
