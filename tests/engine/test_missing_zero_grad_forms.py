@@ -422,10 +422,10 @@ def test_the_fix_names_the_backward_call_as_the_program_writes_it() -> None:
     ), messages
 
 
-def test_two_backward_lines_before_a_step_are_not_named_one_of_them() -> None:
+def test_two_backward_lines_before_a_step_name_the_first() -> None:
     """DCGAN's discriminator: ``errD_real.backward(); errD_fake.backward()`` then the step, with
     zero_grad() forgotten: "before errD_fake.backward()" would erase errD_real's gradients, so
-    the fix keeps the generic "before loss.backward()"."""
+    the fix names the first of the two."""
     with tensor_dap.watch(rules=["missing-zero-grad", "grad-lost"]) as watch:
         netD = nn.Linear(2, 1)
         optimizerD = torch.optim.SGD(netD.parameters(), lr=1e-3)
@@ -437,8 +437,47 @@ def test_two_backward_lines_before_a_step_are_not_named_one_of_them() -> None:
             optimizerD.step()
     messages = [f.message for f in watch.findings if f.rule == "missing-zero-grad"]
     assert messages and messages[0].endswith(
-        "Call optimizerD.zero_grad() before loss.backward() in each step."
+        "Call optimizerD.zero_grad() before errD_real.backward() in each step."
     ), messages
+
+
+def test_a_gans_two_optimizers_are_each_told_their_own_backward_line() -> None:
+    """A GAN's loop with no zero_grad() at all: ``lossD.backward(); optD.step()`` then
+    ``lossG.backward(); optG.step()``. Each optimizer's advice names the backward() run since
+    the other's step (the one computing its gradients), not "loss.backward()", which the
+    program does not have."""
+    with tensor_dap.watch(rules=["missing-zero-grad", "grad-lost"]) as watch:
+        netG, netD = nn.Linear(4, 2), nn.Linear(2, 1)
+        optD = torch.optim.Adam(netD.parameters(), lr=2e-4)
+        optG = torch.optim.Adam(netG.parameters(), lr=2e-4)
+        for _ in range(3):
+            fake = netG(torch.randn(8, 4))
+            lossD = netD(fake.detach()).mean() - netD(torch.randn(8, 2)).mean()
+            lossD.backward()
+            optD.step()
+            lossG = -netD(fake).mean()
+            lossG.backward()
+            optG.step()
+    ends = sorted(f.message.rsplit(": ", 1)[-1] for f in watch.findings)
+    assert any(
+        e.endswith("Call optD.zero_grad() before lossD.backward() in each step.") for e in ends
+    ), ends
+    assert any(
+        e.endswith("Call optG.zero_grad() before lossG.backward() in each step.") for e in ends
+    ), ends
+
+
+def test_a_long_list_of_stale_parameters_says_how_many_it_leaves_out() -> None:
+    """Eight stale parameters: the message shows four and counts the rest."""
+    with tensor_dap.watch(rules=["missing-zero-grad"]) as watch:
+        model = nn.Sequential(*(nn.Linear(3, 3) for _ in range(4)))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(3):
+            model(torch.randn(2, 3)).sum().backward()
+            opt.step()
+    (message,) = {f.message for f in watch.findings}
+    assert "8 of 8 parameters" in message
+    assert " and 4 more):" in message, message
 
 
 class _UncertaintyTrainer:

@@ -100,12 +100,26 @@ SCALINGS = frozenset(
 )
 
 
-def single_backward_at(state: Any) -> Optional[tuple[str, int]]:
-    """(path, line) of the one user line the newest ``backward()`` calls ran from, when grad-lost
-    is on and there is one: advice naming a backward() call must not name the second of a
-    discriminator's two (``errD_real.backward(); errD_fake.backward()``)."""
-    lines = {at for _, at, _, _ in state.rule_state.get(_BACKWARD_LINES, ())}
-    return next(iter(lines)) if len(lines) == 1 else None
+def step_backward_at(state: Any) -> Optional[tuple[str, int]]:
+    """(path, line) of the first ``backward()`` this thread ran since the newest step of any
+    optimizer before it, when grad-lost is on and it is known: where advice places a
+    ``zero_grad()``. A discriminator's two (``errD_real.backward(); errD_fake.backward()``)
+    name the first; a GAN's ``lossD.backward()`` and ``lossG.backward()`` each its own
+    optimizer's; with the first of them no longer kept, the one line they all ran from, if
+    they did."""
+    lines = state.rule_state.get(_BACKWARD_LINES, ())
+    backwards = state.rule_state.get(_BACKWARDS, 0)
+    steps = [r.stepped for _, r in _records(state).items() if r.stepped is not None]
+    since = max((n for n in steps if n < backwards), default=0)
+    thread = threading.get_ident()
+    kept = [(number, at) for number, at, _, ident in lines if ident == thread]
+    run = [(number, at) for number, at in kept if number > since]
+    if not run:
+        return None
+    if run[0][0] == since + 1 or len(run) < len(kept):  # (the first since the step is kept)
+        return run[0][1]
+    ats = {at for _, at in run}
+    return next(iter(ats)) if len(ats) == 1 else None
 
 
 def on_backward(state: Any, caller: Any) -> None:
@@ -276,7 +290,7 @@ def check(optimizer: Any, caller: FrameType, state: Any, failing: bool = False) 
     without = sum(1 for p in params if p.grad is None)
     step_at = frames.site(user)
     zeroer = name if zeroer is None else zeroer
-    backward = _step.backward_call(single_backward_at(state))
+    backward = _step.backward_call(step_backward_at(state))
     message = _message(name, zeroer, backward_at, step_at, without, len(params), failing, backward)
     # (at the zero_grad() line, the one to move; paused at the step, where it shows)
     return Report(tensors=params[:4], message=message, operands=False, frame=user, at=at)

@@ -104,7 +104,7 @@ def install(state: RuleState) -> list[Any]:
         user = frames.user_frame(caller)
         name = naming.object_name(user, optimizer) or "optimizer"
         placed = _placed_zero_grad(user, optimizer, name, stale)
-        backward = _step.backward_call(_zeroed_before_step.single_backward_at(state))
+        backward = _step.backward_call(_zeroed_before_step.step_backward_at(state))
         message = _message(len(stale), len(_step.params(optimizer)), name, placed, backward)
         return Report(tensors=stale[:4], message=message, operands=False, frame=user)
 
@@ -162,7 +162,7 @@ def _closure_accumulated(optimizer: Any, caller: FrameType, state: Any) -> Optio
     times = " (LBFGS calls it up to max_iter times per step)" if _calls_again(optimizer) else ""
 
     def build(described: list[Any], expression: str) -> str:
-        examples = ", ".join(f"{d.name} {d.shape_text}" for d in described)
+        examples = _examples(described, len(stale))
         return (
             f"`{expression}`: {len(stale)} of {total} parameters get gradients that still hold "
             f"contributions from earlier backward() calls ({examples}): the closure's "
@@ -171,6 +171,12 @@ def _closure_accumulated(optimizer: Any, caller: FrameType, state: Any) -> Optio
         )
 
     return Report(tensors=stale[:4], message=build, operands=False, frame=user)
+
+
+def _examples(described: list[Any], count: int) -> str:
+    """The parameters a report shows (four at most), and how many more it counts."""
+    shown = ", ".join(f"{d.name} {d.shape_text}" for d in described)
+    return f"{shown} and {count - len(described)} more" if count > len(described) else shown
 
 
 def _calls_again(optimizer: Any) -> bool:
@@ -440,7 +446,7 @@ def _message(
     (:func:`_step.backward_call`)."""
 
     def build(described: list[Any], expression: str) -> str:
-        examples = ", ".join(f"{d.name} {d.shape_text}" for d in described)
+        examples = _examples(described, stale)
         head = (
             f"`{expression}`: {stale} of {total} parameters get gradients that still hold "
             f"contributions from before the previous step() ({examples}):"
