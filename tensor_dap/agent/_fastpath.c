@@ -910,7 +910,7 @@ static long KIND_USER = -1, KIND_LIBRARY = -1;
 static PyObject *s_memory, *s_name, *s_untyped_storage, *s_cdata, *s_data_ptr, *s_weak_ref,
     *s_nbytes, *s_device, *s_entries, *s_live, *s_peak, *s_by_site, *s_since_sweep, *s_limit,
     *s_add, *s_insert, *s_pending, *s_over, *s_interval, *s_backward_line, *s_grad_leaves,
-    *s_backward, *s_table, *s_grad;
+    *s_backward, *s_table, *s_grad, *s_threads, *s_line, *s_leaves;
 
 /* storage.<name>() as a Python int (a new reference), NULL on an error */
 static PyObject *call_noargs(PyObject *obj, PyObject *name) {
@@ -1025,6 +1025,22 @@ static PyObject *ledger_item(PyObject *ledger_dict, PyObject *name) {
     if (value == NULL && !PyErr_Occurred())
         PyErr_Format(PyExc_AttributeError, "tensor-dap: the memory books have no %U", name);
     return value;
+}
+
+/* ledger.<property> for backward_line and grad_leaves: read from the ledger's per-thread
+ * record (`_threads.<field>`, a C threading.local) when it is there, without the Python
+ * property; the property otherwise (it makes the field). A new reference, NULL on an error. */
+static PyObject *ledger_thread_field(PyObject *ledger, PyObject *field, PyObject *property) {
+    PyObject *ledger_dict = instance_dict(ledger);
+    PyObject *threads = ledger_dict == NULL ? NULL : PyDict_GetItemWithError(ledger_dict, s_threads);
+    PyObject *value = NULL;
+    if (threads != NULL) {
+        value = PyObject_GetAttr(threads, field);
+        if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+    }
+    Py_XDECREF(ledger_dict);
+    if (value != NULL || PyErr_Occurred()) return value;
+    return PyObject_GetAttr(ledger, property);
 }
 
 /* dict[key] += amount for an int-valued dict (a missing key counts as 0) */
@@ -1266,13 +1282,13 @@ static int books_backward_grads(PyObject *ledger, PyObject *ledger_dict, PyObjec
     if (is_grad) return 0; /* torch.autograd.grad writes no .grad */
     int status = -1;
     PyObject *line = NULL, *by_line = NULL, *table = NULL, *grads = NULL;
-    line = PyObject_GetAttr(ledger, s_backward_line);
+    line = ledger_thread_field(ledger, s_line, s_backward_line);
     if (line == NULL) goto done;
     if (line == Py_None) {
         status = 0;
         goto done;
     }
-    by_line = PyObject_GetAttr(ledger, s_grad_leaves);
+    by_line = ledger_thread_field(ledger, s_leaves, s_grad_leaves);
     if (by_line == NULL) goto done;
     PyObject *leaves = PyDict_Check(by_line) ? PyDict_GetItemWithError(by_line, line) : NULL;
     if (leaves == NULL) {
@@ -1382,6 +1398,17 @@ static PyObject *books_after(PyObject *module, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
+/* ledger.backward_line = line: on the per-thread record where it is there (the property's
+ * setter otherwise). 0, or -1 on an error. */
+static int set_backward_line(PyObject *ledger, PyObject *line) {
+    PyObject *ledger_dict = instance_dict(ledger);
+    PyObject *threads = ledger_dict == NULL ? NULL : PyDict_GetItemWithError(ledger_dict, s_threads);
+    int status = threads != NULL ? PyObject_SetAttr(threads, s_line, line)
+                 : PyErr_Occurred() ? -1 : PyObject_SetAttr(ledger, s_backward_line, line);
+    Py_XDECREF(ledger_dict);
+    return status;
+}
+
 /* books_before_backward(info, args, kwargs, caller, watch): memory.before_backward in C: the
  * user line calling backward() goes to the books' backward_line (a (path, line) tuple), for the
  * .grad tensors it makes. A file not classified yet, or a line whose leaves are not known yet
@@ -1406,10 +1433,11 @@ static PyObject *books_before_backward(PyObject *module, PyObject *const *args,
             int known = 0;
             if (site != Py_None) {
                 line = PyTuple_GetSlice(site, 0, 2);
-                PyObject *leaves = line == NULL ? NULL : PyObject_GetAttr(ledger, s_grad_leaves);
+                PyObject *leaves =
+                    line == NULL ? NULL : ledger_thread_field(ledger, s_leaves, s_grad_leaves);
                 known = leaves == NULL ? -1 : PySequence_Contains(leaves, line);
                 Py_XDECREF(leaves);
-                if (known > 0) known = PyObject_SetAttr(ledger, s_backward_line, line) < 0 ? -1 : 1;
+                if (known > 0) known = set_backward_line(ledger, line) < 0 ? -1 : 1;
                 Py_XDECREF(line);
             }
             if (known < 0) {
@@ -1551,13 +1579,16 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     s_interval = PyUnicode_InternFromString("_interval");
     s_backward_line = PyUnicode_InternFromString("backward_line");
     s_grad_leaves = PyUnicode_InternFromString("grad_leaves");
+    s_threads = PyUnicode_InternFromString("_threads");
+    s_line = PyUnicode_InternFromString("line");
+    s_leaves = PyUnicode_InternFromString("leaves");
     s_backward = PyUnicode_InternFromString("backward");
     s_table = PyUnicode_InternFromString("_table");
     s_grad = PyUnicode_InternFromString("grad");
     if (!s_memory || !s_name || !s_untyped_storage || !s_cdata || !s_data_ptr || !s_weak_ref ||
         !s_nbytes || !s_device || !s_entries || !s_live || !s_peak || !s_by_site ||
         !s_since_sweep || !s_limit || !s_add || !s_insert || !s_pending || !s_over ||
-        !s_interval || !s_backward_line || !s_grad_leaves || !s_backward || !s_table || !s_grad)
+        !s_interval || !s_backward_line || !s_grad_leaves || !s_threads || !s_line || !s_leaves || !s_backward || !s_table || !s_grad)
         return NULL;
     if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0 ||
         PyType_Ready(&PassThroughType) < 0)

@@ -56,9 +56,12 @@ LEDGER_INSTANCE_ATTRIBUTES = (
     "_pending",
     "_over",
     "limit",
+    "_threads",
 )
-#: read and written as attributes (per thread: properties of the class)
+#: read and written as attributes (per thread: properties of the class), or as the fields of
+#: ``_threads`` they are kept in (the C path reads those first: no Python call)
 LEDGER_PROPERTIES = ("backward_line", "grad_leaves")
+LEDGER_THREAD_FIELDS = ("line", "leaves")
 LEDGER_METHODS = ("_add", "_insert")
 STORAGE_ATTRIBUTES = ("_cdata", "data_ptr", "_weak_ref", "nbytes")
 OP_INFO_ATTRIBUTES = ("name", "backward")
@@ -69,6 +72,7 @@ OP_ATTRIBUTES = ("_op", "_has_torchbind_op_overload")
 BOOKS_ATTRIBUTES = (
     LEDGER_INSTANCE_ATTRIBUTES
     + LEDGER_PROPERTIES
+    + LEDGER_THREAD_FIELDS
     + LEDGER_METHODS
     + STORAGE_ATTRIBUTES
     + OP_INFO_ATTRIBUTES

@@ -52,6 +52,10 @@ def test_the_listed_names_exist_where_the_c_path_reads_them() -> None:
             assert name in vars(watch.memory), name
         for name in native.LEDGER_PROPERTIES:
             assert isinstance(getattr(type(watch.memory), name), property), name
+        watch.memory.backward_line = ("x.py", 1)
+        watch.memory.grad_leaves  # noqa: B018 (makes this thread's field)
+        for name in native.LEDGER_THREAD_FIELDS:  # (where the properties keep them)
+            assert name in vars(watch.memory._threads), name
         for name in native.LEDGER_METHODS:
             assert callable(getattr(watch.memory, name)), name
         for name in native.STORAGE_ATTRIBUTES:

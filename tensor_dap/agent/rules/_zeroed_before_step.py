@@ -112,7 +112,9 @@ def step_backward_at(state: Any) -> Optional[tuple[str, int]]:
     steps = [r.stepped for _, r in _records(state).items() if r.stepped is not None]
     since = max((n for n in steps if n < backwards), default=0)
     thread = threading.get_ident()
-    kept = [(number, at) for number, at, _, ident in lines if ident == thread]
+    kept: list[tuple[int, tuple[str, int]]] = [
+        (number, at) for number, at, _, ident in lines if ident == thread
+    ]
     run = [(number, at) for number, at in kept if number > since]
     if not run:
         return None
