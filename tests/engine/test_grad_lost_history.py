@@ -117,6 +117,56 @@ def test_a_cut_behind_a_list_argument_is_named(program, cut_text: str, how: str)
     assert "nothing it was computed from requires grad" not in message
 
 
+def test_a_list_rewrapped_by_torch_tensor_is_told_to_use_torch_stack() -> None:
+    """``torch.tensor([w[0] * 2, w[1]])``: the fix is ``torch.stack`` of the same list."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.tensor(list of tensors) warns
+        ((_, message),) = _grad_lost(cut_by_rewrapping_a_list)
+    assert message.endswith(
+        "which copies the values into a new tensor without history. Build it with "
+        "`torch.stack([w[0] * 2, w[1]])` there: torch.stack keeps each tensor's graph."
+    ), message
+
+
+def joint_losses_rewrapped_with_requires_grad() -> None:
+    """Multi-task weighting written ``torch.tensor(task_losses, requires_grad=True)``: the loss
+    has a grad_fn, backward() runs, and the model's parameters get no gradient."""
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    weights = torch.tensor([1.0, 0.5])
+    for _ in range(3):
+        out = model(torch.randn(8, 4))
+        task_losses = [out[:, 0].pow(2).mean(), out[:, 1].abs().mean()]
+        loss = (torch.tensor(task_losses, requires_grad=True) * weights).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_parameters_cut_off_by_a_rewrapped_list_are_told_to_use_torch_stack() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = _grad_lost(joint_losses_rewrapped_with_requires_grad)
+    assert found
+    line, message = found[0]
+    assert line == _line_of(joint_losses_rewrapped_with_requires_grad, "optimizer.step()")
+    assert "by torch.tensor(...) re-wrapping" in message
+    assert message.endswith(
+        "Build it with `torch.stack(task_losses)` there: torch.tensor(...) copies the values "
+        "into a new tensor without history, torch.stack keeps each one's graph."
+    ), message
+
+
+def test_numbers_rewrapped_by_torch_tensor_are_not_told_to_stack() -> None:
+    """``torch.tensor(batch_losses)`` of ``.item()`` numbers: stacking numbers keeps nothing."""
+    ((_, message),) = _grad_lost(loss_from_numbers_read_with_item)
+    assert "torch.stack" not in message
+
+
 @torch.no_grad()
 def predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model(x)

@@ -521,10 +521,17 @@ def _no_grad_message(count: int, wheres: list[Optional[Prov]], cuts: list[Prov])
         if count > len(parts):
             parts.append(f"and {count - len(parts)} more")
         named = " or ".join(f"{_where(c)} by {c.cut}" for c in cuts[:2])
+        stacked = _stacked_instead(cuts[0]) if len(cuts) == 1 else None
+        fix = (
+            f"Build it with `{stacked}` there: torch.tensor(...) copies the values into a new "
+            "tensor without history, torch.stack keeps each one's graph."
+            if stacked
+            else "Keep the tensors between that use and the loss in the graph."
+        )
         return (
             f"`{expression}`: {count} parameter(s) took part in this step's forward but got no "
             f"gradient: {', '.join(parts)}. Their history was cut after that use, at {named}. "
-            "Keep the tensors between that use and the loss in the graph."
+            f"{fix}"
         )
 
     return build
@@ -572,6 +579,13 @@ def _explain(prov: Optional[Prov], handed: tuple[tuple[int, Prov], ...] = ()) ->
                 f"{_where(read)}: a number carries no gradient. Use the tensor `{tensor}` in "
                 f"place of `{used}` there (the {cut.cut} can stay if it is meant)."
             )
+        stacked = _stacked_instead(cut) if cut is not None else None
+        if cut is not None and stacked is not None:
+            return (
+                f"{head}: its gradient history was cut at {_where(cut)} by {cut.cut}, which "
+                f"copies the values into a new tensor without history. Build it with "
+                f"`{stacked}` there: torch.stack keeps each tensor's graph."
+            )
         if cut is not None:
             return (
                 f"{head}: its gradient history was cut at {_where(cut)} by {cut.cut}. "
@@ -597,6 +611,39 @@ def _explain(prov: Optional[Prov], handed: tuple[tuple[int, Prov], ...] = ()) ->
         )
 
     return build
+
+
+#: how re-wrapping calls read (``torch.tensor(losses)``, ``torch.as_tensor([a, b])``)
+_REWRAPS = frozenset({"torch.tensor", "torch.as_tensor", "tensor", "as_tensor"})
+
+
+def _stacked_instead(cut: Prov) -> Optional[str]:
+    """``torch.stack(task_losses)`` for a cut made by ``torch.tensor(task_losses, ...)`` (a list
+    of tensors, by name or written out) at the cut's line: the call keeping their graphs;
+    None for any other cut, or a re-wrap of something else (``torch.tensor(loss.item())``)."""
+    if cut.cut is None or not cut.cut.endswith("re-wrapping"):
+        return None
+    statement = naming.parsed_statement(naming.statement_text(cut.path, cut.line))
+    for node in ast.walk(statement) if statement is not None else ():
+        if isinstance(node, ast.Call) and node.args and ast.unparse(node.func) in _REWRAPS:
+            values = node.args[0]
+            if isinstance(values, ast.Name) or (
+                isinstance(values, (ast.List, ast.Tuple))
+                and values.elts
+                and not any(isinstance(v, ast.Constant) for v in values.elts)
+                and not any(_reads_a_number(v) for v in values.elts)
+            ):
+                return f"torch.stack({ast.unparse(values)})"
+    return None
+
+
+def _reads_a_number(node: ast.AST) -> bool:
+    """``loss.item()``, ``float(x)``: an element that is a Python number, not a tensor."""
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("item", "tolist"):
+        return True
+    return isinstance(node.func, ast.Name) and node.func.id in ("float", "int")
 
 
 def _number_read_out(
