@@ -225,3 +225,48 @@ def test_an_agents_action_for_its_environment_is_a_scalar_read() -> None:
     assert train({}) == []
     (finding,) = train({"leaves-device": {"scalars": True}})
     assert finding.line == _line(train, "action = model(state).detach().cpu()")
+
+
+def labels_copied_back_for_a_metric(device: torch.device) -> list[int]:
+    """Labels moved to the device for the loss, then copied back each step for an F1 score
+    computed after the epoch: the CPU labels the program sliced are still there."""
+    torch.manual_seed(0)
+    model = nn.Linear(6, 3).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    X, y = torch.randn(32, 6), torch.randint(0, 3, (32,))
+    all_labels: list[int] = []
+    for i in range(0, 32, 8):
+        xb, yb = X[i : i + 8].to(device), y[i : i + 8].to(device)
+        loss = F.cross_entropy(model(xb), yb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        all_labels.extend(yb.cpu().tolist())
+    return all_labels
+
+
+def test_a_device_copy_copied_back_is_told_to_read_its_cpu_original(engine_path) -> None:  # noqa: ANN001
+    with tensor_dap.watch(rules=["leaves-device"]) as watch:
+        labels = labels_copied_back_for_a_metric(accelerator_device())
+    assert len(labels) == 32
+    (finding,) = _leaves(watch)
+    assert finding.line == _line(labels_copied_back_for_a_metric, "all_labels.extend(yb.cpu()")
+    assert finding.message.endswith(
+        "yb is a copy of `y[i:i + 8]`, which is on the CPU: use `y[i:i + 8]` there in place of "
+        "copying yb back."
+    ), finding.message
+
+
+def test_a_copy_of_a_device_tensor_is_not_told_of_a_cpu_original(engine_path) -> None:  # noqa: ANN001
+    """``yb = y[i:i + 8].to(device)`` of labels already on the device: no CPU original."""
+    model, optimizer, x, y = _setup()
+    with tensor_dap.watch(rules=["leaves-device"]) as watch:
+        for i in range(0, 32, 8):
+            yb = y[i : i + 8].to(x.device, torch.int64)
+            optimizer.zero_grad()
+            F.cross_entropy(model(x[i : i + 8]), yb).backward()
+            optimizer.step()
+            yb.cpu()
+    (finding,) = _leaves(watch)
+    assert "is a copy of" not in finding.message
+    assert finding.message.endswith("copy once after the loop."), finding.message

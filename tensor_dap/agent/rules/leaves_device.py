@@ -21,12 +21,14 @@ is never reported.
 
 from __future__ import annotations
 
+import ast
+from types import FrameType
 from typing import Any, Optional
 
 import torch
 
 from tensor_dap import catalog
-from tensor_dap.agent import frames
+from tensor_dap.agent import frames, naming
 from tensor_dap.agent.op_kinds import HOST_COPIES, SCALAR_READS, OpInfo
 from tensor_dap.agent.rules import Report
 from tensor_dap.agent.rules._args import created
@@ -116,7 +118,47 @@ def before(op: OpInfo, args: Args, kwargs: Kwargs, caller: Any, state: Any) -> A
     sites = state.rule_state.get(_HOST_COPY_SITES)
     if sites and (caller.f_code.co_filename, caller.f_lineno) in sites:
         return None  # (the copy PyTorch asks for: handed to pack_padded_sequence, ctc_loss)
-    return Report(tensors=[source], message=_message(name))
+    return Report(tensors=[source], message=_message(name, _host_original(source, caller, state)))
+
+
+#: ops copying a host tensor to the device, as a line calls them
+_TO_DEVICE = frozenset({"to", "cuda"})
+
+
+def _host_original(source: Any, caller: FrameType, state: Any) -> Optional[tuple[str, str]]:
+    """``("yb", "y[i:i + 32]")`` when ``source`` is the device copy the calling function made of
+    a CPU tensor it still holds (``xb, yb = X[i:i + 32].to(device), y[i:i + 32].to(device)``):
+    labels collected for a metric are then read from the original, with no copy back."""
+    prov = state.provenance.lookup(source)
+    if prov is None or prov.op not in _TO_DEVICE or prov.path != caller.f_code.co_filename:
+        return None
+    statement = naming.parsed_statement(naming.statement_text(prov.path, prov.line))
+    if not isinstance(statement, ast.Assign):
+        return None
+    pairs: list[tuple[ast.expr, ast.expr]] = []
+    for target in statement.targets:
+        values = statement.value
+        if isinstance(target, ast.Tuple) and isinstance(values, ast.Tuple):
+            if len(target.elts) == len(values.elts):
+                pairs.extend(zip(target.elts, values.elts))
+        else:
+            pairs.append((target, values))
+    scope = {**caller.f_globals, **caller.f_locals}
+    for target, value in pairs:
+        if not isinstance(target, ast.Name) or scope.get(target.id) is not source:
+            continue
+        if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+            return None
+        if value.func.attr not in _TO_DEVICE:
+            return None
+        root = value.func.value
+        while isinstance(root, (ast.Subscript, ast.Attribute)):
+            root = root.value
+        held = scope.get(root.id) if isinstance(root, ast.Name) else None
+        if isinstance(held, _Tensor) and held.device.type == "cpu":
+            return target.id, ast.unparse(value.func.value)
+        return None
+    return None
 
 
 #: a copy of one sample (a batch of one) of at most this many numbers reads a few numbers
@@ -250,17 +292,27 @@ def _call_site(caller: Any) -> tuple[int, ...]:
     return here + ((id(outer.f_code), outer.f_lasti) if outer is not None else ())
 
 
-def _message(op_name: str) -> Any:
+def _message(op_name: str, original: Optional[tuple[str, str]] = None) -> Any:
+    """``original``: (name, expression) of the CPU tensor the program copied this one from in
+    the same function (:func:`_host_original`)."""
     call = {"to": "to('cpu')", "__array__": "numpy conversion"}.get(op_name, f"{op_name}()")
 
     def build(described: list[Any], expression: str) -> str:
         d = described[0]
         shape = d.shape_text
-        return (
+        head = (
             f"`{expression}`: {d.name} {shape} {d.dtype} leaves {d.device} for the CPU "
             f"({call}){created(d)}. This copies device memory to the host and waits for the "
-            f"device at every training step; keep it on {d.device} (or collect on the device) "
-            f"and copy once after the loop."
+            f"device at every training step; "
+        )
+        if original is not None:
+            name, source = original
+            return (
+                f"{head}{name} is a copy of `{source}`, which is on the CPU: use `{source}` "
+                f"there in place of copying {name} back."
+            )
+        return (
+            f"{head}keep it on {d.device} (or collect on the device) and copy once after the loop."
         )
 
     return build
