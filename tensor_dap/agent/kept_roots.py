@@ -13,6 +13,13 @@ it is searched for ``name.append(``) once that list, found again, keeps growing
 members' losses, holds as many however long the program runs); a root no list holds, or whose
 ``append`` cannot be found, is let go unreported.
 
+Other tensors of a graph a ``backward()`` went through, appended after it (a prioritized
+replay's ``priorities.append(td_error)``, ``preds.append(pred)`` for an epoch's metric), keep
+their graph's nodes the same way: a sampled op's result still alive at its line's next run,
+after a ``backward()`` freed its graph, is looked for in the lists (and deques) the step's next
+lines append to (:func:`_kept_after_backward`), and reported at that ``append`` once the list
+keeps growing.
+
 Losses or outputs appended and never backpropagated (an evaluation loop without
 ``torch.no_grad()``, a rollout's log-probabilities) keep more: every iteration's saved
 activations. :func:`observe` sees a sample of ops (the engine's: the first 8 of each call site,
@@ -37,6 +44,7 @@ import dis
 import functools
 import gc
 import inspect
+import itertools
 import linecache
 import os
 import re
@@ -46,7 +54,7 @@ import types
 import weakref
 from dataclasses import dataclass
 from types import CodeType, FrameType
-from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -59,6 +67,10 @@ from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
 from tensor_dap.tensor_text import size_text
 
+#: what keeps a step's tensors: a list, or a deque (a replay buffer's, a window of the last
+#: losses)
+_SEQUENCES = (list, collections.deque)
+Held = Union[list[Any], "collections.deque[Any]"]
 #: a root alive this many backward() calls after its own is reported
 KEPT_AFTER = 3
 _ROOTS = "graph-kept.roots"
@@ -110,7 +122,7 @@ def check(args: Any, caller: FrameType, state: Any, backwards: int) -> Optional[
     )
 
 
-def _grew(state: Any, key: tuple[str, int, str], held: list[Any]) -> bool:
+def _grew(state: Any, key: tuple[str, int, str], held: Held) -> bool:
     """Whether the list found keeping a root keeps growing across training steps: found before
     at this line, the same list, longer, and an optimizer stepped twice since it was first
     found (without optimizers, longer than :data:`_LONG` and than any list made anew there).
@@ -135,11 +147,18 @@ def _grew(state: Any, key: tuple[str, int, str], held: list[Any]) -> bool:
     return len(held) > max(longest, _LONG)
 
 
-def _holds(held: list[Any], tensor: Any, tail: int) -> bool:
+def _holds(held: Held, tensor: Any, tail: int) -> bool:
     """Whether one of the last ``tail`` items of ``held`` is ``tensor``, or a dict or tuple
     holding it (``outputs.append({"val_loss": loss, "val_mae": mae})``, ``history.append((epoch,
     loss))``)."""
-    return any(value is tensor for item in held[-tail:] for value in _item_values(item))
+    return any(value is tensor for item in _tail(held, tail) for value in _item_values(item))
+
+
+def _tail(held: Any, count: int) -> list[Any]:
+    """The last ``count`` items of a list or a deque (which has no slices)."""
+    if isinstance(held, list):
+        return held[-count:]
+    return list(itertools.islice(reversed(held), count))[::-1]
 
 
 def _item_values(item: Any) -> Any:
@@ -148,9 +167,7 @@ def _item_values(item: Any) -> Any:
     return item.values() if kind is dict else item if kind is tuple else (item,)
 
 
-def _holder(
-    root: Any, caller: FrameType
-) -> Optional[tuple[FrameType, list[Any], tuple[str, int, str]]]:
+def _holder(root: Any, caller: FrameType) -> Optional[tuple[FrameType, Held, tuple[str, int, str]]]:
     """The user frame, the list, and the ``(path, line)`` appending to it with the list's name
     there."""
     frame: Optional[FrameType] = frames.user_frame(caller)
@@ -160,7 +177,7 @@ def _holder(
         if frames.is_user_code(frame.f_code):
             for name, held in _lists(frame):
                 if _holds(held, root, _TAIL):
-                    site = _append_site(frame, name, _names_of(frame, held[-4:]))
+                    site = _append_site(frame, name, _names_of(frame, _tail(held, 4)))
                     return (frame, held, site) if site else None
         frame = frame.f_back
     return None
@@ -273,8 +290,8 @@ def _method_of(owner: Any, attribute: str) -> Optional[types.FunctionType]:
     return None
 
 
-def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
-    found: list[tuple[str, list[Any]]] = []
+def _lists(frame: FrameType) -> list[tuple[str, Held]]:
+    found: list[tuple[str, Held]] = []
     try:
         local = frames.read_locals(frame)
     except Exception:
@@ -282,7 +299,7 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
     # (and the module's lists the function names: a global history a loop appends to)
     named = {n: frame.f_globals[n] for n in frame.f_code.co_names if n in frame.f_globals}
     for name, value in {**named, **local}.items():
-        if isinstance(value, list):
+        if isinstance(value, _SEQUENCES):
             found.append((name, value))
         elif isinstance(value, dict) and (name in local or len(value) <= _TRACKER_KEYS):
             found.extend(_keyed_lists(name, value))
@@ -292,7 +309,7 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
     except TypeError:
         attrs = {}
     for k, v in attrs.items():  # self.history, self.logged["loss"]
-        if isinstance(v, list):
+        if isinstance(v, _SEQUENCES):
             found.append((f"self.{k}", v))
         elif isinstance(v, dict) and len(v) <= _TRACKER_KEYS:
             found.extend(_keyed_lists(f"self.{k}", v))
@@ -304,7 +321,7 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
             if name == "self" or not (_plain_object(value) or isinstance(value, torch.nn.Module)):
                 continue
             for k, v in vars(value).items():
-                if isinstance(v, list):
+                if isinstance(v, _SEQUENCES):
                     found.append((f"{name}.{k}", v))
                 elif isinstance(v, dict) and len(v) <= _TRACKER_KEYS:  # its _data["loss"]
                     found.extend(_keyed_lists(f"{name}.{k}", v))
@@ -313,13 +330,13 @@ def _lists(frame: FrameType) -> list[tuple[str, list[Any]]]:
     return found
 
 
-def _keyed_lists(name: str, held: dict[Any, Any]) -> list[tuple[str, list[Any]]]:
+def _keyed_lists(name: str, held: dict[Any, Any]) -> list[tuple[str, Held]]:
     """``(name['loss'], the list)`` of each list a dict holds under a str or int key (other
     keys would run the program's code to be written: a module's ``repr``)."""
     return [
         (f"{name}[{key!r}]", item)
         for key, item in dict.items(held)
-        if type(key) in (str, int) and isinstance(item, list)
+        if type(key) in (str, int) and isinstance(item, _SEQUENCES)
     ]
 
 
@@ -501,54 +518,69 @@ def _function_of(value: Any) -> Optional[types.FunctionType]:
     return value if isinstance(value, types.FunctionType) else None
 
 
-def _message(root: Any, name: str, held: list[Any]) -> Any:
+def _message(root: Any, name: str, held: Any) -> Any:
+    """``held``: the list (or deque) keeping ``root``, a tensor a backward() went through:
+    the fix makes it a number (one element) or a detached tensor."""
     count = sum(1 for item in held if _with_history(item))
     nodes = footprint(graph_node(root)).nodes
+    number = root.numel() == 1
 
     def build(described: list[Any], expression: str) -> str:
         loss = described[0].name if described else "the loss"
-        fix = _fixed_call(expression, name, loss)
+        fix = _fixed_call(expression, name, loss, number)
         if fix is None:
             loss = "loss" if loss.startswith("operand ") else loss
-            fix = f"`{name}.append({loss}.item())` (or `{loss}.detach()`)"
+            fix = (
+                f"`{name}.append({loss}.item())` (or `{loss}.detach()`)"
+                if number
+                else f"`{name}.append({loss}.detach())`"
+            )
         return (
             f"`{expression}`: {name} keeps {count} tensors that carry autograd history, one "
             f"per iteration, and with each its graph (about {nodes} autograd nodes each; "
             f"backward() freed their saved tensors, the nodes stay): memory grows every "
-            f"iteration. Keep a number or a detached tensor: {fix}."
+            f"iteration. Keep {'a number or ' if number else ''}a detached tensor: {fix}."
         )
 
     return build
 
 
-def _fixed_call(expression: str, holder: str, tensor: str = "") -> Optional[str]:
+def _fixed_call(
+    expression: str, holder: str, tensor: str = "", number: bool = True
+) -> Optional[str]:
     """The line's call with the tensor it keeps made a number: ``record(losses,
     loss.item())``, ``tracker.update(loss.item())``, ``history.append((epoch, loss.item()))``
     (the last plain name among the call's arguments, inside a tuple, list or dict too, other
     than the list's; ``tensor``, the kept tensor's name, where it is one of them), and the
-    ``.detach()`` alternative; None when there is none."""
+    ``.detach()`` alternative (alone, unless ``number``: a tensor of several elements has no
+    ``.item()``); None when there is none. A call handing an expression
+    (``prios.append(td_error.mean())``) has it made so."""
     text = expression.split("#", 1)[0].strip()
     statement = naming.parsed_statement(text)
     call = statement.value if isinstance(statement, ast.Expr) else None
     if not isinstance(call, ast.Call):
         return None
     holder_names = {holder, holder.rpartition(".")[2]}
-    names = [
+    names: list[ast.expr] = [
         node
         for argument in call.args
         for node in _plain_values(argument)
         if isinstance(node, ast.Name) and node.id not in holder_names
     ]
+    if not names and len(call.args) == 1 and isinstance(call.args[0], (ast.Call, ast.Attribute)):
+        names = [call.args[0]]  # (an expression handed as it is)
     if not names:
         return None
-    kept = next((node for node in names if node.id == tensor), names[-1])
+    kept = next((n for n in names if isinstance(n, ast.Name) and n.id == tensor), names[-1])
     start, end = kept.col_offset, kept.end_col_offset
-    if kept.lineno != 1 or end is None:
+    if kept.lineno != 1 or kept.end_lineno != 1 or end is None:
         return None
-    if text[start:end] != kept.id:
+    if text[start:end] != ast.unparse(kept) and not isinstance(kept, ast.Name):
+        return None
+    if isinstance(kept, ast.Name) and text[start:end] != kept.id:
         return None
     made = [text[:end] + suffix + text[end:] for suffix in (".item()", ".detach()")]
-    return f"`{made[0]}` (or `{made[1]}`)"
+    return f"`{made[0]}` (or `{made[1]}`)" if number else f"`{made[1]}`"
 
 
 def _plain_values(node: ast.expr) -> list[ast.expr]:
@@ -717,6 +749,7 @@ def observe(
     training = False
     if after_backward and not _evaluation_kept(oldest, user):
         if not _training_kept(oldest):
+            _kept_after_backward(oldest, user, key, state, emit)
             return
         training = True
     # kept across iterations, no backward yet: the list keeping it, looked for a few times (a
@@ -786,6 +819,43 @@ def observe(
     upstream = [] if watched.training else _ancestors(node)
     if all([watched.life.hold(n) for n in (node, *upstream)]):
         pending.append(watched)
+
+
+def _kept_after_backward(
+    tensor: Any, user: FrameType, key: tuple[int, str], state: Any, emit: Callable[[Report], None]
+) -> None:
+    """``tensor``, made at the line of ``key`` before the last backward() and alive at that
+    line's next run, is part of a graph a backward() went through (``prios.append(td_error)``,
+    ``preds.append(pred)``, ``window.append(td_error.mean())`` after ``loss.backward()``): a
+    list or deque keeping one each step keeps each step's graph nodes, as a list of the losses
+    themselves does (:func:`check`). Reported at its ``append`` once that list grew over two
+    optimizer steps (:func:`_grew`); the line is let go after a few looks that find none."""
+    node = graph_node(tensor)
+    if node is None or not freed_by_backward(node):
+        return
+    lines: dict[tuple[int, str], Any] = state.rule_state[_CANDIDATES]
+    callers = _user_frames(user)
+    # (the rest of the step: the append comes after its backward() and step())
+    appends = [
+        (frame, name, line)
+        for frame in callers
+        for name, line in _appending(frame.f_code, frame.f_lineno, _STEP_LINES)
+    ]
+    found = _keeping_list(appends, tensor) or _helper_keeping(callers, tensor)
+    held = _resolve(found[0], found[1]) if found is not None else None
+    if found is None or not isinstance(held, _SEQUENCES):
+        attempts: dict[tuple[int, str], int] = state.rule_state.setdefault(_ATTEMPTS, {})
+        attempts[key] = tried = attempts.get(key, 0) + 1
+        if tried >= _ATTEMPTS_PER_LINE or not appends:
+            lines[key] = _JUDGED
+        return
+    holder, name, line = found
+    path = holder.f_code.co_filename
+    if not _grew(state, (path, line, name), held):
+        return
+    lines[key] = _JUDGED
+    message = _message(tensor, name, held)
+    emit(Report(tensors=[tensor], message=message, frame=holder, at=(path, line), operands=False))
 
 
 def _total_read(totals: list[tuple[str, int]], path: str, line: int) -> Optional[tuple[str, int]]:
@@ -858,7 +928,7 @@ def _keeping_list(
     it), the one whose list holds it; None when none does."""
     for frame, name, line in appends:
         held = _resolve(frame, name)  # the list (and the tensor in it, not a temporary)
-        if isinstance(held, list) and _holds(held, tensor, _JUDGED_TAIL):
+        if isinstance(held, _SEQUENCES) and _holds(held, tensor, _JUDGED_TAIL):
             return frame, name, line
     return None
 
@@ -1016,7 +1086,7 @@ def _ancestors(node: Any) -> list[Any]:
     return found[:_ANCESTORS]
 
 
-def _appending(code: Any, line: int) -> list[tuple[str, int]]:
+def _appending(code: Any, line: int, window: int = 0) -> list[tuple[str, int]]:
     """``(list, line)`` of each ``append`` that may keep what ``line`` makes: that line's own
     (``losses.append(criterion(...))``), or the next lines appending a name it assigns
     (``loss = criterion(...)`` then ``losses.append(loss)``; ``action, log_prob = act(obs)``
@@ -1027,7 +1097,7 @@ def _appending(code: Any, line: int) -> list[tuple[str, int]]:
     found = _APPEND.search(text)
     if found:
         return [(found.group(1), line)]
-    names, later = _assigned_then(code, line)
+    names, later = _assigned_then(code, line, window)
     appends = []
     for number in later:
         text = linecache.getline(code.co_filename, number)
@@ -1038,16 +1108,21 @@ def _appending(code: Any, line: int) -> list[tuple[str, int]]:
     return appends
 
 
-def _assigned_then(code: Any, line: int) -> tuple[str, list[int]]:
+def _assigned_then(code: Any, line: int, window: int = 0) -> tuple[str, list[int]]:
     """The names ``line`` assigns (``loss``, ``action|log_prob``: a regular expression) and
-    the next :data:`_APPEND_LINES` lines of ``code``; ``("", [])`` when it assigns none."""
+    the next :data:`_APPEND_LINES` lines of ``code`` (or ``window`` lines, where given);
+    ``("", [])`` when it assigns none."""
     text = linecache.getline(code.co_filename, line)
     assigned = re.match(r"\s*([A-Za-z_][\w\s,]*?)\s*=[^=]", text)
     if not assigned:
         return "", []
     names = "|".join(n.strip() for n in assigned.group(1).split(",") if n.strip())
     later = [n for n in _code_lines(code) if n > line]
-    return names, later[:_APPEND_LINES]
+    return names, later[: window or _APPEND_LINES]
+
+
+#: lines after a tensor's, at most, looked at for the append keeping it after a backward()
+_STEP_LINES = 16
 
 
 #: a line appending to some list (in a helper's source)
@@ -1063,6 +1138,7 @@ def _helper_keeping(callers: list[FrameType], tensor: Any) -> Optional[tuple[Fra
         code = frame.f_code
         names, later = _assigned_then(code, frame.f_lineno)
         helpers = _appending_helpers(_scope(frame), _ANY_APPEND) if names else []
+        helpers += _appending_methods(frame, later) if names else []
         if not helpers:
             continue
         call = re.compile(
@@ -1076,6 +1152,30 @@ def _helper_keeping(callers: list[FrameType], tensor: Any) -> Optional[tuple[Fra
                 if _holds(held, tensor, _JUDGED_TAIL):
                     return frame, name, number
     return None
+
+
+def _appending_methods(frame: FrameType, lines: list[int]) -> list[str]:
+    """The calls on ``lines`` of methods of the program's objects the frame names (not
+    ``self``'s: :func:`_appending_helpers`) whose source appends, as regular expressions of
+    those calls (``rb.add(s, a, r)``): a replay buffer's ``add`` appending what it is handed to
+    ``self.storage`` is how RL programs keep transitions."""
+    code = frame.f_code
+    local = frames.read_locals(frame)
+    found = []
+    for number in lines:
+        for owner_name, attribute in _CALL.findall(linecache.getline(code.co_filename, number)):
+            if not owner_name or owner_name == "self":
+                continue
+            owner = local.get(owner_name, frame.f_globals.get(owner_name))
+            function = _method_of(owner, attribute) if _plain_object(owner) else None
+            if function is None or not frames.is_user_code(function.__code__):
+                continue
+            method = function.__code__
+            last = max((n for _, n in dis.findlinestarts(method) if n is not None), default=0)
+            source = range(method.co_firstlineno, last + 1)
+            if any(_ANY_APPEND.search(linecache.getline(method.co_filename, n)) for n in source):
+                found.append(rf"{re.escape(owner_name)}\s*\.\s*{re.escape(attribute)}")
+    return found
 
 
 def _resolve(frame: FrameType, name: str) -> Any:

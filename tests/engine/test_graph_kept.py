@@ -1222,6 +1222,81 @@ def losses_kept_for_each_epoch(device: torch.device) -> None:
         print(torch.stack(epoch_losses).mean().item())
 
 
+def losses_in_a_window_deque(device: torch.device) -> None:
+    """A window of the last losses for a smoothed log line, as a deque: each keeps its graph."""
+    import collections
+
+    model, optimizer, batches = _setup(device)
+    window: collections.deque[torch.Tensor] = collections.deque(maxlen=100)
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        window.append(loss)  # kept
+    print(torch.stack(list(window)).mean().item())
+
+
+def td_errors_kept_as_priorities(device: torch.device) -> None:
+    """A prioritized replay's TD errors, (B,) tensors of the backpropagated graph, appended
+    after the step for the buffer's next priorities: each keeps its graph's nodes."""
+    model, optimizer, batches = _setup(device)
+    priorities = []
+    for x, y in batches:
+        q = model(x).squeeze(1)
+        td_error = (q - y.squeeze(1)).abs()
+        loss = td_error.pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        priorities.append(td_error)  # kept
+    print(len(priorities))
+
+
+def predictions_kept_for_the_epochs_metric(device: torch.device) -> None:
+    """Training predictions appended after the step for an accuracy over the epoch."""
+    model, optimizer, batches = _setup(device)
+    preds = []
+    for x, y in batches:
+        pred = model(x)
+        loss = F.mse_loss(pred, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        preds.append(pred)  # kept
+    print(torch.cat(preds).shape)
+
+
+class _ReplayBuffer:
+    def __init__(self) -> None:
+        self.storage: list[tuple[torch.Tensor, ...]] = []
+
+    def add(self, *transition: torch.Tensor) -> None:
+        self.storage.append(transition)
+
+
+def actions_kept_by_a_replay_buffer_method(device: torch.device) -> None:
+    """DDPG's actor output stored without ``torch.no_grad()`` through ``buffer.add(...)``, a
+    method of the program's buffer class: each transition keeps the actor's graph."""
+    torch.manual_seed(0)
+    actor = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
+    critic = nn.Linear(4, 1).to(device)
+    optimizer = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    buffer = _ReplayBuffer()
+    for step in range(24):
+        state = torch.randn(3, device=device)
+        action = actor(state)
+        buffer.add(state, action)  # kept
+        if step >= 8:
+            batch = buffer.storage[-8:]
+            states = torch.stack([s for s, _ in batch])
+            actions = torch.stack([a for _, a in batch]).detach()
+            loss = critic(torch.cat([states, actions], 1)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
 LEAKS = [
     validation_loss_weighted_by_batch_size,
     losses_kept_for_each_epoch,
@@ -1282,6 +1357,10 @@ LEAKS = [
     loss_smoothed_toward_each_step,
     batch_statistics_smoothed_with_their_graph,
     loss_smoothed_by_lerp,
+    losses_in_a_window_deque,
+    td_errors_kept_as_priorities,
+    predictions_kept_for_the_epochs_metric,
+    actions_kept_by_a_replay_buffer_method,
 ]
 
 
@@ -1890,6 +1969,58 @@ def task_losses_backpropagated_one_by_one(device: torch.device) -> None:
         optimizer.step()
 
 
+def td_errors_detached_as_priorities(device: torch.device) -> None:
+    model, optimizer, batches = _setup(device)
+    priorities = []
+    for x, y in batches:
+        q = model(x).squeeze(1)
+        td_error = (q - y.squeeze(1)).abs()
+        loss = td_error.pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        priorities.append(td_error.detach())
+    print(len(priorities))
+
+
+def actions_stored_detached_by_a_replay_buffer_method(device: torch.device) -> None:
+    torch.manual_seed(0)
+    actor = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
+    critic = nn.Linear(4, 1).to(device)
+    optimizer = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    buffer = _ReplayBuffer()
+    for step in range(24):
+        state = torch.randn(3, device=device)
+        with torch.no_grad():
+            action = actor(state)
+        buffer.add(state, action)
+        if step >= 8:
+            batch = buffer.storage[-8:]
+            states = torch.stack([s for s, _ in batch])
+            actions = torch.stack([a for _, a in batch])
+            loss = critic(torch.cat([states, actions], 1)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+def step_outputs_kept_within_a_step_for_its_loss(device: torch.device) -> None:
+    """An unrolled model's per-time-step outputs appended to a list made anew each step and
+    stacked for that step's loss: every graph is backpropagated, nothing grows."""
+    model, optimizer, batches = _setup(device)
+    for x, y in batches:
+        outputs = []
+        h = x
+        for _ in range(3):
+            out = model(h)
+            outputs.append(out)
+            h = x + out
+        loss = F.mse_loss(torch.stack(outputs).mean(0), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
 CLEAN = [
     parameters_flattened_into_a_buffer_each_step,
     training_metrics_kept_as_numbers,
@@ -1941,6 +2072,9 @@ CLEAN = [
     mixup_by_keyword_lerp,
     deep_ensemble_losses_per_batch,
     task_losses_backpropagated_one_by_one,
+    td_errors_detached_as_priorities,
+    actions_stored_detached_by_a_replay_buffer_method,
+    step_outputs_kept_within_a_step_for_its_loss,
 ]
 
 
@@ -1969,8 +2103,12 @@ def test_each_leak_is_reported_at_its_accumulating_line(program, path) -> None: 
     assert {line for _, line, _ in found} == _marked_lines(program)
     for _, _, message in found:
         assert "autograd history" in message
-        # (outputs kept, not losses: a detached tensor, not a number)
-        assert ".item()" in message or (".detach()" in message and "no_grad()" in message)
+        # (outputs kept, not losses: a detached tensor, not a number; under no_grad() when no
+        # backward() went through them)
+        consumed = "backward() freed their saved tensors" in message
+        assert ".item()" in message or (
+            ".detach()" in message and (consumed or "no_grad()" in message)
+        )
         assert "operand " not in message  # every tensor named as the line writes it
 
 
