@@ -1420,6 +1420,12 @@ static PyObject *books_before_backward(PyObject *module, PyObject *const *args,
         return NULL;
     }
     PyObject *caller = args[3], *watch = args[4];
+    /* (planned on __deepcopy__ too, whose `after` the books want: only a backward() here) */
+    PyObject *backward = PyObject_GetAttr(args[0], s_backward);
+    int is_backward = backward == NULL ? -1 : PyObject_IsTrue(backward);
+    Py_XDECREF(backward);
+    if (is_backward < 0) return NULL;
+    if (!is_backward) Py_RETURN_NONE;
     PyObject *ledger = watch_books(watch);
     if (ledger == NULL) return NULL;
     int status = 0;

@@ -305,6 +305,13 @@ def applies_before(op: Any) -> bool:
     return bool(op.backward)
 
 
+def applies_passthrough(op: Any) -> bool:
+    """``copy.deepcopy(tensor)``: torch makes the copy's storage inside ``__deepcopy__`` (a
+    metadata function, otherwise passed through), so its result is counted as an op's (an EMA
+    model's ``copy.deepcopy(model)`` copies its parameters with ``clone``, which is one)."""
+    return bool(op.name == "__deepcopy__")
+
+
 #: nodes walked, at most, to find the leaves a ``backward()`` line's graph accumulates into
 _LEAF_WALK_LIMIT = 20000
 
@@ -314,7 +321,7 @@ def before_backward(op: Any, args: Any, kwargs: Any, caller: FrameType, state: A
     there (outside any torch function) are counted under it as it returns (the first time a
     line runs ``backward()``, its graph is walked for the leaves it writes ``.grad`` into)."""
     books = state.memory
-    if books is None:
+    if books is None or not op.backward:  # (planned on __deepcopy__ too: its after is wanted)
         return
     line = books.backward_line = _user_line(caller)
     known = books.grad_leaves
@@ -455,5 +462,6 @@ PLAN_HOOKS = SimpleNamespace(
     applies=_applies,
     before=note_backward,
     applies_before=applies_before,
+    applies_passthrough=applies_passthrough,
     install=install,
 )

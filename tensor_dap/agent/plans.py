@@ -116,9 +116,9 @@ def _passthrough_plan(info: Any, active: Iterable[str], modules: dict[str, Any])
         module = modules[rule_id]
         applies = getattr(module, "applies_passthrough", None)
         if applies is not None and applies(info):
-            wanted.append(module)
+            wanted.append((rule_id, module))
     if not wanted:
         return PASS
-    before = tuple((m.RULE.id, m.before, None) for m in wanted if hasattr(m, "before"))
-    after = tuple((m.RULE.id, m.after) for m in wanted if hasattr(m, "after"))
+    before = tuple((rule_id, m.before, None) for rule_id, m in wanted if hasattr(m, "before"))
+    after = tuple((rule_id, m.after) for rule_id, m in wanted if hasattr(m, "after"))
     return (info, before, after, ())

@@ -5,6 +5,7 @@ storage once, freed tensors do not count, and the books keep nothing alive."""
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 import os
 import subprocess
@@ -154,6 +155,42 @@ def test_both_engine_paths_keep_the_same_books(native: bool) -> None:
         mode.use_native(True)
     assert summary["cpu"]["peak_bytes"] == 8000
     assert [(r["op"], r["bytes"]) for r in summary["cpu"]["top"]] == [("ones", 4000), ("mul", 4000)]
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["c", "python"])
+@pytest.mark.parametrize("device", ["cpu", "accel"])
+def test_deep_copies_count_under_the_line_that_copies(native: bool, device: str) -> None:
+    """``copy.deepcopy`` of a tensor (made inside ``__deepcopy__``, which the mode is handed as
+    a metadata function) and of a model (an EMA's: its parameters are cloned) count under the
+    copying line, and a backward() afterwards still counts its gradients."""
+    import copy
+
+    from tensor_dap.agent import mode
+
+    where = accelerator_device() if device == "accel" else torch.device("cpu")
+    mode.use_native(native)
+    try:
+        with Watch(rules=["graph-kept"], memory=True) as watch:
+            weights = torch.ones(100, 10, device=where)
+            copied = copy.deepcopy(weights)
+            model = torch.nn.Linear(10, 20).to(where)
+            ema = copy.deepcopy(model)
+            model(torch.ones(1, 10, device=where)).sum().backward()
+            assert watch.memory is not None
+            top = watch.memory.summary()[str(weights.device)]["top"]
+        del weights, copied, model, ema
+    finally:
+        mode.use_native(True)
+    source, first = inspect.getsourcelines(test_deep_copies_count_under_the_line_that_copies)
+
+    def line(text: str) -> int:
+        return next(first + i for i, t in enumerate(source) if t.strip().startswith(text))
+
+    lines = {(row["line"], row["op"]): (row["bytes"], row["count"]) for row in top}
+    assert lines[(line("copied = "), "__deepcopy__")] == (4000, 1), lines
+    # (10 * 20 + 20) floats: cloned by Parameter.__deepcopy__, or a subclass's own __deepcopy__
+    assert sum(b for (at, _), (b, _) in lines.items() if at == line("ema = ")) == 880, lines
+    assert lines[(line("model(torch.ones"), "grad")] == (880, 2), lines
 
 
 def _training_books() -> tuple[dict[str, Any], dict[str, int]]:
