@@ -14,7 +14,9 @@ result its creation record leads back to), and :func:`explained` says so.
 from __future__ import annotations
 
 import dis
+import linecache
 import os
+import re
 from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Any, Optional
@@ -74,13 +76,35 @@ def held(operands: list[Any], caller: Any, state: Any) -> dict[int, PlainAttribu
             if module is not None and (not held_tensors or any(not t.is_cpu for t in held_tensors)):
                 for operand in cpu_operands:
                     if id(operand) not in found:
-                        attribute = _attribute_of(
-                            module, operand, frame, provenance, bare=not held_tensors
-                        )
+                        bare = not held_tensors and not _moved_by_the_program(module, frame)
+                        attribute = _attribute_of(module, operand, frame, provenance, bare=bare)
                         if attribute is not None:
                             found[id(operand)] = attribute
         frame = frame.f_back
     return found
+
+
+def _moved_by_the_program(module: torch.nn.Module, frame: FrameType) -> bool:
+    """Whether the program's files on the stack move a module of this class already
+    (``diff = Diffusion().to(device)``, or ``diff.to(device)`` of a name bound to one): then
+    advice to move it too would send the reader to a line that is already right."""
+    owner = re.escape(type(module).__name__)
+    made_moved = re.compile(rf"(?<![\w.]){owner}\s*\(.*\)\s*\.\s*(?:to|cuda)\s*\(")
+    bound = re.compile(rf"(?<![\w.])([A-Za-z_][\w.]*)\s*=\s*{owner}\s*\(")
+    seen: set[str] = set()
+    user: Optional[FrameType] = frame
+    while user is not None:
+        path = user.f_code.co_filename
+        if path not in seen and frames.is_user_code(user.f_code):
+            seen.add(path)
+            text = "".join(linecache.getlines(path))
+            if made_moved.search(text):
+                return True
+            for name in set(bound.findall(text)):
+                if re.search(rf"(?<![\w.]){re.escape(name)}\s*\.\s*(?:to|cuda)\s*\(", text):
+                    return True
+        user = user.f_back
+    return False
 
 
 def _attribute_of(

@@ -235,6 +235,38 @@ def test_the_attribute_is_found_from_a_helper_function_and_through_indexing(
     assert "then move the FocalLoss too, as the model is: .to(device)." in message
 
 
+def test_a_module_without_parameters_the_program_moves_is_not_told_to_move(
+    tmp_path: Path,
+) -> None:
+    """A diffusion schedule's module (plain tensors, nothing registered) made with
+    ``.to(device)``: moving it moved nothing, and the advice does not send the reader back to
+    that line; registering the buffers is the fix."""
+    _, message = _finding(
+        tmp_path,
+        """
+        import torch
+        from torch import nn
+        from tensor_dap.testing import accelerator_device
+
+        class Diffusion(nn.Module):
+            def __init__(self, steps=10):
+                super().__init__()
+                self.sqrt_ac = torch.linspace(0.99, 0.5, steps).sqrt()
+
+            def q_sample(self, x0, t):
+                return self.sqrt_ac[t].view(-1, 1) * x0
+
+        device = accelerator_device()
+        diff = Diffusion().to(device)
+        x0 = torch.randn(4, 3, device=device)
+        diff.q_sample(x0, torch.randint(0, 10, (4,), device=device))
+        """,
+    )
+    assert "self.sqrt_ac is a plain tensor attribute of Diffusion" in message
+    assert 'self.register_buffer("sqrt_ac", ..., persistent=False)' in message
+    assert "then move the Diffusion too" not in message
+
+
 def test_a_batch_the_forward_keeps_is_not_taken_for_an_attribute(tmp_path: Path) -> None:
     """``self.last_input = x`` for a hook: the batch left on the CPU is the culprit."""
     _, message = _finding(
