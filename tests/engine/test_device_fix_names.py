@@ -286,3 +286,57 @@ def test_a_dtype_conversion_of_a_stack_is_not_taken_for_a_factory(tmp_path: Path
         """,
     )
     assert "is computed from torch.zeros(...) at script.py:5: pass it device=device." in message
+
+
+def test_labels_left_on_the_cpu_are_named_where_the_helper_is_handed_them(
+    tmp_path: Path,
+) -> None:
+    """Batch-hard triplet loss: the labels were not moved with the batch's inputs, and the
+    mismatch comes lines into the helper, in masks built from them (past what creation
+    records keep): the fix is the caller's `y`, before the call."""
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+
+        def triplet_loss(labels, emb, margin=0.3):
+            dist = torch.cdist(emb, emb)
+            same = labels.unsqueeze(0) == labels.unsqueeze(1)
+            eye = torch.eye(len(labels), dtype=torch.bool, device=labels.device)
+            pos_mask = same & ~eye
+            return (dist * pos_mask.float()).max(1)[0].mean() + margin
+
+        y = torch.randperm(6)[:4].repeat_interleave(2)
+        x = torch.randn(8, 3)
+        x = x.to(device)
+        loss = triplet_loss(y, x * 2)
+        """,
+    )
+    assert message.endswith(
+        "triplet_loss() is handed labels on cpu beside emb on "
+        f"{accelerator_device()}: `y` at script.py:16 `loss = triplet_loss(y, x * 2)`. Move `y` "
+        f"to {accelerator_device()} before that call (`y = y.to(device)`)."
+    ), message
+
+
+def test_a_cpu_argument_the_mismatch_does_not_come_from_is_not_blamed(tmp_path: Path) -> None:
+    """``lengths`` stays on the CPU on purpose; the mismatch is a CPU network's output."""
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        reference = torch.nn.Linear(5, 5)
+
+        def masked_mean(h, lengths):
+            ref = reference(torch.ones(2, 5)).detach()
+            return (h * ref).sum(1) / lengths.to(h.device)
+
+        masked_mean(torch.randn(2, 5, device=device), torch.tensor([5, 3]))
+        """,
+    )
+    assert "is handed" not in message, message
+    assert message.endswith("Move ref to that device with .to(device)."), message

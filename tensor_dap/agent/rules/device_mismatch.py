@@ -10,6 +10,7 @@ it: ``running_loss += loss.detach()`` into ``running_loss = torch.tensor(0.0)`` 
 
 from __future__ import annotations
 
+import ast
 import dis
 import functools
 import re
@@ -151,12 +152,104 @@ def _report(
     attributes = {i: plain[id(t)] for i, t in enumerate(operands) if id(t) in plain}
     unmoved = _unmoved_modules(operands, caller) if caller is not None else {}
     bases = _view_bases(operands, state) if state is not None else {}
-    if not attributes and argument is None and not unmoved and not bases:
+    handed = _cpu_argument(caller, operands, state) if caller is not None else None
+    if not attributes and argument is None and not unmoved and not bases and handed is None:
         return Report(tensors=operands, message=_message)
     message = functools.partial(
-        _message, attributes=attributes, argument=argument, unmoved=unmoved, bases=bases
+        _message,
+        attributes=attributes,
+        argument=argument,
+        unmoved=unmoved,
+        bases=bases,
+        handed=handed,
     )
     return Report(tensors=operands, message=message)
+
+
+class _Handed(NamedTuple):
+    """A CPU tensor a function of the program is handed beside one on the accelerator, and
+    the caller's expression for it: ``labels`` of ``batch_hard_triplet_loss(labels, emb)``,
+    handed ``y`` at ``train.py:53``."""
+
+    parameter: str
+    function: str
+    other: str
+    expression: str
+    at: str
+
+
+def _cpu_argument(caller: Any, operands: list[Any], state: Any) -> Optional[_Handed]:
+    """The op's function (the user's frame of it) was handed one tensor on the CPU and others
+    off it, by a call of the program's that names it (``loss = triplet_loss(y, emb)``): a
+    batch's labels left behind when its inputs moved (``x = x.to(device)``), used inside to
+    build masks whose mismatch comes lines later. None for anything else (a module's
+    ``forward``, called as ``model(x)``; several CPU arguments; a call not found)."""
+    user = frames.user_frame(caller)
+    if user is None:
+        return None
+    code = user.f_code
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    values = frames.read_locals(user)
+    tensors = {n: v for n in names if isinstance(v := values.get(n), _Tensor)}
+    cpu = [n for n, t in tensors.items() if t.is_cpu and not is_cpu_scalar(t)]
+    elsewhere = [n for n, t in tensors.items() if not t.is_cpu and t.device.type != "meta"]
+    if len(cpu) != 1 or not elsewhere:
+        return None
+    if not any(_may_come_from(t, tensors[cpu[0]], state) for t in operands if t.is_cpu):
+        return None
+    outer = user.f_back
+    while outer is not None and not frames.is_user_code(outer.f_code):
+        outer = outer.f_back
+    if outer is None:
+        return None
+    path, line = outer.f_code.co_filename, outer.f_lineno
+    statement = naming.parsed_statement(naming.statement_text(path, line))
+    calls = [
+        node
+        for node in (ast.walk(statement) if statement is not None else ())
+        if isinstance(node, ast.Call) and _called_name(node.func) == code.co_name
+    ]
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    positional = list(names[1:] if names and names[0] == "self" else names)
+    handed = {positional[i]: a for i, a in enumerate(call.args[: len(positional)])}
+    handed.update({k.arg: k.value for k in call.keywords if k.arg is not None})
+    expression = handed.get(cpu[0])
+    if expression is None or isinstance(expression, ast.Starred):
+        return None
+    return _Handed(
+        cpu[0], code.co_name, elsewhere[0], ast.unparse(expression), naming.place(path, line)
+    )
+
+
+def _may_come_from(operand: Any, argument: Any, state: Any) -> bool:
+    """Whether ``operand`` is ``argument`` or may be computed from it: its creation records
+    reach the argument's, or end where they were cut short (a record kept past
+    ``provenance.MAX_DEPTH`` without its parents: ``depth`` 0), not at other tensors' roots."""
+    if operand is argument:
+        return True
+    provenance = getattr(state, "provenance", None)
+    record = provenance.lookup(operand) if provenance is not None else None
+    origin = provenance.lookup(argument) if provenance is not None else None
+    if record is None or origin is None:
+        return False
+    queue = [record]
+    for _ in range(_RECORDS_BACK * 2):
+        if not queue:
+            return False
+        prov = queue.pop(0)
+        if prov.made == origin.made or (not prov.parents and prov.depth == 0):
+            return True
+        queue.extend(prov.parents)
+    return False
+
+
+def _called_name(func: ast.expr) -> Optional[str]:
+    """``f`` of ``f(...)`` and of ``obj.f(...)``."""
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
 
 
 def _view_bases(operands: list[Any], state: Any) -> dict[int, Any]:
@@ -316,6 +409,7 @@ def _message(
     argument: Optional[_Argument] = None,
     unmoved: Optional[dict[int, str]] = None,
     bases: Optional[dict[int, Any]] = None,
+    handed: Optional[_Handed] = None,
 ) -> str:
     parts = [f"{d.name} is on {d.device}{created(d)}" for d in described]
     text = f"`{expression}`: " + ", ".join(parts) + "."
@@ -361,7 +455,18 @@ def _message(
                 moved.append(d.name)
         if fresh:
             text += f" Create {join_names(fresh)} with device={device}."
-        if moved:
+        if moved and handed is not None:  # (where it came from: the fix is there)
+            there = device_in_fix(accel[0].device, variable=naming.device_variable(where))
+            given = handed.expression
+            fix = (
+                f"{given} = {given}.to({there})" if given.isidentifier() else f"{given}.to({there})"
+            )
+            text += (
+                f" {handed.function}() is handed {handed.parameter} on cpu beside "
+                f"{handed.other} on {accel[0].device}: `{given}` at {handed.at}. Move `{given}` "
+                f"to {accel[0].device} before that call (`{fix}`)."
+            )
+        elif moved:
             text += f" Move {join_names(moved)} to that device with .to({device})."
     elif not held and not unmoved:
         text += " Move the tensors to one device with .to(...)."
