@@ -1033,11 +1033,13 @@ static PyObject *ledger_item(PyObject *ledger_dict, PyObject *name) {
 static PyObject *ledger_thread_field(PyObject *ledger, PyObject *field, PyObject *property) {
     PyObject *ledger_dict = instance_dict(ledger);
     PyObject *threads = ledger_dict == NULL ? NULL : PyDict_GetItemWithError(ledger_dict, s_threads);
+    Py_XINCREF(threads); /* (held while its attribute is read: that may run code) */
     PyObject *value = NULL;
     if (threads != NULL) {
         value = PyObject_GetAttr(threads, field);
         if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
     }
+    Py_XDECREF(threads);
     Py_XDECREF(ledger_dict);
     if (value != NULL || PyErr_Occurred()) return value;
     return PyObject_GetAttr(ledger, property);
@@ -1403,8 +1405,10 @@ static PyObject *books_after(PyObject *module, PyObject *const *args, Py_ssize_t
 static int set_backward_line(PyObject *ledger, PyObject *line) {
     PyObject *ledger_dict = instance_dict(ledger);
     PyObject *threads = ledger_dict == NULL ? NULL : PyDict_GetItemWithError(ledger_dict, s_threads);
+    Py_XINCREF(threads); /* (held while its attribute is set: that may run code) */
     int status = threads != NULL ? PyObject_SetAttr(threads, s_line, line)
                  : PyErr_Occurred() ? -1 : PyObject_SetAttr(ledger, s_backward_line, line);
+    Py_XDECREF(threads);
     Py_XDECREF(ledger_dict);
     return status;
 }

@@ -44,7 +44,6 @@ import dis
 import functools
 import gc
 import inspect
-import itertools
 import linecache
 import os
 import re
@@ -67,10 +66,18 @@ from tensor_dap.agent.rules import Report
 from tensor_dap.agent.tensor_map import TensorMap
 from tensor_dap.tensor_text import size_text
 
-#: what keeps a step's tensors: a list, or a deque (a replay buffer's, a window of the last
-#: losses)
-_SEQUENCES = (list, collections.deque)
 Held = Union[list[Any], "collections.deque[Any]"]
+
+
+def _growing(value: Any) -> bool:
+    """Whether ``value`` is a list, or a deque without ``maxlen`` (a replay buffer's, a log's):
+    what keeps one more tensor each step. A bounded deque (``deque(maxlen=100)``, a window of
+    the last losses) keeps at most that many, however long the program runs."""
+    return isinstance(value, list) or (
+        isinstance(value, collections.deque) and value.maxlen is None
+    )
+
+
 #: a root alive this many backward() calls after its own is reported
 KEPT_AFTER = 3
 _ROOTS = "graph-kept.roots"
@@ -155,10 +162,9 @@ def _holds(held: Held, tensor: Any, tail: int) -> bool:
 
 
 def _tail(held: Any, count: int) -> list[Any]:
-    """The last ``count`` items of a list or a deque (which has no slices)."""
-    if isinstance(held, list):
-        return held[-count:]
-    return list(itertools.islice(reversed(held), count))[::-1]
+    """The last ``count`` items of a list or a deque (which has no slices; copied in one C
+    call: a Python loop over it would fail if another thread appended meanwhile)."""
+    return held[-count:] if isinstance(held, list) else list(held)[-count:]
 
 
 def _item_values(item: Any) -> Any:
@@ -299,7 +305,7 @@ def _lists(frame: FrameType) -> list[tuple[str, Held]]:
     # (and the module's lists the function names: a global history a loop appends to)
     named = {n: frame.f_globals[n] for n in frame.f_code.co_names if n in frame.f_globals}
     for name, value in {**named, **local}.items():
-        if isinstance(value, _SEQUENCES):
+        if _growing(value):
             found.append((name, value))
         elif isinstance(value, dict) and (name in local or len(value) <= _TRACKER_KEYS):
             found.extend(_keyed_lists(name, value))
@@ -309,7 +315,7 @@ def _lists(frame: FrameType) -> list[tuple[str, Held]]:
     except TypeError:
         attrs = {}
     for k, v in attrs.items():  # self.history, self.logged["loss"]
-        if isinstance(v, _SEQUENCES):
+        if _growing(v):
             found.append((f"self.{k}", v))
         elif isinstance(v, dict) and len(v) <= _TRACKER_KEYS:
             found.extend(_keyed_lists(f"self.{k}", v))
@@ -321,7 +327,7 @@ def _lists(frame: FrameType) -> list[tuple[str, Held]]:
             if name == "self" or not (_plain_object(value) or isinstance(value, torch.nn.Module)):
                 continue
             for k, v in vars(value).items():
-                if isinstance(v, _SEQUENCES):
+                if _growing(v):
                     found.append((f"{name}.{k}", v))
                 elif isinstance(v, dict) and len(v) <= _TRACKER_KEYS:  # its _data["loss"]
                     found.extend(_keyed_lists(f"{name}.{k}", v))
@@ -336,7 +342,7 @@ def _keyed_lists(name: str, held: dict[Any, Any]) -> list[tuple[str, Held]]:
     return [
         (f"{name}[{key!r}]", item)
         for key, item in dict.items(held)
-        if type(key) in (str, int) and isinstance(item, _SEQUENCES)
+        if type(key) in (str, int) and _growing(item)
     ]
 
 
@@ -521,7 +527,7 @@ def _function_of(value: Any) -> Optional[types.FunctionType]:
 def _message(root: Any, name: str, held: Any) -> Any:
     """``held``: the list (or deque) keeping ``root``, a tensor a backward() went through:
     the fix makes it a number (one element) or a detached tensor."""
-    count = sum(1 for item in held if _with_history(item))
+    count = sum(1 for item in list(held) if _with_history(item))  # (one C copy: see _tail)
     nodes = footprint(graph_node(root)).nodes
     number = root.numel() == 1
 
@@ -830,10 +836,12 @@ def _kept_after_backward(
     list or deque keeping one each step keeps each step's graph nodes, as a list of the losses
     themselves does (:func:`check`). Reported at its ``append`` once that list grew over two
     optimizer steps (:func:`_grew`); the line is let go after a few looks that find none."""
+    done: set[tuple[int, str]] = state.rule_state.setdefault(_AFTER_BACKWARD_DONE, set())
+    if key in done:
+        return
     node = graph_node(tensor)
     if node is None or not freed_by_backward(node):
         return
-    lines: dict[tuple[int, str], Any] = state.rule_state[_CANDIDATES]
     callers = _user_frames(user)
     # (the rest of the step: the append comes after its backward() and step())
     appends = [
@@ -842,18 +850,20 @@ def _kept_after_backward(
         for name, line in _appending(frame.f_code, frame.f_lineno, _STEP_LINES)
     ]
     found = _keeping_list(appends, tensor) or _helper_keeping(callers, tensor)
-    held = _resolve(found[0], found[1]) if found is not None else None
-    if found is None or not isinstance(held, _SEQUENCES):
-        attempts: dict[tuple[int, str], int] = state.rule_state.setdefault(_ATTEMPTS, {})
+    held: Any = _resolve(found[0], found[1]) if found is not None else None
+    if found is None or not _growing(held):
+        attempts: dict[tuple[int, str], int] = state.rule_state.setdefault(
+            _AFTER_BACKWARD_ATTEMPTS, {}
+        )
         attempts[key] = tried = attempts.get(key, 0) + 1
         if tried >= _ATTEMPTS_PER_LINE or not appends:
-            lines[key] = _JUDGED
+            done.add(key)
         return
     holder, name, line = found
     path = holder.f_code.co_filename
     if not _grew(state, (path, line, name), held):
         return
-    lines[key] = _JUDGED
+    done.add(key)
     message = _message(tensor, name, held)
     emit(Report(tensors=[tensor], message=message, frame=holder, at=(path, line), operands=False))
 
@@ -928,7 +938,7 @@ def _keeping_list(
     it), the one whose list holds it; None when none does."""
     for frame, name, line in appends:
         held = _resolve(frame, name)  # the list (and the tensor in it, not a temporary)
-        if isinstance(held, _SEQUENCES) and _holds(held, tensor, _JUDGED_TAIL):
+        if _growing(held) and _holds(held, tensor, _JUDGED_TAIL):
             return frame, name, line
     return None
 
@@ -1123,6 +1133,11 @@ def _assigned_then(code: Any, line: int, window: int = 0) -> tuple[str, list[int
 
 #: lines after a tensor's, at most, looked at for the append keeping it after a backward()
 _STEP_LINES = 16
+#: rule_state keys: the (site, op) keys :func:`_kept_after_backward` is done with, and its
+#: looks per key (its own: the candidates' table stays the other checks', which a line the
+#: training step uses may still need in an evaluation)
+_AFTER_BACKWARD_DONE = "graph-kept.after-backward-done"
+_AFTER_BACKWARD_ATTEMPTS = "graph-kept.after-backward-attempts"
 
 
 #: a line appending to some list (in a helper's source)

@@ -68,6 +68,7 @@ def history(
     grad_enabled = torch.is_grad_enabled()
     if op_name in _SHAPE_FROM:  # (what they take only the shape or dtype of is no input)
         args = args[:1] if op_name.endswith("_as") else ()
+    listed = any(arg.__class__ in _SEQUENCES for arg in args)
     for item in argument_items(args):
         if item.__class__ is list:  # torch.tensor(h.tolist()): the lists' first number
             while item.__class__ is list and item:
@@ -84,7 +85,7 @@ def history(
                     parents.append(handed)
         elif isinstance(item, _Tensor):
             if item.requires_grad:
-                cut = _cut_description(op_name, grad_enabled)
+                cut = _cut_description(op_name, grad_enabled, listed)
                 cut_from.append(item)
             else:
                 parent = registry.lookup(item)
@@ -135,8 +136,13 @@ def _upstream(cut_from: list[Any], parents: list[Prov]) -> Optional[frozenset[in
 NO_GRADIENT = ", which has no gradient"
 
 
-def _cut_description(op_name: str, grad_enabled: bool) -> str:
-    """How ``op_name`` cut the history of an input that required grad."""
+#: how a re-wrap of a list of tensors ends (``torch.tensor([a, b])``: ``torch.stack`` keeps them)
+_OF_A_LIST = " of a list"
+
+
+def _cut_description(op_name: str, grad_enabled: bool, listed: bool = False) -> str:
+    """How ``op_name`` cut the history of an input that required grad (``listed``: an item of
+    a list or tuple argument)."""
     if not grad_enabled:
         return f"{op_name} under torch.no_grad()"
     if op_name == "data":
@@ -144,5 +150,5 @@ def _cut_description(op_name: str, grad_enabled: bool) -> str:
     if op_name in ("detach", "detach_"):
         return "detach()"
     if op_name in ("tensor", "as_tensor", "new_tensor", "from_numpy"):
-        return f"torch.{op_name}(...) re-wrapping"
+        return f"torch.{op_name}(...) re-wrapping" + (_OF_A_LIST if listed else "")
     return f"{op_name}(){NO_GRADIENT}"

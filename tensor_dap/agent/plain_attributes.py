@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import torch
 
-from tensor_dap.agent import frames
+from tensor_dap.agent import frames, naming
 from tensor_dap.agent.provenance import Prov
 from tensor_dap.torch_names import LEARNED_INITIAL_VALUES, LEARNED_TENSOR_NAME
 
@@ -97,7 +97,7 @@ def _moved_by_the_program(module: torch.nn.Module, frame: FrameType) -> bool:
         path = user.f_code.co_filename
         if path not in seen and frames.is_user_code(user.f_code):
             seen.add(path)
-            text = "".join(linecache.getlines(path))
+            text = naming.without_comments("".join(linecache.getlines(path)))
             if made_moved.search(text):
                 return True
             for name in set(bound.findall(text)):

@@ -51,6 +51,7 @@ class Prov:
         "made",
         "upstream",
         "unrecorded",
+        "shortened",
     )
 
     def __init__(
@@ -91,6 +92,9 @@ class Prov:
         #: of a cut: ``id()`` of the parameters whose gradient flowed through the tensor it cut
         #: (:func:`~tensor_dap.agent.graph_walk.upstream_leaves`); None when not known
         self.upstream = upstream
+        #: a copy kept past :data:`MAX_DEPTH` whose parents were dropped (:meth:`shallow`): its
+        #: history goes on where this record no longer says
+        self.shortened = False
 
     def shallow(self, generations: int) -> Prov:
         """A copy that keeps ``generations`` of its parents (the first :data:`SHALLOW_FAN_IN`
@@ -113,6 +117,7 @@ class Prov:
         )
         copy.made = self.made
         copy.unrecorded = self.unrecorded
+        copy.shortened = self.shortened or len(kept) < len(self.parents)
         return copy
 
     def origin(self) -> Origin:

@@ -316,8 +316,8 @@ def test_labels_left_on_the_cpu_are_named_where_the_helper_is_handed_them(
     )
     assert message.endswith(
         "triplet_loss() is handed labels on cpu beside emb on "
-        f"{accelerator_device()}: `y` at script.py:16 `loss = triplet_loss(y, x * 2)`. Move `y` "
-        f"to {accelerator_device()} before that call (`y = y.to(device)`)."
+        f"{accelerator_device()}: `y` at script.py:16 `loss = triplet_loss(y, x * 2)`. Hand it "
+        "`y.to(device)` there (or move `y` with the batch's other tensors)."
     ), message
 
 
@@ -340,3 +340,25 @@ def test_a_cpu_argument_the_mismatch_does_not_come_from_is_not_blamed(tmp_path: 
     )
     assert "is handed" not in message, message
     assert message.endswith("Move ref to that device with .to(device)."), message
+
+
+def test_rows_of_an_unmoved_parameter_are_not_blamed_on_the_indices(tmp_path: Path) -> None:
+    """Center loss with its ``centers`` parameter left on the CPU: ``centers[labels]`` has
+    gradient history, the labels handed in are not its cause (moving them would break the
+    indexing); the operand itself is to move."""
+    message = _mismatch_message(
+        tmp_path,
+        """
+        import torch
+        from tensor_dap.testing import accelerator_device
+        device = accelerator_device()
+        centers = torch.nn.Parameter(torch.randn(3, 4))
+
+        def center_loss(feats, labels):
+            c = centers[labels]
+            return ((feats - c) ** 2).sum(1).mean()
+
+        center_loss(torch.randn(5, 4, device=device), torch.tensor([0, 1, 2, 0, 1]))
+        """,
+    )
+    assert "is handed" not in message, message

@@ -125,8 +125,9 @@ def test_a_list_rewrapped_by_torch_tensor_is_told_to_use_torch_stack() -> None:
         warnings.simplefilter("ignore")  # torch.tensor(list of tensors) warns
         ((_, message),) = _grad_lost(cut_by_rewrapping_a_list)
     assert message.endswith(
-        "which copies the values into a new tensor without history. Build it with "
-        "`torch.stack([w[0] * 2, w[1]])` there: torch.stack keeps each tensor's graph."
+        "by torch.tensor(...) re-wrapping of a list. Build it with "
+        "`torch.stack([w[0] * 2, w[1]])` there: torch.tensor(...) copies the values into a new "
+        "tensor without history, torch.stack keeps each one's graph."
     ), message
 
 
@@ -159,6 +160,31 @@ def test_parameters_cut_off_by_a_rewrapped_list_are_told_to_use_torch_stack() ->
         "Build it with `torch.stack(task_losses)` there: torch.tensor(...) copies the values "
         "into a new tensor without history, torch.stack keeps each one's graph."
     ), message
+
+
+def one_loss_rewrapped_with_requires_grad() -> None:
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        l2 = model(torch.randn(8, 4)).pow(2).mean()
+        total = torch.tensor(l2, requires_grad=True) * 2
+        optimizer.zero_grad()
+        total.backward()
+        optimizer.step()
+
+
+def test_one_tensor_rewrapped_is_told_to_use_it_not_to_stack_it() -> None:
+    """``torch.tensor(l2, requires_grad=True)`` of one tensor: ``torch.stack(l2)`` would raise
+    for a 0-d tensor; the tensor itself is the fix."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = _grad_lost(one_loss_rewrapped_with_requires_grad)
+    assert found
+    _, message = found[0]
+    assert "torch.stack" not in message, message
+    assert "Use `l2` itself there" in message, message
 
 
 def test_numbers_rewrapped_by_torch_tensor_are_not_told_to_stack() -> None:

@@ -1222,19 +1222,57 @@ def losses_kept_for_each_epoch(device: torch.device) -> None:
         print(torch.stack(epoch_losses).mean().item())
 
 
-def losses_in_a_window_deque(device: torch.device) -> None:
-    """A window of the last losses for a smoothed log line, as a deque: each keeps its graph."""
+def losses_in_a_deque(device: torch.device) -> None:
+    """The losses logged in an unbounded deque: each keeps its graph, as in a list."""
     import collections
 
     model, optimizer, batches = _setup(device)
-    window: collections.deque[torch.Tensor] = collections.deque(maxlen=100)
+    history: collections.deque[torch.Tensor] = collections.deque()
     for x, y in batches:
         optimizer.zero_grad()
         loss = F.mse_loss(model(x), y)
         loss.backward()
         optimizer.step()
-        window.append(loss)  # kept
+        history.append(loss)  # kept
+    print(torch.stack(list(history)).mean().item())
+
+
+def losses_in_a_bounded_window(device: torch.device) -> None:
+    """A window of the last 3 losses for a smoothed log line: it keeps 3 graphs at most."""
+    import collections
+
+    model, optimizer, batches = _setup(device)
+    window: collections.deque[torch.Tensor] = collections.deque(maxlen=3)
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        window.append(loss)
     print(torch.stack(list(window)).mean().item())
+
+
+def predictions_of_a_helper_training_and_evaluation_share(device: torch.device) -> None:
+    """One ``predict()`` for the training step (its line's outputs alive across the step: no
+    list) and for an evaluation appending its outputs without ``no_grad()``."""
+    model, optimizer, batches = _setup(device)
+
+    def predict(x: torch.Tensor) -> torch.Tensor:
+        return model(x).tanh()
+
+    for _ in range(3):
+        model.train()
+        for x, y in batches:
+            out = predict(x)
+            loss = F.mse_loss(out, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        val = []
+        for x, _ in batches:
+            val.append(predict(x))  # kept
+        print(torch.cat(val).mean().item())
 
 
 def td_errors_kept_as_priorities(device: torch.device) -> None:
@@ -1357,7 +1395,8 @@ LEAKS = [
     loss_smoothed_toward_each_step,
     batch_statistics_smoothed_with_their_graph,
     loss_smoothed_by_lerp,
-    losses_in_a_window_deque,
+    losses_in_a_deque,
+    predictions_of_a_helper_training_and_evaluation_share,
     td_errors_kept_as_priorities,
     predictions_kept_for_the_epochs_metric,
     actions_kept_by_a_replay_buffer_method,
@@ -2073,6 +2112,7 @@ CLEAN = [
     deep_ensemble_losses_per_batch,
     task_losses_backpropagated_one_by_one,
     td_errors_detached_as_priorities,
+    losses_in_a_bounded_window,
     actions_stored_detached_by_a_replay_buffer_method,
     step_outputs_kept_within_a_step_for_its_loss,
 ]

@@ -212,11 +212,16 @@ def _cpu_argument(caller: Any, operands: list[Any], state: Any) -> Optional[_Han
     if len(calls) != 1:
         return None
     call = calls[0]
-    positional = list(names[1:] if names and names[0] == "self" else names)
-    handed = {positional[i]: a for i, a in enumerate(call.args[: len(positional)])}
+    positional = list(code.co_varnames[: code.co_argcount])
+    positional = positional[1:] if positional[:1] == ["self"] else positional
+    handed: dict[str, ast.expr] = {}
+    for parameter, given in zip(positional, call.args):
+        if isinstance(given, ast.Starred):  # (what follows lands elsewhere)
+            break
+        handed[parameter] = given
     handed.update({k.arg: k.value for k in call.keywords if k.arg is not None})
     expression = handed.get(cpu[0])
-    if expression is None or isinstance(expression, ast.Starred):
+    if expression is None:
         return None
     return _Handed(
         cpu[0], code.co_name, elsewhere[0], ast.unparse(expression), naming.place(path, line)
@@ -226,9 +231,12 @@ def _cpu_argument(caller: Any, operands: list[Any], state: Any) -> Optional[_Han
 def _may_come_from(operand: Any, argument: Any, state: Any) -> bool:
     """Whether ``operand`` is ``argument`` or may be computed from it: its creation records
     reach the argument's, or end where they were cut short (a record kept past
-    ``provenance.MAX_DEPTH`` without its parents: ``depth`` 0), not at other tensors' roots."""
+    ``provenance.MAX_DEPTH`` without its parents), not at other tensors' roots. A tensor with
+    gradient history (an unmoved parameter's rows, ``centers[labels]``) is no such result."""
     if operand is argument:
         return True
+    if operand.requires_grad:
+        return False
     provenance = getattr(state, "provenance", None)
     record = provenance.lookup(operand) if provenance is not None else None
     origin = provenance.lookup(argument) if provenance is not None else None
@@ -239,7 +247,7 @@ def _may_come_from(operand: Any, argument: Any, state: Any) -> bool:
         if not queue:
             return False
         prov = queue.pop(0)
-        if prov.made == origin.made or (not prov.parents and prov.depth == 0):
+        if prov.made == origin.made or prov.shortened:
             return True
         queue.extend(prov.parents)
     return False
@@ -458,13 +466,11 @@ def _message(
         if moved and handed is not None:  # (where it came from: the fix is there)
             there = device_in_fix(accel[0].device, variable=naming.device_variable(where))
             given = handed.expression
-            fix = (
-                f"{given} = {given}.to({there})" if given.isidentifier() else f"{given}.to({there})"
-            )
             text += (
                 f" {handed.function}() is handed {handed.parameter} on cpu beside "
-                f"{handed.other} on {accel[0].device}: `{given}` at {handed.at}. Move `{given}` "
-                f"to {accel[0].device} before that call (`{fix}`)."
+                f"{handed.other} on {accel[0].device}: `{given}` at {handed.at}. Hand it "
+                f"`{given}.to({there})` there (or move `{given}` with the batch's other "
+                "tensors)."
             )
         elif moved:
             text += f" Move {join_names(moved)} to that device with .to({device})."

@@ -521,11 +521,10 @@ def _no_grad_message(count: int, wheres: list[Optional[Prov]], cuts: list[Prov])
         if count > len(parts):
             parts.append(f"and {count - len(parts)} more")
         named = " or ".join(f"{_where(c)} by {c.cut}" for c in cuts[:2])
-        stacked = _stacked_instead(cuts[0]) if len(cuts) == 1 else None
+        instead = _unwrapped(cuts[0]) if len(cuts) == 1 else None
         fix = (
-            f"Build it with `{stacked}` there: torch.tensor(...) copies the values into a new "
-            "tensor without history, torch.stack keeps each one's graph."
-            if stacked
+            _unwrapped_fix(instead)
+            if instead
             else "Keep the tensors between that use and the loss in the graph."
         )
         return (
@@ -579,12 +578,11 @@ def _explain(prov: Optional[Prov], handed: tuple[tuple[int, Prov], ...] = ()) ->
                 f"{_where(read)}: a number carries no gradient. Use the tensor `{tensor}` in "
                 f"place of `{used}` there (the {cut.cut} can stay if it is meant)."
             )
-        stacked = _stacked_instead(cut) if cut is not None else None
-        if cut is not None and stacked is not None:
+        instead = _unwrapped(cut) if cut is not None else None
+        if cut is not None and instead is not None:
             return (
-                f"{head}: its gradient history was cut at {_where(cut)} by {cut.cut}, which "
-                f"copies the values into a new tensor without history. Build it with "
-                f"`{stacked}` there: torch.stack keeps each tensor's graph."
+                f"{head}: its gradient history was cut at {_where(cut)} by {cut.cut}. "
+                f"{_unwrapped_fix(instead)}"
             )
         if cut is not None:
             return (
@@ -617,16 +615,20 @@ def _explain(prov: Optional[Prov], handed: tuple[tuple[int, Prov], ...] = ()) ->
 _REWRAPS = frozenset({"torch.tensor", "torch.as_tensor", "tensor", "as_tensor"})
 
 
-def _stacked_instead(cut: Prov) -> Optional[str]:
-    """``torch.stack(task_losses)`` for a cut made by ``torch.tensor(task_losses, ...)`` (a list
-    of tensors, by name or written out) at the cut's line: the call keeping their graphs;
-    None for any other cut, or a re-wrap of something else (``torch.tensor(loss.item())``)."""
-    if cut.cut is None or not cut.cut.endswith("re-wrapping"):
+def _unwrapped(cut: Prov) -> Optional[str]:
+    """What a cut made by re-wrapping tensors (``torch.tensor(task_losses, ...)``) should have
+    been, at the cut's line: ``torch.stack(task_losses)`` for a list of tensors (by name or
+    written out), ``l`` for one tensor by name (``torch.tensor(l, requires_grad=True)``); None
+    for any other cut, or a re-wrap of numbers (``torch.tensor(loss.item())``)."""
+    listed = cut.cut is not None and cut.cut.endswith("re-wrapping of a list")
+    if cut.cut is None or not (listed or cut.cut.endswith("re-wrapping")):
         return None
     statement = naming.parsed_statement(naming.statement_text(cut.path, cut.line))
     for node in ast.walk(statement) if statement is not None else ():
         if isinstance(node, ast.Call) and node.args and ast.unparse(node.func) in _REWRAPS:
             values = node.args[0]
+            if not listed:
+                return values.id if isinstance(values, ast.Name) else None
             if isinstance(values, ast.Name) or (
                 isinstance(values, (ast.List, ast.Tuple))
                 and values.elts
@@ -635,6 +637,19 @@ def _stacked_instead(cut: Prov) -> Optional[str]:
             ):
                 return f"torch.stack({ast.unparse(values)})"
     return None
+
+
+def _unwrapped_fix(instead: str) -> str:
+    """The advice for :func:`_unwrapped`'s expression."""
+    if instead.startswith("torch.stack("):
+        return (
+            f"Build it with `{instead}` there: torch.tensor(...) copies the values into a new "
+            "tensor without history, torch.stack keeps each one's graph."
+        )
+    return (
+        f"Use `{instead}` itself there: torch.tensor(...) copies its values into a new tensor "
+        "without history (requires_grad=True does not bring it back)."
+    )
 
 
 def _reads_a_number(node: ast.AST) -> bool:

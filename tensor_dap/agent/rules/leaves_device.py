@@ -143,9 +143,13 @@ def _host_original(source: Any, caller: FrameType, state: Any) -> Optional[tuple
                 pairs.extend(zip(target.elts, values.elts))
         else:
             pairs.append((target, values))
-    scope = {**caller.f_globals, **caller.f_locals}
+    local = frames.read_locals(caller)  # (not f_locals: its copy would keep the batch alive)
+
+    def bound(name: str) -> Any:
+        return local[name] if name in local else caller.f_globals.get(name)
+
     for target, value in pairs:
-        if not isinstance(target, ast.Name) or scope.get(target.id) is not source:
+        if not isinstance(target, ast.Name) or bound(target.id) is not source:
             continue
         if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
             return None
@@ -154,7 +158,7 @@ def _host_original(source: Any, caller: FrameType, state: Any) -> Optional[tuple
         root = value.func.value
         while isinstance(root, (ast.Subscript, ast.Attribute)):
             root = root.value
-        held = scope.get(root.id) if isinstance(root, ast.Name) else None
+        held = bound(root.id) if isinstance(root, ast.Name) else None
         if isinstance(held, _Tensor) and held.device.type == "cpu":
             return target.id, ast.unparse(value.func.value)
         return None
