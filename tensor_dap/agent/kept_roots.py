@@ -279,6 +279,13 @@ def _code_lines(code: CodeType) -> list[int]:
     return sorted({line for _, line in dis.findlinestarts(code) if line is not None})
 
 
+def _source_texts(code: CodeType) -> list[str]:
+    """The source lines of a function, from its ``def`` to its last statement."""
+    first = code.co_firstlineno
+    last = max((n for _, n in dis.findlinestarts(code) if n is not None), default=first)
+    return [linecache.getline(code.co_filename, n) for n in range(first, last + 1)]
+
+
 def _appends_an_argument(code: CodeType, line: int) -> bool:
     """Whether ``line`` of the function names one of its parameters but ``self`` (what it
     appends was handed to it)."""
@@ -494,9 +501,7 @@ def _appending_helpers(scope: _Scope, appends: re.Pattern[str], depth: int = 0) 
         code = function.__code__ if function is not None else None
         if code is None or code is scope.code or not frames.is_user_code(code):
             continue
-        first = code.co_firstlineno
-        last = max((n for _, n in dis.findlinestarts(code) if n is not None), default=first)
-        texts = [linecache.getline(code.co_filename, n) for n in range(first, last + 1)]
+        texts = _source_texts(code)
         if any(appends.search(text) for text in texts):
             found.append(called)
         else:
@@ -761,12 +766,7 @@ def observe(
     # kept across iterations, no backward yet: the list keeping it, looked for a few times (a
     # line running several ops, as `dist.log_prob(action)` does, has candidates no list holds)
     callers = _user_frames(user)
-    appends = [
-        (frame, name, line)
-        for frame in callers
-        for name, line in _appending(frame.f_code, frame.f_lineno)
-    ]
-    found = _keeping_list(appends, oldest) or _helper_keeping(callers, oldest)
+    appends, found = _kept_by(callers, oldest)
     if found is not None:
         holder, name, line = found
         path, kept = holder.f_code.co_filename, oldest
@@ -842,14 +842,8 @@ def _kept_after_backward(
     node = graph_node(tensor)
     if node is None or not freed_by_backward(node):
         return
-    callers = _user_frames(user)
     # (the rest of the step: the append comes after its backward() and step())
-    appends = [
-        (frame, name, line)
-        for frame in callers
-        for name, line in _appending(frame.f_code, frame.f_lineno, _STEP_LINES)
-    ]
-    found = _keeping_list(appends, tensor) or _helper_keeping(callers, tensor)
+    appends, found = _kept_by(_user_frames(user), tensor, _STEP_LINES)
     held: Any = _resolve(found[0], found[1]) if found is not None else None
     if found is None or not _growing(held):
         attempts: dict[tuple[int, str], int] = state.rule_state.setdefault(
@@ -927,6 +921,19 @@ def _watching(watched: _Unused, path: str, line: int) -> bool:
         and life.alive
         and not life.consumed
     )
+
+
+def _kept_by(
+    callers: list[FrameType], tensor: Any, window: int = 0
+) -> tuple[list[tuple[FrameType, str, int]], Optional[tuple[FrameType, str, int]]]:
+    """The ``append`` lines of ``callers`` that may keep ``tensor`` (:func:`_appending`, over
+    ``window`` lines where given), and the one whose list (or helper's list) holds it, if any."""
+    appends = [
+        (frame, name, line)
+        for frame in callers
+        for name, line in _appending(frame.f_code, frame.f_lineno, window)
+    ]
+    return appends, _keeping_list(appends, tensor) or _helper_keeping(callers, tensor)
 
 
 def _keeping_list(
@@ -1185,10 +1192,7 @@ def _appending_methods(frame: FrameType, lines: list[int]) -> list[str]:
             function = _method_of(owner, attribute) if _plain_object(owner) else None
             if function is None or not frames.is_user_code(function.__code__):
                 continue
-            method = function.__code__
-            last = max((n for _, n in dis.findlinestarts(method) if n is not None), default=0)
-            source = range(method.co_firstlineno, last + 1)
-            if any(_ANY_APPEND.search(linecache.getline(method.co_filename, n)) for n in source):
+            if any(_ANY_APPEND.search(text) for text in _source_texts(function.__code__)):
                 found.append(rf"{re.escape(owner_name)}\s*\.\s*{re.escape(attribute)}")
     return found
 

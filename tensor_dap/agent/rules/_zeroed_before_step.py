@@ -109,8 +109,7 @@ def step_backward_at(state: Any) -> Optional[tuple[str, int]]:
     they did."""
     lines = state.rule_state.get(_BACKWARD_LINES, ())
     backwards = state.rule_state.get(_BACKWARDS, 0)
-    steps = [r.stepped for _, r in _records(state).items() if r.stepped is not None]
-    since = max((n for n in steps if n < backwards), default=0)
+    since = max((n for n in _steps_taken(state) if n < backwards), default=0)
     thread = threading.get_ident()
     kept: list[tuple[int, tuple[str, int]]] = [
         (number, at) for number, at, _, ident in lines if ident == thread
@@ -200,7 +199,7 @@ def module_zeroed(state: Any, module: Any, caller: FrameType) -> None:
     only the when if every optimizer stepped since the last backward (none has gradients
     left to apply)."""
     backwards = state.rule_state[_ANY_ZEROED] = state.rule_state.get(_BACKWARDS, 0)
-    stepped = [r.stepped for _, r in _records(state).items() if r.stepped is not None]
+    stepped = _steps_taken(state)
     if stepped and min(stepped) == backwards:
         return
     user = frames.user_frame(caller)
@@ -479,6 +478,11 @@ def _records(state: Any) -> TensorMap[_Record]:
     if records is None:
         records = state.rule_state[_RECORDS] = TensorMap()
     return records
+
+
+def _steps_taken(state: Any) -> list[int]:
+    """The backward() count at each known optimizer's last step (those that stepped)."""
+    return [r.stepped for _, r in _records(state).items() if r.stepped is not None]
 
 
 def _record(state: Any, optimizer: Any) -> _Record:
