@@ -168,27 +168,24 @@ def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
     print_user_traceback(args.exc_value, hook=False)
 
 
-def _is_dispatch(code: types.CodeType) -> bool:
-    """``torch.overrides.handle_torch_function``: how Python functions reach a mode."""
-    return code.co_name == "handle_torch_function" and code.co_filename.replace("\\", "/").endswith(
-        "torch/overrides.py"
-    )
-
-
 def print_user_traceback(error: BaseException, hook: bool = True) -> None:
     """The traceback Python would print, without tensor-dap's own frames; through the
     program's ``sys.excepthook`` when it set one and ``hook`` (an uncaught error of the main
     thread: a thread's goes to ``threading.excepthook`` alone), as Python would."""
+    from tensor_dap.agent.dispatch_frames import handed_over, is_dispatch
+
     tb = error.__traceback__
     frames: list[types.TracebackType] = []
     while tb is not None:
         code = tb.tb_frame.f_code
-        if _is_dispatch(code):
+        if is_dispatch(code):
             # ``F.cross_entropy`` handing itself to the watch: that frame and the call line of
             # the function above it exist only because a mode is on; the function runs again
             # below, as it does without tensor-dap
             if frames:
                 frames.pop()
+        elif tb.tb_next is not None and handed_over(code, tb.tb_lineno, tb.tb_next.tb_frame.f_code):
+            pass  # (the same, through the watch's shortcut: no handle_torch_function frame)
         elif not code.co_filename.startswith(_TENSOR_DAP_DIR):
             frames.append(tb)
         tb = tb.tb_next

@@ -486,6 +486,32 @@ static int is_plain(PyObject *operand) {
     return PySet_Contains(PLAIN_TYPES, (PyObject *)Py_TYPE(operand)); /* -1: an error */
 }
 
+/* {name: value} of a vectorcall's keyword arguments (`values`: the values after the
+ * positional ones), a new dict (empty for none); NULL on an error */
+static PyObject *keywords_dict(PyObject *const *values, PyObject *kwnames) {
+    PyObject *kwargs = PyDict_New();
+    for (Py_ssize_t i = 0; kwargs != NULL && kwnames != NULL && i < PyTuple_GET_SIZE(kwnames);
+         i++) {
+        if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), values[i]) < 0)
+            Py_CLEAR(kwargs);
+    }
+    return kwargs;
+}
+
+/* After a pop: `mode` (stolen) pushed back, as a `finally:` would. -1 when the push fails: its
+ * error wins, `*out` and `*error` are dropped */
+static int push_mode_back(PyObject *mode, PyObject **out, PyObject **error) {
+    PyObject *pushed = PyObject_CallOneArg(PUSH_MODE, mode);
+    Py_DECREF(mode);
+    if (pushed == NULL) {
+        Py_CLEAR(*error);
+        Py_CLEAR(*out);
+        return -1;
+    }
+    Py_DECREF(pushed);
+    return 0;
+}
+
 static PyObject *shadow_run(Shadow *self, PyObject *mode, PyObject *const *args,
                             Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *tuple = PyTuple_New(nargs);
@@ -494,22 +520,12 @@ static PyObject *shadow_run(Shadow *self, PyObject *mode, PyObject *const *args,
         Py_INCREF(args[i]);
         PyTuple_SET_ITEM(tuple, i, args[i]);
     }
-    PyObject *kwargs = Py_None;
-    Py_INCREF(kwargs);
-    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames)) {
-        Py_DECREF(kwargs);
-        kwargs = PyDict_New();
-        if (kwargs == NULL) {
-            Py_DECREF(tuple);
-            return NULL;
-        }
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
-            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
-                Py_DECREF(kwargs);
-                Py_DECREF(tuple);
-                return NULL;
-            }
-        }
+    PyObject *kwargs = kwnames != NULL && PyTuple_GET_SIZE(kwnames)
+                           ? keywords_dict(args + nargs, kwnames)
+                           : Py_NewRef(Py_None);
+    if (kwargs == NULL) {
+        Py_DECREF(tuple);
+        return NULL;
     }
     /* the frame that applied the operator: the innermost Python frame (this is C) */
     PyObject *caller = (PyObject *)PyEval_GetFrame();
@@ -544,14 +560,7 @@ static PyObject *shadow_vectorcall(PyObject *callable, PyObject *const *args, si
     if (ours > 0 && nargs > 1) ours = is_plain(args[0]);
     PyObject *out = ours > 0 ? shadow_run(self, mode, args, nargs, kwnames) : NULL;
     PyObject *error = ours != 0 && out == NULL ? take_exception() : NULL;
-    PyObject *pushed = PyObject_CallOneArg(PUSH_MODE, mode);
-    Py_DECREF(mode);
-    if (pushed == NULL) { /* as a `finally:` would: the push's error wins */
-        Py_XDECREF(error);
-        Py_XDECREF(out);
-        return NULL;
-    }
-    Py_DECREF(pushed);
+    if (push_mode_back(mode, &out, &error) < 0) return NULL;
     if (ours == 0) /* another mode's, or an operand torch may decline: with the stack as it was */
         return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
     if (error != NULL) restore_exception(error);
@@ -766,6 +775,143 @@ static PyTypeObject TorchFunctionType = {
     .tp_doc = "The watch mode's __torch_function__ (a method: bound to the mode).",
     .tp_descr_get = shadow_get,
     .tp_new = torch_function_new,
+};
+
+/* -- Dispatch: torch.overrides.handle_torch_function's stand-in while a watch runs ---------- */
+
+/* Functions torch writes in Python (`F.relu`, `Tensor.backward`...) hand themselves to
+ * torch.overrides.handle_torch_function whenever a mode is on the stack; that Python function
+ * collects the overloaded arguments, pops the mode in a context manager, calls its
+ * __torch_function__ and pushes it back: about fifteen Python calls (see dispatch_shortcut.py).
+ * This does the same in C when the innermost mode is a watch's and every relevant argument is
+ * None or of a plain type; anything else calls torch's own. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *original; /* torch.overrides.handle_torch_function */
+    PyObject *modes;    /* tuple of the watch's mode classes */
+    PyObject *declined; /* (public_api, types, args, kwargs): torch's steps after a mode's
+                           NotImplemented */
+    vectorcallfunc vectorcall;
+} Dispatch;
+
+/* The `types` torch would hand the mode for `relevant` (its overloaded arguments' types):
+ * (torch.Tensor,) when one is a plain tensor, () when none is (a Parameter's
+ * __torch_function__ is torch's disabled one, numbers and None have none); NULL without an
+ * error when an argument is of another type (torch's own function then runs). */
+static PyObject *plain_types_of(PyObject *relevant) {
+    if (!PyTuple_CheckExact(relevant)) return NULL;
+    int tensor = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(relevant); i++) {
+        PyObject *item = PyTuple_GET_ITEM(relevant, i);
+        if (item == Py_None) continue;
+        if ((PyObject *)Py_TYPE(item) == TENSOR_TYPE) {
+            tensor = 1;
+            continue;
+        }
+        int plain = PySet_Contains(PLAIN_TYPES, (PyObject *)Py_TYPE(item));
+        if (plain <= 0) {
+            if (plain < 0) PyErr_Clear();
+            return NULL;
+        }
+    }
+    return tensor ? PyTuple_Pack(1, TENSOR_TYPE) : PyTuple_New(0);
+}
+
+static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                     PyObject *kwnames) {
+    Dispatch *self = (Dispatch *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyFrameObject *frame = PASS_MARKER == NULL || nargs < 2 ? NULL : PyEval_GetFrame();
+    if (frame == NULL) return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    PyObject *enabled = PyObject_CallNoArgs(MODE_ENABLED);
+    if (enabled == NULL) return NULL;
+    int on = PyObject_IsTrue(enabled);
+    Py_DECREF(enabled);
+    if (on < 0) return NULL;
+    PyObject *types = on ? plain_types_of(args[1]) : NULL;
+    if (types == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    }
+    PyObject *call_tuple = PyTuple_New(nargs - 2);
+    PyObject *kwargs = keywords_dict(args + nargs, kwnames);
+    if (call_tuple == NULL || kwargs == NULL) goto failed;
+    for (Py_ssize_t i = 2; i < nargs; i++) PyTuple_SET_ITEM(call_tuple, i - 2, Py_NewRef(args[i]));
+    /* as in the shadows: the pop returns to C, the push below runs whatever happens between */
+    PyObject *mode = PyObject_CallNoArgs(POP_MODE);
+    if (mode == NULL) goto failed;
+    int ours = is_watch_mode(self->modes, mode);
+    PyObject *out = NULL, *error = NULL;
+    if (ours) {
+        /* the op's caller: the frame that called the function handing itself over (`F.relu`'s
+         * caller), as torch_function_vectorcall finds it past torch's Python dispatch */
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        PyObject *caller = back != NULL ? (PyObject *)back : (PyObject *)frame;
+        int subclasses = has_subclass(types, call_tuple, kwargs);
+        out = subclasses < 0 ? NULL
+                             : run_op(mode, args[0], args[0], call_tuple, kwargs, caller,
+                                      subclasses);
+        Py_XDECREF(back);
+        if (out == NULL) error = take_exception();
+    }
+    if (push_mode_back(mode, &out, &error) < 0) goto failed;
+    if (!ours) { /* another mode's: torch's own, with the stack as it was */
+        out = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    } else if (error != NULL) {
+        restore_exception(error);
+    } else if (out == Py_NotImplemented) { /* the overloaded arguments' turn, as torch does */
+        Py_DECREF(out);
+        out = PyObject_CallFunctionObjArgs(self->declined, args[0], types, call_tuple, kwargs,
+                                           NULL);
+    }
+    Py_DECREF(types);
+    Py_DECREF(call_tuple);
+    Py_DECREF(kwargs);
+    return out;
+failed:
+    Py_DECREF(types);
+    Py_XDECREF(call_tuple);
+    Py_XDECREF(kwargs);
+    return NULL;
+}
+
+static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *original, *modes, *declined;
+    static char *keywords[] = {"original", "modes", "declined", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O:Dispatch", keywords, &original,
+                                     &PyTuple_Type, &modes, &declined))
+        return NULL;
+    Dispatch *self = (Dispatch *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->original = Py_NewRef(original);
+    self->modes = Py_NewRef(modes);
+    self->declined = Py_NewRef(declined);
+    self->vectorcall = dispatch_vectorcall;
+    return (PyObject *)self;
+}
+
+static void dispatch_dealloc(Dispatch *self) {
+    Py_XDECREF(self->original);
+    Py_XDECREF(self->modes);
+    Py_XDECREF(self->declined);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef dispatch_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(Dispatch, original), READONLY, NULL},
+    {NULL},
+};
+
+static PyTypeObject DispatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tensor_dap.agent._fastpath.Dispatch",
+    .tp_basicsize = sizeof(Dispatch),
+    .tp_dealloc = (destructor)dispatch_dealloc,
+    .tp_vectorcall_offset = offsetof(Dispatch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "torch.overrides.handle_torch_function's stand-in while a watch runs.",
+    .tp_members = dispatch_members,
+    .tp_new = dispatch_new,
 };
 
 /* -- PassThrough: the simulation mode's __torch_function__ -------------------------------- */
@@ -1601,13 +1747,14 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         !s_interval || !s_backward_line || !s_grad_leaves || !s_threads || !s_line || !s_leaves || !s_backward || !s_table || !s_grad)
         return NULL;
     if (PyType_Ready(&ShadowType) < 0 || PyType_Ready(&TorchFunctionType) < 0 ||
-        PyType_Ready(&PassThroughType) < 0)
+        PyType_Ready(&PassThroughType) < 0 || PyType_Ready(&DispatchType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&fastpath_module);
     if (module == NULL) return NULL;
     if (PyModule_AddObjectRef(module, "Shadow", (PyObject *)&ShadowType) < 0 ||
         PyModule_AddObjectRef(module, "TorchFunction", (PyObject *)&TorchFunctionType) < 0 ||
-        PyModule_AddObjectRef(module, "PassThrough", (PyObject *)&PassThroughType) < 0) {
+        PyModule_AddObjectRef(module, "PassThrough", (PyObject *)&PassThroughType) < 0 ||
+        PyModule_AddObjectRef(module, "Dispatch", (PyObject *)&DispatchType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Optional
 from tensor_dap.agent import (
     accelerators,
     compile_guard,
+    dispatch_shortcut,
     mode,
     operator_shadows,
     optimizers,
@@ -163,6 +164,7 @@ class Watch:
         self._mode.enter()
         operator_shadows.track(self._mode)
         operator_shadows.install((WatchMode,))
+        dispatch_shortcut.install((WatchMode,))
         optimizers.install((WatchMode,))
         tensor_map.guard_swaps()
         compile_guard.install()
@@ -176,6 +178,7 @@ class Watch:
             self._operators = False
             optimizers.uninstall()  # first: it puts back a mode a failed step took off
             operator_shadows.uninstall()
+            dispatch_shortcut.uninstall()
         if self._new_threads is not None:
             self._new_threads.stop()
             self._new_threads = None

@@ -25,6 +25,7 @@ from typing import Any, Optional
 import torch
 
 from tensor_dap.agent import frames
+from tensor_dap.agent.dispatch_frames import handed_over
 
 _MARK = "_tensor_dap_warning_lines"
 _DISPATCH = torch.overrides.handle_torch_function.__code__
@@ -67,18 +68,21 @@ def _known_to_torchscript(warn: Any) -> None:
 
 def _dispatch_frames(warner: FrameType, stacklevel: int) -> int:
     """How many frames on the way ``stacklevel`` up from ``warner`` are there only because of
-    a mode: ``handle_torch_function`` and the function that dispatched to it, tensor-dap's."""
+    a mode: ``handle_torch_function`` and the function that dispatched to it (through the
+    watch's shortcut: that function's first frame alone), tensor-dap's."""
     extra = 0
     frame: Optional[FrameType] = warner
     for _ in range(stacklevel - 1):
-        frame = frame.f_back if frame is not None else None
+        below, frame = frame, frame.f_back if frame is not None else None
         while frame is not None:
             if frame.f_code is _DISPATCH:
                 dispatcher = frame.f_back
                 frame = dispatcher.f_back if dispatcher is not None else None
                 extra += 2
-            elif frames.is_tensor_dap_code(frame.f_code):
-                frame = frame.f_back
+            elif frames.is_tensor_dap_code(frame.f_code) or (
+                below is not None and handed_over(frame.f_code, frame.f_lineno, below.f_code)
+            ):  # (tensor-dap's own; a function that handed itself to the watch's shortcut)
+                below, frame = frame, frame.f_back
                 extra += 1
             else:
                 break
