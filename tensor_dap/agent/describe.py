@@ -31,10 +31,19 @@ class Described(TensorInfo):
 
     @property
     def created(self) -> str:
-        """``created at train.py:39 by zeros`` or an empty string when unknown."""
-        if self.prov is None:
+        """``created at train.py:39 by zeros`` or an empty string when unknown. A detached copy
+        (``loss.detach().cpu()``) names where the tensor it was detached from was made: ``created
+        at train.py:31 by mean, detached at train.py:36``, not a line that says ``by detach``."""
+        prov = self.prov
+        if prov is None:
             return ""
-        return f"created at {self.prov.where()} by {self.prov.op}"
+        source = _detached_from(prov)
+        if source is None:
+            return f"created at {prov.where()} by {prov.op}"
+        detached = (
+            "then detached" if source.where() == prov.where() else f"detached at {prov.where()}"
+        )
+        return f"created at {source.where()} by {source.op}, {detached}"
 
     @property
     def shape_text(self) -> str:
@@ -43,6 +52,15 @@ class Described(TensorInfo):
     def info(self) -> TensorInfo:
         """The finding's record of the tensor, without the creation record's internals."""
         return TensorInfo(**{field.name: getattr(self, field.name) for field in fields(TensorInfo)})
+
+
+def _detached_from(prov: Prov) -> Optional[Prov]:
+    """The record of the tensor ``prov``'s ``detach()`` (of a chain of them) was called on,
+    when known; None for a tensor made otherwise."""
+    source = None
+    while prov.op == "detach" and prov.detached_from is not None:
+        prov = source = prov.detached_from
+    return source
 
 
 #: tensor types whose metadata reads go to no ``__torch_function__``

@@ -105,6 +105,8 @@ def history(
     prov = Prov(path, line, op_name, cut, tuple(parents), depth, cut_at, site, untracked, upstream)
     if unrecorded:
         prov.unrecorded = tuple(unrecorded)
+    if op_name == "detach" and len(cut_from) == 1:
+        prov.detached_from = registry.lookup(cut_from[0])
     return prov
 
 

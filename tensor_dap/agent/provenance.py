@@ -52,6 +52,7 @@ class Prov:
         "upstream",
         "unrecorded",
         "shortened",
+        "detached_from",
     )
 
     def __init__(
@@ -95,6 +96,9 @@ class Prov:
         #: a copy kept past :data:`MAX_DEPTH` whose parents were dropped (:meth:`shallow`): its
         #: history goes on where this record no longer says
         self.shortened = False
+        #: of a ``detach()``: the record of the tensor it was called on, when there is one (a
+        #: message says where that was made: ``loss.detach().cpu()`` is the loss's line's)
+        self.detached_from: Optional[Prov] = None
 
     def shallow(self, generations: int) -> Prov:
         """A copy that keeps ``generations`` of its parents (the first :data:`SHALLOW_FAN_IN`
@@ -118,6 +122,7 @@ class Prov:
         copy.made = self.made
         copy.unrecorded = self.unrecorded
         copy.shortened = self.shortened or len(kept) < len(self.parents)
+        copy.detached_from = self.detached_from
         return copy
 
     def origin(self) -> Origin:

@@ -100,6 +100,12 @@ def test_one_number_copies_are_scalar_reads(engine_path) -> None:  # noqa: ANN00
     assert train({}) == []
     (finding,) = train({"leaves-device": {"scalars": True}})
     assert finding.line == _line(train, "losses.append(loss.detach().cpu().numpy())")
+    # where the loss was made, not "by detach": the copy is the loss's
+    made = _line(train, "loss = F.cross_entropy(")
+    assert (
+        f"(created at test_leaves_device_steps.py:{made} by cross_entropy, detached at "
+        f"test_leaves_device_steps.py:{finding.line})"
+    ) in finding.message
 
 
 def test_a_gan_step_with_two_backwards_and_a_pinned_copy(engine_path) -> None:  # noqa: ANN001
