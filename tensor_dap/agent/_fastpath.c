@@ -59,6 +59,10 @@ static PyObject *call_op(PyObject *func, PyObject *args, PyObject *kwargs) {
 /* torch.ops' OpOverloadPacket and OpOverload (configure_ops): their __call__ is Python that
  * only calls the op's C function `_op` (a packet: when it has no torchbind overload) */
 static PyTypeObject *OP_PACKET_TYPE, *OP_OVERLOAD_TYPE;
+/* torch.ops' TorchBindOpOverload (`profiler._record_function_exit._RecordFunction`, each
+ * optimizer step's) and torch._library's FakeScriptObject: its __call__ calls `_op` unless an
+ * argument is or holds a FakeScriptObject; NULL when this torch has none */
+static PyTypeObject *OP_TORCHBIND_TYPE, *FAKE_SCRIPT_TYPE;
 static PyObject *s_op, *s_has_torchbind;
 
 /* call_op for the op the mode was given: `torch.ops.profiler._record_function_enter_new`
@@ -67,8 +71,44 @@ static PyObject *s_op, *s_has_torchbind;
  * again (and torch's checks before it): `_op` is called, which is all __call__ would do. */
 static PyObject *instance_dict(PyObject *obj);
 
+/* torch._ops._contains_fake_script_object: whether `obj` is a FakeScriptObject or a list,
+ * tuple or dict (its values) holding one, at any depth. 1, 0, or -1 on an error. */
+static int holds_fake_script(PyObject *obj) {
+    if (PyObject_TypeCheck(obj, FAKE_SCRIPT_TYPE)) return 1;
+    PyObject *items = NULL;
+    if (PyList_Check(obj) || PyTuple_Check(obj))
+        items = PySequence_Fast(obj, "");
+    else if (PyDict_Check(obj))
+        items = PyDict_Values(obj);
+    else
+        return 0;
+    if (items == NULL) return -1;
+    int found = 0;
+    PyObject *fast = PySequence_Fast(items, "");
+    Py_DECREF(items);
+    if (fast == NULL) return -1;
+    if (Py_EnterRecursiveCall(" in tensor-dap's FakeScriptObject check")) {
+        Py_DECREF(fast);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast) && !found; i++)
+        found = holds_fake_script(PySequence_Fast_GET_ITEM(fast, i));
+    Py_LeaveRecursiveCall();
+    Py_DECREF(fast);
+    return found;
+}
+
 static PyObject *call_torch_op(PyObject *func, PyObject *args, PyObject *kwargs) {
     PyTypeObject *type = Py_TYPE(func);
+    if (type == OP_TORCHBIND_TYPE && type != NULL && FAKE_SCRIPT_TYPE != NULL) {
+        /* its __call__: `_op` unless torch must dispatch in Python (_must_dispatch_in_python) */
+        int fake = holds_fake_script(args);
+        if (fake == 0 && kwargs != NULL && kwargs != Py_None && PyDict_Check(kwargs))
+            fake = holds_fake_script(kwargs);
+        if (fake < 0) return NULL;
+        if (fake) return call_op(func, args, kwargs);
+        type = OP_OVERLOAD_TYPE; /* (its `_op` is called as an OpOverload's is) */
+    }
     if (type != OP_OVERLOAD_TYPE && type != OP_PACKET_TYPE) return call_op(func, args, kwargs);
     if (type == OP_PACKET_TYPE) {
         /* (read from the instance dict: a torch without the flag, whose __call__ has no such
@@ -1659,18 +1699,25 @@ static PyObject *fastpath_configure(PyObject *module, PyObject *const *args, Py_
 
 static PyObject *fastpath_configure_ops(PyObject *module, PyObject *const *args,
                                         Py_ssize_t nargs) {
-    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "configure_ops(OpOverloadPacket, OpOverload)");
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_Check(args[1]) ||
+        !(args[2] == Py_None || PyType_Check(args[2])) ||
+        !(args[3] == Py_None || PyType_Check(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, "configure_ops(OpOverloadPacket, OpOverload, "
+                                         "TorchBindOpOverload or None, FakeScriptObject or None)");
         return NULL;
     }
     Py_XSETREF(OP_PACKET_TYPE, (PyTypeObject *)Py_NewRef(args[0]));
     Py_XSETREF(OP_OVERLOAD_TYPE, (PyTypeObject *)Py_NewRef(args[1]));
+    int both = args[2] != Py_None && args[3] != Py_None;
+    Py_XSETREF(OP_TORCHBIND_TYPE, both ? (PyTypeObject *)Py_NewRef(args[2]) : NULL);
+    Py_XSETREF(FAKE_SCRIPT_TYPE, both ? (PyTypeObject *)Py_NewRef(args[3]) : NULL);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef fastpath_functions[] = {
     {"configure_ops", (PyCFunction)(void (*)(void))fastpath_configure_ops, METH_FASTCALL,
-     "configure_ops(OpOverloadPacket, OpOverload): the torch.ops types whose `_op` is called."},
+     "configure_ops(OpOverloadPacket, OpOverload, TorchBindOpOverload, FakeScriptObject): the "
+     "torch.ops types whose `_op` is called."},
     {"configure", (PyCFunction)(void (*)(void))fastpath_configure, METH_FASTCALL,
      "configure(pass_marker, mode_enabled, pop_mode, push_mode, plain_types, tensor_type, "
      "ranks_differ, dispatch_code)."},

@@ -96,4 +96,12 @@ def configure(pass_marker: Any, plain_types: frozenset[type], ranks_differ: str)
         ranks_differ,
         torch.overrides.handle_torch_function.__code__,
     )
-    fastpath.configure_ops(torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+    try:  # (a torch without them: their ops run through their own __call__)
+        from torch._library.fake_class_registry import FakeScriptObject
+
+        torchbind: Any = torch._ops.TorchBindOpOverload
+    except (ImportError, AttributeError):
+        FakeScriptObject = torchbind = None  # type: ignore[assignment,misc]
+    fastpath.configure_ops(
+        torch._ops.OpOverloadPacket, torch._ops.OpOverload, torchbind, FakeScriptObject
+    )

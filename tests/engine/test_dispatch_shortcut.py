@@ -188,3 +188,28 @@ def test_another_thread_without_a_watch_runs_torchs_own() -> None:
         assert done.wait(30)
     thread.join()
     assert results[0].tolist() == [0.0, 1.0] and watch.findings == []
+
+
+def test_profiler_marks_of_a_step_pass_through_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``optimizer.step()`` opens and closes a ``record_function`` range (torch.ops' profiler
+    ops, the closing one a ``TorchBindOpOverload``): under the watch each is run once, as
+    without it (torch's Python ``__call__`` is not run again from the mode), and the profiler
+    still records the range."""
+    checks: list[object] = []
+    must_dispatch = torch._ops._must_dispatch_in_python
+
+    def spy(args, kwargs):  # noqa: ANN001, ANN202
+        checks.append(args)
+        return must_dispatch(args, kwargs)
+
+    monkeypatch.setattr(torch._ops, "_must_dispatch_in_python", spy)
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(2, 3)).sum().backward()
+    optimizer.step()
+    plain = len(checks)
+    checks.clear()
+    with tensor_dap.watch(), torch.profiler.profile() as profile:
+        optimizer.step()
+    assert plain >= 1 and len(checks) == plain
+    assert any("Optimizer.step#SGD.step" in event.key for event in profile.key_averages())
