@@ -831,6 +831,8 @@ typedef struct {
     PyObject *modes;    /* tuple of the watch's mode classes */
     PyObject *declined; /* (public_api, types, args, kwargs): torch's steps after a mode's
                            NotImplemented */
+    PyObject *subclasses_on; /* torch._C._is_torch_function_enabled */
+    PyObject *name, *qualname, *module, *doc; /* the original's */
     vectorcallfunc vectorcall;
 } Dispatch;
 
@@ -868,6 +870,13 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     int on = PyObject_IsTrue(enabled);
     Py_DECREF(enabled);
     if (on < 0) return NULL;
+    if (on) { /* subclasses' torch functions off (inside Tensor.__torch_function__): torch hands
+                 the mode no types then, and goes on to no tensor's */
+        PyObject *subclasses = PyObject_CallNoArgs(self->subclasses_on);
+        on = subclasses == NULL ? -1 : PyObject_IsTrue(subclasses);
+        Py_XDECREF(subclasses);
+        if (on < 0) return NULL;
+    }
     PyObject *types = on ? plain_types_of(args[1]) : NULL;
     if (types == NULL) {
         if (PyErr_Occurred()) return NULL;
@@ -915,17 +924,32 @@ failed:
     return NULL;
 }
 
+/* original.<name>, or None where it has none (a new reference) */
+static PyObject *attribute_or_none(PyObject *original, const char *name) {
+    PyObject *value = PyObject_GetAttrString(original, name);
+    if (value == NULL) {
+        PyErr_Clear();
+        value = Py_NewRef(Py_None);
+    }
+    return value;
+}
+
 static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *original, *modes, *declined;
-    static char *keywords[] = {"original", "modes", "declined", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O:Dispatch", keywords, &original,
-                                     &PyTuple_Type, &modes, &declined))
+    PyObject *original, *modes, *declined, *subclasses_on;
+    static char *keywords[] = {"original", "modes", "declined", "subclasses_on", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OO:Dispatch", keywords, &original,
+                                     &PyTuple_Type, &modes, &declined, &subclasses_on))
         return NULL;
     Dispatch *self = (Dispatch *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->original = Py_NewRef(original);
     self->modes = Py_NewRef(modes);
     self->declined = Py_NewRef(declined);
+    self->subclasses_on = Py_NewRef(subclasses_on);
+    self->name = attribute_or_none(original, "__name__");
+    self->qualname = attribute_or_none(original, "__qualname__");
+    self->module = attribute_or_none(original, "__module__");
+    self->doc = attribute_or_none(original, "__doc__");
     self->vectorcall = dispatch_vectorcall;
     return (PyObject *)self;
 }
@@ -934,11 +958,20 @@ static void dispatch_dealloc(Dispatch *self) {
     Py_XDECREF(self->original);
     Py_XDECREF(self->modes);
     Py_XDECREF(self->declined);
+    Py_XDECREF(self->subclasses_on);
+    Py_XDECREF(self->name);
+    Py_XDECREF(self->qualname);
+    Py_XDECREF(self->module);
+    Py_XDECREF(self->doc);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMemberDef dispatch_members[] = {
     {"__wrapped__", T_OBJECT, offsetof(Dispatch, original), READONLY, NULL},
+    {"__name__", T_OBJECT, offsetof(Dispatch, name), READONLY, NULL},
+    {"__qualname__", T_OBJECT, offsetof(Dispatch, qualname), READONLY, NULL},
+    {"__module__", T_OBJECT, offsetof(Dispatch, module), READONLY, NULL},
+    {"__doc__", T_OBJECT, offsetof(Dispatch, doc), READONLY, NULL},
     {NULL},
 };
 

@@ -26,11 +26,13 @@ def is_dispatch(code: CodeType) -> bool:
 
 def handed_over(outer: CodeType, line: int, inner: CodeType) -> bool:
     """Whether a frame of ``outer`` at ``line`` is a torch function handing itself to a mode
-    (``return handle_torch_function(...)`` on that line) whose call runs again as the frame
-    above it, of ``inner``: the same function, called by the shortcut from C."""
+    (``return handle_torch_function(...)`` on that line) through the watch's shortcut, which
+    called the frame above it, of ``inner``, from C: the function again, or the one it named
+    (``F.max_pool2d``'s ``boolean_dispatch``, ``torch.unique``). Through torch's own, the frame
+    above is ``handle_torch_function``'s (:func:`is_dispatch`)."""
     return (
-        outer is inner
-        and _NAME in outer.co_names
+        _NAME in outer.co_names
+        and not is_dispatch(inner)
         and "/torch/" in outer.co_filename.replace("\\", "/")
         and _NAME in linecache.getline(outer.co_filename, line)
     )

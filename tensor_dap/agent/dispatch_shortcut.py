@@ -72,7 +72,8 @@ def install(modes: tuple[type, ...]) -> None:
         if _installed or not native.enabled or fastpath is None:
             return
         original = torch.overrides.handle_torch_function
-        stand_in = fastpath.Dispatch(original, modes, _declined)
+        enabled = torch._C._is_torch_function_enabled
+        stand_in = fastpath.Dispatch(original, modes, _declined, enabled)
         for name in MODULES:
             module = importlib.import_module(name)
             if module.__dict__.get(_NAME) is original:

@@ -213,3 +213,38 @@ def test_profiler_marks_of_a_step_pass_through_once(monkeypatch: pytest.MonkeyPa
         optimizer.step()
     assert plain >= 1 and len(checks) == plain
     assert any("Optimizer.step#SGD.step" in event.key for event in profile.key_averages())
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [lambda t: t // None, lambda t: t**None, lambda t: None - t, lambda t: None @ t],
+    ids=["floordiv", "pow", "rsub", "rmatmul"],
+)
+def test_an_operator_torch_declines_inside_tensors_torch_function(operation) -> None:  # noqa: ANN001
+    """``t // None``: Tensor's Python operator hands itself over, answers NotImplemented, and
+    ``Tensor.__torch_function__`` calls it again with subclasses' torch functions off, where
+    torch hands the mode no types and then raises: the same TypeError under the watch."""
+    t = torch.ones(2)
+    with pytest.raises(TypeError) as plain:
+        operation(t)
+    with tensor_dap.watch() as watch:
+        with pytest.raises(TypeError) as watched:
+            operation(t)
+        assert torch._C._get_function_stack_at(0) is watch._mode
+    assert str(watched.value) == str(plain.value)
+
+
+def test_a_traceback_leaves_out_the_frame_that_handed_over(capsys) -> None:  # noqa: ANN001
+    """``F.max_pool2d`` hands over another function than itself (its ``boolean_dispatch``):
+    the frame making the hand-over is not shown, as torch's ``handle_torch_function`` is not."""
+    from tensor_dap.runner import print_user_traceback
+
+    with tensor_dap.watch():
+        try:
+            F.max_pool2d(torch.randn(1, 1, 2, 2), 5)
+        except RuntimeError as error:
+            caught = error
+    print_user_traceback(caught, hook=False)
+    shown = capsys.readouterr().err
+    assert "max_pool2d" in shown and "handle_torch_function" not in shown
+    assert F.handle_torch_function is _ORIGINAL
