@@ -1,4 +1,5 @@
-"""``torch.compile`` under the watch: compiled code compiles and runs as without tensor-dap.
+"""``torch.compile`` (and ``torch.jit.trace``) under the watch: compiled code compiles and runs
+as without tensor-dap.
 
 Dynamo cannot trace the watch's mode (its ``__torch_function__`` is C, or Python that reads
 frames): with the mode on the stack every op would break the graph and run eagerly — a backend
@@ -9,6 +10,9 @@ dynamo traces, compiles and runs the program's code alone, and the rules do not 
 ``torch.compile``'s result is wrapped (``model.compile()`` calls it too); compiled modules'
 class ``OptimizedModule`` once. Dynamo's skip list also gets this package, so that dynamo never
 tries to compile tensor-dap's own frames (a mode pushed inside compiled code, a hook).
+
+``torch.jit.trace`` and ``trace_module`` run so too: the tracer records every op run while it
+traces, the rules' own reads included.
 
 Dynamo costs a second to import, so it is not imported here: the skip is registered at once when
 it is already loaded, else by a thin wrapper around ``torch.compile`` at its first call.
@@ -30,6 +34,7 @@ def install() -> None:
     """Register the skip now if dynamo is loaded; wrap ``torch.compile`` (once; it stays)."""
     if "torch._dynamo" in sys.modules:
         _skip_tensor_dap()
+    _guard_jit_tracing()
     original = torch.compile
     if getattr(original, _MARK, False):
         return
@@ -45,6 +50,18 @@ def install() -> None:
 
     setattr(compile, _MARK, True)
     torch.compile = compile
+
+
+def _guard_jit_tracing() -> None:
+    """``torch.jit.trace`` / ``trace_module`` run the traced code with the watch's mode off the
+    stack (once; they stay wrapped): the tracer records every op run while it traces, the
+    rules' own reads included (``out.numel() == 1`` became a graph node and a TracerWarning
+    naming tensor-dap's file), and the traced result runs as TorchScript, which no mode sees."""
+    jit = torch.jit
+    for name in ("trace", "trace_module"):
+        original = getattr(jit, name, None)
+        if callable(original) and not getattr(original, _MARK, False):
+            setattr(jit, name, unwatched(original))
 
 
 def _skip_tensor_dap() -> None:

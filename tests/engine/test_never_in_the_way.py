@@ -493,3 +493,30 @@ def test_tensor_dap_threads_are_not_the_programs(tmp_path: Path, check) -> None:
     run = check(script)
     assert (run.returncode, run.stdout) == (0, plain.stdout), run.stderr[-2000:]
     assert plain.stdout.startswith("[0.0, 3.0, 6.0] 1 1\n")
+
+
+def test_jit_trace_records_the_programs_ops_alone() -> None:
+    """``torch.jit.trace`` under the watch: the traced graph is the plain one (the rules' own
+    reads recorded nothing) and its warnings are torch's own (no TracerWarning names
+    tensor-dap's files)."""
+    import warnings
+
+    import torch.nn.functional as F
+
+    def step(t: torch.Tensor) -> torch.Tensor:
+        return F.gelu(t) + F.softmax(t, -1) + t.sum()
+
+    def traced_with_warnings() -> tuple[Any, list[str]]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            traced = torch.jit.trace(step, x)
+        return traced, [f"{w.filename.rsplit('/', 1)[-1]}: {w.message}" for w in caught]
+
+    x = torch.randn(2, 4)
+    plain, plain_warnings = traced_with_warnings()
+    with tensor_dap.watch() as watch:
+        traced, watched_warnings = traced_with_warnings()
+        out = traced(x)
+    assert watched_warnings == plain_warnings
+    assert str(traced.graph) == str(plain.graph)
+    assert torch.equal(out, plain(x)) and watch.findings == []
